@@ -1,0 +1,1 @@
+"""Cron jobs: job models, schedule arithmetic and misfire planning."""
