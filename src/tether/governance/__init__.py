@@ -1,0 +1,1 @@
+"""Governance analysis: decide whether an agent tool call may run (pure, no I/O)."""

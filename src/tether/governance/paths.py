@@ -1,0 +1,255 @@
+"""Classify filesystem paths into the classes that rules refer to.
+
+Pure string work on POSIX paths: shell analysis cannot know what a path will
+point to when the command eventually runs, so it reasons about the text only.
+File analysis resolves symlinks itself before calling in here.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from functools import lru_cache
+from typing import Literal, get_args
+
+from tether.governance.context import AnalysisContext
+
+PathClass = Literal[
+    "any",
+    "inside_workspace",
+    "outside_workspace",
+    "dynamic",
+    "root_or_system",
+    "system",
+    "ssh_or_shell_profile",
+    "secret",
+    "tether_home",
+    "block_device",
+    "network_socket",
+]
+PATH_CLASSES: tuple[str, ...] = get_args(PathClass)
+
+# Marks the part of a word whose value is only known at run time ($VAR, $(...)).
+# NUL can never occur in a real argv entry, so it cannot collide with literal text.
+DYNAMIC = "\x00"
+
+# Characters after which the rest of a path is unknown: glob and brace patterns
+# and dynamic parts. Everything from the first of them on is treated as "any
+# entry of the directory before it".
+_PATTERN_CHARS = ("*", "?", "[", "{", DYNAMIC)
+
+# Directories whose contents are the operating system: the directory itself and
+# every direct child (/etc/ssh, /usr/lib, ...) are critical deletion targets.
+_DEEP_SYSTEM_DIRS = frozenset(
+    {
+        "/bin",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/libx32",
+        "/proc",
+        "/sbin",
+        "/sys",
+        "/usr",
+        "/var",
+        "/System",
+    }
+)
+# Top-level directories that matter as a whole but whose children are ordinary
+# data (/opt/app, /srv/www): only the directory itself is critical.
+_TOP_SYSTEM_DIRS = frozenset(
+    {
+        "/home",
+        "/Users",
+        "/root",
+        "/opt",
+        "/srv",
+        "/mnt",
+        "/media",
+        "/run",
+        "/snap",
+        "/nix",
+        "/Applications",
+        "/Library",
+        "/Volumes",
+        "/private",
+    }
+)
+# Scratch space: writing or deleting there is not "touching the system".
+_TEMP_DIRS = ("/tmp", "/var/tmp", "/private/tmp", "/private/var/folders", "/dev/shm")
+
+_PSEUDO_DEVICE = re.compile(
+    r"^/dev/(null|zero|full|random|urandom|tty|stdin|stdout|stderr|ptmx|fd/\d+|pts/\d+)$"
+    r"|^/proc/self/fd/\d+$"
+)
+_BLOCK_DEVICE = re.compile(
+    r"^/dev/(sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme\d|mmcblk\d|disk\d|rdisk\d|loop\d|md\d"
+    r"|dm-\d|mapper/|sr\d|nbd\d|zd\d|bcache|fd\d|mem$|kmem$|port$)"
+)
+_NETWORK_SOCKET = re.compile(r"^/dev/(tcp|udp)/")
+
+_SHELL_PROFILES = frozenset(
+    {
+        ".bashrc",
+        ".bash_profile",
+        ".bash_login",
+        ".bash_logout",
+        ".profile",
+        ".zshrc",
+        ".zprofile",
+        ".zshenv",
+        ".zlogin",
+        ".zlogout",
+        ".kshrc",
+        ".mkshrc",
+        ".cshrc",
+        ".tcshrc",
+        ".login",
+        "config.fish",
+    }
+)
+_SECRET_DIRS = frozenset({".ssh", ".gnupg", ".aws", ".kube", ".password-store"})
+_SECRET_NAMES = frozenset(
+    {".env", ".netrc", ".pgpass", ".git-credentials", ".npmrc", ".pypirc", ".htpasswd"}
+)
+_SECRET_SYSTEM_FILES = frozenset({"/etc/shadow", "/etc/gshadow", "/etc/sudoers"})
+_SECRET_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".kdbx")
+_SSH_KEY_PREFIXES = ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")
+_ENV_TEMPLATE_SUFFIXES = (".example", ".sample", ".template", ".dist")
+
+_UNKNOWN: frozenset[str] = frozenset({"any", "dynamic", "outside_workspace"})
+
+
+def within(path: str, parent: str) -> bool:
+    """True if ``path`` is ``parent`` or lies below it (both normalised, absolute)."""
+    if parent == "/":
+        return path.startswith("/")
+    return path == parent or path.startswith(parent + "/")
+
+
+def expand_tilde(word: str, home: str, cwd: str | None) -> str:
+    """Expand a leading ``~``, ``~user``, ``~+`` or ``~-`` the way bash would."""
+    head, sep, rest = word.partition("/")
+    if head == "~":
+        base = home
+    elif head == "~+":
+        base = cwd if cwd is not None else DYNAMIC
+    elif head == "~-":
+        base = DYNAMIC
+    elif head == "~root":
+        base = "/root"
+    else:
+        # ~user: assume the conventional layout next to our own home.
+        base = posixpath.join(posixpath.dirname(home), head[1:])
+    return base + sep + rest
+
+
+def classify_path(raw: str, cwd: str | None, ctx: AnalysisContext) -> frozenset[str]:
+    """Return the set of PathClass names ``raw`` belongs to.
+
+    ``cwd`` is the directory relative paths are resolved against (None when it
+    cannot be known). Paths with glob or dynamic parts are judged by the
+    directory they would expand inside, e.g. ``/usr/*`` like ``/usr``.
+    """
+    return _classify(raw, cwd, ctx)
+
+
+@lru_cache(maxsize=8192)
+def _classify(raw: str, cwd: str | None, ctx: AnalysisContext) -> frozenset[str]:
+    if not raw:
+        return frozenset()
+    joined = _absolute(raw, cwd, ctx)
+    if joined is None:
+        return _UNKNOWN
+    cut = min((i for i in (joined.find(c) for c in _PATTERN_CHARS) if i >= 0), default=-1)
+    if cut < 0:
+        return _classify_concrete(posixpath.normpath(joined), ctx)
+    prefix, rest = joined[:cut], joined[cut:]
+    base = posixpath.normpath(prefix if prefix.endswith("/") else posixpath.dirname(prefix))
+    # A pattern followed by ".." climbs out of its directory: follow it up.
+    for _ in range(rest.split("/").count("..")):
+        base = posixpath.dirname(base)
+    classes = set(_classify_concrete(base, ctx))
+    if _is_secret(posixpath.normpath(joined)):
+        classes.add("secret")
+    if DYNAMIC in rest:
+        classes.add("dynamic")
+    return frozenset(classes)
+
+
+def _absolute(raw: str, cwd: str | None, ctx: AnalysisContext) -> str | None:
+    if raw.startswith(DYNAMIC):
+        return None  # "$X/foo" may well be absolute: nothing is known
+    if raw.startswith("~"):
+        raw = expand_tilde(raw, str(ctx.home), cwd)
+        if raw.startswith(DYNAMIC):
+            return None
+    if raw.startswith("/"):
+        return raw
+    if cwd is None:
+        return None
+    return cwd.rstrip("/") + "/" + raw
+
+
+def _classify_concrete(path: str, ctx: AnalysisContext) -> frozenset[str]:
+    workspace, home, tether_home = str(ctx.workspace), str(ctx.home), str(ctx.tether_home)
+    classes = {"any"}
+    inside = within(path, workspace)
+    if inside:
+        classes.add("inside_workspace")
+    elif not _PSEUDO_DEVICE.match(path):
+        classes.add("outside_workspace")
+    if _is_root_or_system(path, home):
+        classes.add("root_or_system")
+    if not inside and _is_system(path, home):
+        classes.add("system")
+    # A workspace placed inside TETHER_HOME is the agent's own area, not Tether's state.
+    if within(path, tether_home) and not (within(workspace, tether_home) and inside):
+        classes.add("tether_home")
+    if not inside and _is_ssh_or_profile(path):
+        classes.add("ssh_or_shell_profile")
+    if _is_secret(path):
+        classes.add("secret")
+    if _BLOCK_DEVICE.match(path):
+        classes.add("block_device")
+    if _NETWORK_SOCKET.match(path):
+        classes.add("network_socket")
+    return frozenset(classes)
+
+
+def _is_root_or_system(path: str, home: str) -> bool:
+    if path in ("/", home) or path in _DEEP_SYSTEM_DIRS or path in _TOP_SYSTEM_DIRS:
+        return True
+    if _PSEUDO_DEVICE.match(path) or any(within(path, t) for t in _TEMP_DIRS):
+        return False
+    return posixpath.dirname(path) in _DEEP_SYSTEM_DIRS
+
+
+def _is_system(path: str, home: str) -> bool:
+    if within(path, home) or _PSEUDO_DEVICE.match(path):
+        return False
+    if any(within(path, t) for t in _TEMP_DIRS):
+        return False
+    return path == "/" or any(within(path, d) for d in _DEEP_SYSTEM_DIRS | _TOP_SYSTEM_DIRS)
+
+
+def _is_ssh_or_profile(path: str) -> bool:
+    parts = path.split("/")
+    return ".ssh" in parts or parts[-1] in _SHELL_PROFILES or path.startswith("/etc/profile")
+
+
+def _is_secret(path: str) -> bool:
+    parts = path.split("/")
+    name = parts[-1]
+    if path in _SECRET_SYSTEM_FILES or _SECRET_DIRS.intersection(parts[:-1]):
+        return True
+    if name in _SECRET_DIRS or name in _SECRET_NAMES:
+        return True
+    if name.startswith(".env.") and not name.endswith(_ENV_TEMPLATE_SUFFIXES):
+        return True
+    if name.endswith(_SECRET_SUFFIXES):
+        return True
+    return name.startswith(_SSH_KEY_PREFIXES) and not name.endswith(".pub")

@@ -1,0 +1,694 @@
+"""Parse a shell script with tree-sitter-bash into flat SimpleCommand records.
+
+Every simple command the script could run becomes one record, wherever it sits:
+pipelines, lists, subshells, functions, loops, ``$(...)``, backticks, process
+substitutions, here-docs fed to shells, ``bash -c`` / ``eval`` strings (parsed
+recursively) and wrappers (``sudo``, ``env``, ``xargs``...; both the wrapper
+and the wrapped command get a record). Words are unquoted and joined the way
+the shell would; anything only known at run time is marked with ``DYNAMIC``.
+The walk is deliberately over-inclusive: a command that might not run is still
+reported, because governance must judge what *could* happen.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import posixpath
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import tree_sitter_bash
+from tree_sitter import Language, Node, Parser, Tree
+
+from tether.governance.context import AnalysisContext
+from tether.governance.paths import DYNAMIC, expand_tilde
+from tether.governance.shell_words import (
+    decode_ansi_c,
+    normalize_name,
+    positional_args,
+    remove_line_continuations,
+    unescape_double_quoted,
+    unescape_unquoted,
+)
+from tether.governance.wrappers import (
+    Invocation,
+    code_arg_indices,
+    executes_stdin,
+    script_of,
+    unwrap,
+)
+
+MAX_DEPTH = 5  # nested bash -c / eval / here-doc scripts
+MAX_SCRIPT_CHARS = 100_000
+MAX_LOOP_VALUES = 4  # for-loop values bound one by one before giving up
+MAX_UNWRAP = 8  # sudo env nice timeout ... chains
+_SOURCE_CHARS = 200
+
+# A variable name nothing defines: substituted for DYNAMIC when a partly dynamic
+# script string is re-parsed, so the unknown part stays unknown.
+_DYNAMIC_VAR = "$__TETHER_DYNAMIC__"
+
+_WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", ">&", "<>"})
+_READ_OPS = frozenset({"<", "<>", "<&"})
+_REDIRECT_OPS = _WRITE_OPS | _READ_OPS | {">&-", "<&-"}
+_SUBSTITUTIONS = frozenset({"command_substitution", "process_substitution"})
+
+_language: Language | None = None
+_parser: Parser | None = None
+# Parser objects are not safe to share between threads; parsing is quick, so a
+# lock around the singleton is simpler than one parser per thread.
+_parser_lock = threading.Lock()
+
+
+def _parse(text: str) -> Tree:
+    global _language, _parser
+    with _parser_lock:
+        if _parser is None:
+            _language = Language(tree_sitter_bash.language())
+            _parser = Parser(_language)
+        return _parser.parse(text.encode("utf-8", "surrogatepass"))
+
+
+@dataclass(frozen=True)
+class Redirect:
+    """A file redirection: operator (``>``, ``>>``, ``<``, ``&>``...) and target word."""
+
+    op: str
+    target: str
+
+    @property
+    def writes(self) -> bool:
+        """True if the redirection opens the target for writing."""
+        return self.op in _WRITE_OPS
+
+    @property
+    def reads(self) -> bool:
+        """True if the redirection opens the target for reading."""
+        return self.op in _READ_OPS
+
+
+@dataclass(frozen=True)
+class SimpleCommand:
+    """One command the script may run.
+
+    ``name`` is the command's basename, or None when it is produced at run time
+    (``$CMD``, ``$(which rm)``) and cannot be trusted. ``pipe_into`` names the
+    commands its output flows into (pipes and substitutions, None = dynamic);
+    ``executed_by`` the subset that runs that output as code. ``cwd`` is the
+    directory relative paths resolve against (None = unknown).
+    """
+
+    name: str | None
+    args: tuple[str, ...]
+    redirects: tuple[Redirect, ...] = ()
+    pipe_into: tuple[str | None, ...] = ()
+    executed_by: tuple[str | None, ...] = ()
+    source: str = ""
+    cwd: str | None = None
+    self_spawning: bool = False
+    stdin_args: bool = False
+    stdin_literal: str | None = None
+
+
+@dataclass(frozen=True)
+class ParsedScript:
+    """Result of parsing: the commands plus reasons the parse cannot be trusted."""
+
+    commands: tuple[SimpleCommand, ...]
+    syntax_error: bool = False
+    too_deep: bool = False
+    too_large: bool = False
+
+
+def parse_script(script: str, ctx: AnalysisContext, cwd: str | None = None) -> ParsedScript:
+    """Parse ``script`` and return every simple command it may run.
+
+    ``cwd`` is the starting directory (defaults to the workspace); ``cd`` with a
+    literal argument moves it for later commands.
+    """
+    walker = _Walker(ctx, cwd if cwd is not None else str(ctx.workspace))
+    walker.run_script(script, _Env())
+    return ParsedScript(
+        commands=tuple(walker.out),
+        syntax_error=walker.syntax_error,
+        too_deep=walker.too_deep,
+        too_large=walker.too_large,
+    )
+
+
+@dataclass(frozen=True)
+class _Env:
+    """Context inherited down the tree (not shell state: that lives on the walker)."""
+
+    redirects: tuple[Redirect, ...] = ()
+    in_pipe: bool = False
+    background: bool = False
+    stdin_literal: str | None = None
+
+
+@dataclass
+class _Redirections:
+    redirects: list[Redirect] = field(default_factory=list)
+    stdin_literal: str | None = None
+    subs: list[Node] = field(default_factory=list)
+    extra_stages: list[Node] = field(default_factory=list)
+    trailing: list[Node] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Link:
+    """One command of a wrapper chain, with its position in the original words."""
+
+    name: str | None
+    args: tuple[str, ...]
+    offset: int
+    stdin_args: bool = False
+
+
+def _text(node: Node) -> str:
+    return (node.text or b"").decode("utf-8", "replace")
+
+
+def _find_substitutions(node: Node) -> list[Node]:
+    """Outermost command/process substitutions inside ``node``."""
+    if node.type in _SUBSTITUTIONS:
+        return [node]
+    found: list[Node] = []
+    for child in node.named_children:
+        found.extend(_find_substitutions(child))
+    return found
+
+
+class _Walker:
+    """Walks tree-sitter nodes, tracking the little shell state that matters.
+
+    State: current directory (``cd``), literal variable values (``x=/``) and the
+    functions being defined (for fork-bomb detection).
+    """
+
+    def __init__(self, ctx: AnalysisContext, cwd: str | None) -> None:
+        self.ctx = ctx
+        self.cwd = cwd
+        self.variables: dict[str, str] = {}
+        self.functions: list[str] = []
+        self.depth = 0
+        self.out: list[SimpleCommand] = []
+        self.syntax_error = False
+        self.too_deep = False
+        self.too_large = False
+
+    # ------------------------------------------------------------ scripts
+
+    def run_script(self, text: str, env: _Env) -> None:
+        """Parse ``text`` and walk it one nesting level deeper."""
+        if self.depth > MAX_DEPTH:
+            self.too_deep = True
+            return
+        if len(text) > MAX_SCRIPT_CHARS:
+            self.too_large = True
+            return
+        root = _parse(remove_line_continuations(text)).root_node
+        if root.has_error:
+            self.syntax_error = True
+        self.depth += 1
+        try:
+            self.walk(root, env)
+        finally:
+            self.depth -= 1
+
+    def nested_script(self, text: str, env: _Env, source: str) -> None:
+        """Analyse a script string; a partly dynamic one also counts as a dynamic command."""
+        if DYNAMIC in text:
+            self.out.append(SimpleCommand(None, (), source=source[:_SOURCE_CHARS], cwd=self.cwd))
+            text = text.replace(DYNAMIC, _DYNAMIC_VAR)
+        self.run_script(text, env)
+
+    # ------------------------------------------------------------ dispatch
+
+    def walk(self, node: Node, env: _Env) -> None:
+        """Walk any node, dispatching on its type."""
+        handler = _HANDLERS.get(node.type)
+        if handler is not None:
+            handler(self, node, env)
+        else:
+            self.walk_children(node, env)
+
+    def walk_children(self, node: Node, env: _Env) -> None:
+        """Walk named children; a statement followed by ``&`` runs in the background."""
+        if node.type == "ERROR" or node.is_missing:
+            self.syntax_error = True
+        for child in node.named_children:
+            sibling = child.next_sibling
+            child_env = env
+            if sibling is not None and sibling.type == "&" and not env.background:
+                child_env = dataclasses.replace(env, background=True)
+            self.walk(child, child_env)
+
+    def _ignore(self, node: Node, env: _Env) -> None:
+        return None
+
+    def _save(self) -> tuple[str | None, dict[str, str]]:
+        return self.cwd, dict(self.variables)
+
+    def _restore(self, saved: tuple[str | None, dict[str, str]]) -> None:
+        self.cwd, self.variables = saved[0], saved[1]
+
+    def _subshell(self, node: Node, env: _Env) -> None:
+        saved = self._save()
+        self.walk_children(node, env)
+        self._restore(saved)
+
+    def walk_substitution(
+        self, node: Node, downstream: tuple[str | None, ...], executors: tuple[str | None, ...]
+    ) -> None:
+        """Walk a ``$(...)`` / ``<(...)`` whose output flows into ``downstream``."""
+        start = len(self.out)
+        self._subshell(node, _Env())
+        self._tag(start, len(self.out), downstream, executors)
+
+    def _tag(
+        self,
+        start: int,
+        end: int,
+        downstream: tuple[str | None, ...],
+        executors: tuple[str | None, ...],
+    ) -> None:
+        if not downstream and not executors:
+            return
+        for k in range(start, end):
+            rec = self.out[k]
+            self.out[k] = dataclasses.replace(
+                rec,
+                pipe_into=rec.pipe_into + downstream,
+                executed_by=rec.executed_by + executors,
+            )
+
+    # ------------------------------------------------------------ words
+
+    def word(self, node: Node) -> tuple[str, list[Node]]:
+        """Flatten a word node to its value, collecting substitutions to walk."""
+        subs: list[Node] = []
+        value = self._flat(node, subs)
+        if value.startswith("~") and self._starts_unquoted(node):
+            value = expand_tilde(value, str(self.ctx.home), self.cwd)
+        return value, subs
+
+    @staticmethod
+    def _starts_unquoted(node: Node) -> bool:
+        while node.type in ("command_name", "concatenation") and node.named_children:
+            node = node.named_children[0]
+        return node.type == "word"
+
+    def _flat(self, node: Node, subs: list[Node]) -> str:
+        kind = node.type
+        if kind == "word":
+            return unescape_unquoted(_text(node))
+        if kind == "raw_string":
+            return _text(node)[1:-1]
+        if kind == "ansi_c_string":
+            return decode_ansi_c(_text(node)[2:-1])
+        if kind in ("string", "translated_string"):
+            return self._flat_string(node, subs)
+        if kind in ("concatenation", "command_name"):
+            return self._flat_parts(node, subs, unescape_unquoted)
+        if kind == "simple_expansion":
+            return self._lookup(node.named_children)
+        if kind == "expansion":
+            return self._flat_expansion(node, subs)
+        if kind in _SUBSTITUTIONS:
+            subs.append(node)
+            return DYNAMIC
+        if kind == "number":
+            return _text(node)
+        found = _find_substitutions(node)
+        subs.extend(found)
+        return DYNAMIC if found or kind == "arithmetic_expansion" else _text(node)
+
+    def _flat_parts(self, node: Node, subs: list[Node], gap: Callable[[str], str]) -> str:
+        """Join children, keeping any source text between them (decoded with ``gap``)."""
+        raw = node.text or b""
+        base = node.start_byte
+        pos = base
+        parts: list[str] = []
+        for child in node.children:
+            if child.start_byte > pos:
+                parts.append(gap(raw[pos - base : child.start_byte - base].decode("utf-8")))
+            if child.type == '"':
+                pass
+            elif child.type == "string_content":
+                parts.append(unescape_double_quoted(_text(child)))
+            else:
+                parts.append(self._flat(child, subs))
+            pos = child.end_byte
+        if node.end_byte > pos:
+            parts.append(gap(raw[pos - base :].decode("utf-8")))
+        return "".join(parts)
+
+    def _flat_string(self, node: Node, subs: list[Node]) -> str:
+        text = self._flat_parts(node, subs, unescape_double_quoted)
+        return text[1:] if node.type == "translated_string" and text.startswith("$") else text
+
+    def _flat_expansion(self, node: Node, subs: list[Node]) -> str:
+        named = node.named_children
+        plain = len(named) == 1 and named[0].type == "variable_name" and node.child_count == 3
+        if plain:
+            return self._lookup(named)
+        subs.extend(_find_substitutions(node))
+        return DYNAMIC
+
+    def _lookup(self, named: list[Node]) -> str:
+        if not named or named[0].type != "variable_name":
+            return DYNAMIC  # $@, $1, $$ ...
+        name = _text(named[0])
+        if name in self.variables:
+            return self.variables[name]
+        if name == "HOME":
+            return str(self.ctx.home)
+        if name == "TETHER_HOME":
+            return str(self.ctx.tether_home)
+        if name == "PWD" and self.cwd is not None:
+            return self.cwd
+        return DYNAMIC
+
+    # ------------------------------------------------------------ statements
+
+    def _assignment(self, node: Node, env: _Env) -> None:
+        name_node = node.child_by_field_name("name")
+        value_node = node.child_by_field_name("value")
+        value, subs = self.word(value_node) if value_node is not None else ("", [])
+        for sub in subs:
+            self.walk_substitution(sub, (), ())
+        if name_node is not None:
+            appends = any(c.type == "+=" for c in node.children)
+            self.variables[_text(name_node)] = DYNAMIC if appends else value
+
+    def _declaration(self, node: Node, env: _Env) -> None:
+        for child in node.named_children:
+            if child.type == "variable_assignment":
+                self._assignment(child, env)
+            else:
+                for sub in self.word(child)[1]:
+                    self.walk_substitution(sub, (), ())
+
+    def _function(self, node: Node, env: _Env) -> None:
+        name_node = node.child_by_field_name("name")
+        body = node.child_by_field_name("body")
+        self.functions.append(_text(name_node) if name_node is not None else "")
+        try:
+            if body is not None:
+                self.walk(body, _Env())
+        finally:
+            self.functions.pop()
+
+    def _for(self, node: Node, env: _Env) -> None:
+        var = node.child_by_field_name("variable")
+        body = node.child_by_field_name("body")
+        values: list[str] = []
+        for value_node in node.children_by_field_name("value"):
+            value, subs = self.word(value_node)
+            for sub in subs:
+                self.walk_substitution(sub, (), ())
+            values.append(value)
+        if not values or len(values) > MAX_LOOP_VALUES:
+            values = [*values[:MAX_LOOP_VALUES], DYNAMIC]
+        if body is None:
+            return
+        for value in values:
+            if var is not None:
+                self.variables[_text(var)] = value
+            self.walk(body, env)
+
+    def _pipeline(self, node: Node, env: _Env) -> None:
+        self.run_pipeline([(stage, env) for stage in node.named_children])
+
+    def run_pipeline(self, stages: list[tuple[Node, _Env]]) -> None:
+        """Walk pipeline stages, then tell each stage what consumes its output."""
+        ranges: list[tuple[int, int]] = []
+        piped = len(stages) > 1
+        for stage, stage_env in stages:
+            start = len(self.out)
+            saved = self._save()  # every stage runs in its own subshell
+            self.walk(stage, dataclasses.replace(stage_env, in_pipe=stage_env.in_pipe or piped))
+            self._restore(saved)
+            ranges.append((start, len(self.out)))
+        downstream: tuple[str | None, ...] = ()
+        executors: tuple[str | None, ...] = ()
+        for start, end in reversed(ranges):
+            self._tag(start, end, downstream, executors)
+            records = self.out[start:end]
+            downstream = tuple(r.name for r in records) + downstream
+            executors = (
+                tuple(r.name for r in records if executes_stdin(r.name, r.args, r.stdin_args))
+                + executors
+            )
+        self._feed_literals(ranges)
+
+    def _feed_literals(self, ranges: list[tuple[int, int]]) -> None:
+        """``echo 'rm -rf /' | sh`` and ``echo / | xargs rm -rf``: use the literal text."""
+        for (prev_start, prev_end), (start, end) in itertools.pairwise(ranges):
+            literal = _stdout_literal(self.out[prev_start:prev_end])
+            if literal is None:
+                continue
+            for k in range(start, end):
+                rec = self.out[k]
+                if rec.stdin_args:
+                    self.out[k] = dataclasses.replace(rec, args=_splice(rec.args, literal.split()))
+                elif executes_stdin(rec.name, rec.args):
+                    self.nested_script(literal, _Env(), rec.source)
+
+    def _redirected(self, node: Node, env: _Env) -> None:
+        body = node.child_by_field_name("body")
+        info = self._redirections(node.children_by_field_name("redirect"))
+        for sub in info.subs:
+            self.walk_substitution(sub, (), ())
+        body_env = dataclasses.replace(
+            env,
+            redirects=env.redirects + tuple(info.redirects),
+            stdin_literal=info.stdin_literal
+            if info.stdin_literal is not None
+            else env.stdin_literal,
+        )
+        if info.extra_stages and body is not None:
+            # tree-sitter-bash nests `cat <<EOF | sh` as a pipeline inside the
+            # here-doc redirect; rebuild the real pipeline.
+            plain = dataclasses.replace(env, stdin_literal=None)
+            self.run_pipeline([(body, body_env), *((s, plain) for s in info.extra_stages)])
+        elif body is not None:
+            self.walk(body, body_env)
+        for extra in info.trailing:
+            self.walk(extra, env)
+
+    def _redirections(self, nodes: Iterable[Node]) -> _Redirections:
+        info = _Redirections()
+        for node in nodes:
+            self._add_redirection(node, info)
+        return info
+
+    def _add_redirection(self, node: Node, info: _Redirections) -> None:
+        if node.type == "file_redirect":
+            self._add_file_redirect(node, info)
+        elif node.type == "herestring_redirect":
+            for child in node.named_children:
+                value, subs = self.word(child)
+                info.subs.extend(subs)
+                info.stdin_literal = value + "\n"
+        elif node.type == "heredoc_redirect":
+            self._add_heredoc(node, info)
+        else:
+            info.trailing.append(node)
+
+    def _add_file_redirect(self, node: Node, info: _Redirections) -> None:
+        op = next((c.type for c in node.children if c.type in _REDIRECT_OPS), ">")
+        for dest in node.children_by_field_name("destination"):
+            target, subs = self.word(dest)
+            info.subs.extend(subs)
+            is_fd_dup = op in (">&", "<&") and (target.isdigit() or target == "-")
+            if not is_fd_dup:
+                info.redirects.append(Redirect(op, target))
+        if any(c.type == "ERROR" for c in node.children):
+            self.syntax_error = True
+
+    def _add_heredoc(self, node: Node, info: _Redirections) -> None:
+        for child in node.named_children:
+            if child.type == "heredoc_body":
+                info.stdin_literal = _text(child)
+                info.subs.extend(_find_substitutions(child))
+            elif child.type in ("heredoc_start", "heredoc_end"):
+                continue
+            elif child.type == "pipeline":
+                info.extra_stages.extend(child.named_children)
+            elif child.type.endswith("_redirect"):
+                self._add_redirection(child, info)
+            else:
+                info.trailing.append(child)
+
+    # ------------------------------------------------------------ commands
+
+    def _command(self, node: Node, env: _Env) -> None:
+        name_node = node.child_by_field_name("name")
+        for child in node.children:
+            if child.type == "variable_assignment":  # FOO=1 cmd: scoped to cmd
+                for sub in self.word(child)[1]:
+                    self.walk_substitution(sub, (), ())
+        if name_node is None:
+            self.walk_children(node, env)
+            return
+        words: list[str] = []
+        subs: list[list[Node]] = []
+        for word_node in (name_node, *node.children_by_field_name("argument")):
+            value, found = self.word(word_node)
+            words.append(value)
+            subs.append(found)
+        chain = _unwrap_chain(words)
+        self._walk_word_substitutions(chain, subs)
+        info = self._redirections(c for c in node.children if c.type.endswith("_redirect"))
+        for sub in info.subs:
+            self.walk_substitution(sub, (), _stdin_executors(chain))
+        cmd_env = dataclasses.replace(
+            env,
+            redirects=env.redirects + tuple(info.redirects),
+            stdin_literal=info.stdin_literal
+            if info.stdin_literal is not None
+            else env.stdin_literal,
+        )
+        self._emit(chain, cmd_env, _text(node)[:_SOURCE_CHARS])
+
+    def _walk_word_substitutions(self, chain: list[_Link], subs: list[list[Node]]) -> None:
+        """Walk substitutions in the command's words, knowing which ones are run as code."""
+        names = tuple(link.name for link in chain)
+        executors: dict[int, tuple[str | None, ...]] = {0: ("eval",)}  # $(...) as the name
+        for link in chain:
+            if link.name is None:
+                continue
+            for index in code_arg_indices(link.name, link.args):
+                position = link.offset + 1 + index
+                executors[position] = (*executors.get(position, ()), link.name)
+        for position, nodes in enumerate(subs):
+            for sub in nodes:
+                self.walk_substitution(sub, names, executors.get(position, ()))
+
+    def _emit(self, chain: list[_Link], env: _Env, source: str) -> None:
+        for link in chain:
+            spawning = (
+                link.name is not None
+                and link.name in self.functions
+                and (env.in_pipe or env.background)
+            )
+            self.out.append(
+                SimpleCommand(
+                    name=link.name,
+                    args=link.args,
+                    redirects=env.redirects,
+                    source=source,
+                    cwd=self.cwd,
+                    self_spawning=spawning,
+                    stdin_args=link.stdin_args,
+                    stdin_literal=env.stdin_literal,
+                )
+            )
+        for link in chain:
+            if link.name is None:
+                continue
+            script = script_of(link.name, link.args)
+            if script is not None:
+                self.nested_script(script, _Env(), source)
+            if env.stdin_literal is not None and executes_stdin(link.name, link.args):
+                self.nested_script(env.stdin_literal, _Env(), source)
+            self._track_cd(link)
+
+    def _track_cd(self, link: _Link) -> None:
+        if link.name == "popd":
+            self.cwd = None
+        if link.name not in ("cd", "pushd"):
+            return
+        targets = positional_args(link.args)
+        if not targets:
+            self.cwd = str(self.ctx.home)
+            return
+        target = targets[0]
+        if target == "-" or DYNAMIC in target:
+            self.cwd = None
+        elif target.startswith("/"):
+            self.cwd = posixpath.normpath(target)
+        elif self.cwd is not None:
+            self.cwd = posixpath.normpath(posixpath.join(self.cwd, target))
+
+
+def _unwrap_chain(words: list[str]) -> list[_Link]:
+    """The command plus everything its wrappers start (``sudo env rm`` -> 3 links)."""
+    first = words[0]
+    chain = [_Link(None if DYNAMIC in first else normalize_name(first), tuple(words[1:]), 0)]
+    todo = [chain[0]]
+    while todo and len(chain) < MAX_UNWRAP:
+        link = todo.pop()
+        if link.name is None:
+            continue
+        for inv in unwrap(link.name, link.args):
+            chain.append(_link_for(inv, link))
+            todo.append(chain[-1])
+    return chain
+
+
+def _link_for(inv: Invocation, parent: _Link) -> _Link:
+    head = inv.argv[0]
+    name = None if DYNAMIC in head else normalize_name(head)
+    return _Link(
+        name, inv.argv[1:], parent.offset + 1 + inv.offset, inv.stdin_args or parent.stdin_args
+    )
+
+
+def _stdin_executors(chain: list[_Link]) -> tuple[str | None, ...]:
+    return tuple(
+        link.name for link in chain if executes_stdin(link.name, link.args, link.stdin_args)
+    )
+
+
+def _stdout_literal(stage: list[SimpleCommand]) -> str | None:
+    """Literal text a pipeline stage writes, when it is obvious (echo, printf, cat <<EOF)."""
+    if len(stage) != 1:
+        return None
+    rec = stage[0]
+    if rec.name in ("echo", "printf"):
+        words = [a for a in rec.args if not (rec.name == "echo" and a in ("-n", "-e", "-E"))]
+        text = " ".join(words)
+    elif rec.name == "cat" and not positional_args(rec.args) and rec.stdin_literal is not None:
+        text = rec.stdin_literal
+    else:
+        return None
+    return None if DYNAMIC in text else text
+
+
+def _splice(args: tuple[str, ...], items: list[str]) -> tuple[str, ...]:
+    """Replace xargs' DYNAMIC stdin placeholders with the literal items."""
+    result: list[str] = []
+    for arg in args:
+        if arg == DYNAMIC:
+            result.extend(items)
+        else:
+            result.append(arg.replace(DYNAMIC, items[0] if items else ""))
+    return tuple(result)
+
+
+_HANDLERS: dict[str, Callable[[_Walker, Node, _Env], None]] = {
+    "command": _Walker._command,
+    "variable_assignment": _Walker._assignment,
+    "declaration_command": _Walker._declaration,
+    "function_definition": _Walker._function,
+    "pipeline": _Walker._pipeline,
+    "redirected_statement": _Walker._redirected,
+    "subshell": _Walker._subshell,
+    "command_substitution": _Walker._subshell,
+    "process_substitution": _Walker._subshell,
+    "for_statement": _Walker._for,
+    "comment": _Walker._ignore,
+}
+
+__all__ = [
+    "MAX_DEPTH",
+    "ParsedScript",
+    "Redirect",
+    "SimpleCommand",
+    "parse_script",
+]

@@ -1,0 +1,287 @@
+"""Knowledge about commands that run other commands.
+
+Wrappers (``sudo``, ``env``, ``timeout``, ``xargs``, ``find -exec``...) are
+unwrapped to the command they start; script-taking commands (``bash -c``,
+``eval``, ``su -c``, ``trap``, ``watch``) expose the script text so it can be
+parsed recursively. This is parsing knowledge, so it lives in code; what is
+*dangerous* lives in the rule file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tether.governance.paths import DYNAMIC
+from tether.governance.rules import in_command_set
+from tether.governance.shell_words import flag_set, is_assignment, is_option, positional_args
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """A command started by a wrapper.
+
+    ``argv[0]`` is the command word; ``offset`` is the index in the wrapper's
+    argument list where it starts (substitutions are mapped back through it);
+    ``stdin_args`` means extra arguments arrive on stdin at run time (xargs).
+    """
+
+    argv: tuple[str, ...]
+    offset: int
+    stdin_args: bool = False
+
+
+@dataclass(frozen=True)
+class _Spec:
+    value_options: frozenset[str] = frozenset()
+    positionals_to_skip: int = 0
+    skip_assignments: bool = False
+    stdin_args: bool = False
+    no_exec_flags: frozenset[str] = frozenset()
+
+
+def _spec(
+    *values: str,
+    skip: int = 0,
+    skip_assignments: bool = False,
+    stdin_args: bool = False,
+    no_exec_flags: frozenset[str] = frozenset(),
+) -> _Spec:
+    return _Spec(frozenset(values), skip, skip_assignments, stdin_args, no_exec_flags)
+
+
+_TRACE_VALUES = ("-o", "-e", "-p", "-s", "-u", "-E", "-a", "-b", "-I", "-O", "-P", "-S", "-X")
+_WRAPPERS: dict[str, _Spec] = {
+    "env": _spec("-u", "--unset", "-C", "--chdir", skip_assignments=True),
+    "nohup": _spec(),
+    "setsid": _spec(),
+    "time": _spec("-f", "--format", "-o", "--output"),
+    "nice": _spec("-n", "--adjustment"),
+    "ionice": _spec("-c", "--class", "-n", "--classdata"),
+    "timeout": _spec("-s", "--signal", "-k", "--kill-after", skip=1),
+    "stdbuf": _spec("-i", "-o", "-e", "--input", "--output", "--error"),
+    "xargs": _spec(
+        "-I",
+        "-n",
+        "-P",
+        "-d",
+        "-a",
+        "-L",
+        "-s",
+        "-E",
+        "--max-args",
+        "--max-procs",
+        "--delimiter",
+        "--arg-file",
+        "--max-lines",
+        "--max-chars",
+        "--eof",
+        "--replace",
+        "--process-slot-var",
+        stdin_args=True,
+    ),
+    "sudo": _spec(
+        "-u",
+        "-g",
+        "-C",
+        "-D",
+        "-h",
+        "-p",
+        "-r",
+        "-t",
+        "-T",
+        "-U",
+        "--user",
+        "--group",
+        "--chdir",
+        "--host",
+        "--prompt",
+        "--role",
+        "--type",
+        "--other-user",
+        "--close-from",
+        "--command-timeout",
+    ),
+    "doas": _spec("-u", "-C"),
+    "pkexec": _spec("--user"),
+    "runuser": _spec("-u", "-g", "-G", "--user", "--group"),
+    "command": _spec(no_exec_flags=frozenset({"-v", "-V"})),
+    "builtin": _spec(),
+    "exec": _spec("-a"),
+    "chroot": _spec("--userspec", "--groups", skip=1),
+    "taskset": _spec(skip=1),
+    "flock": _spec("-w", "--timeout", "-E", "--conflict-exit-code", skip=1),
+    "unbuffer": _spec(),
+    "caffeinate": _spec("-t", "-w"),
+    "fakeroot": _spec(),
+    "proxychains": _spec("-f"),
+    "proxychains4": _spec("-f"),
+    "torsocks": _spec(),
+    "strace": _spec(*_TRACE_VALUES),
+    "ltrace": _spec(*_TRACE_VALUES),
+    "busybox": _spec(),
+}
+_FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+_FIND_EXPRESSION_START = ("-", "(", "!", ")")
+
+
+def unwrap(name: str, args: Sequence[str]) -> list[Invocation]:
+    """Commands that ``name args...`` starts directly (empty if it is not a wrapper)."""
+    if name == "find":
+        return _find_exec(args)
+    spec = _WRAPPERS.get(name)
+    if spec is None:
+        return []
+    start = _inner_start(args, spec)
+    if start is None:
+        return []
+    argv = tuple(args[start:])
+    if not spec.stdin_args:
+        return [Invocation(argv, start)]
+    return [Invocation(_xargs_argv(args[:start], argv), start, stdin_args=True)]
+
+
+def _inner_start(args: Sequence[str], spec: _Spec) -> int | None:
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            i += 1
+            break
+        if spec.skip_assignments and is_assignment(arg):
+            i += 1
+            continue
+        if not is_option(arg):
+            break
+        if arg in spec.no_exec_flags:
+            return None
+        i += 2 if arg in spec.value_options else 1
+    i += spec.positionals_to_skip
+    return i if i < len(args) else None
+
+
+def _xargs_argv(options: Sequence[str], argv: tuple[str, ...]) -> tuple[str, ...]:
+    """xargs appends stdin items, or substitutes them for the -I replacement string."""
+    replace: str | None = None
+    for i, opt in enumerate(options):
+        if opt in ("-I", "--replace") and i + 1 < len(options):
+            replace = options[i + 1]
+        elif opt.startswith("-I") and len(opt) > 2:
+            replace = opt[2:]
+        elif opt == "-i" or opt.startswith("--replace="):
+            replace = opt.partition("=")[2] or "{}"
+    if replace is None:
+        return (*argv, DYNAMIC)
+    return tuple(a.replace(replace, DYNAMIC) for a in argv)
+
+
+def _find_exec(args: Sequence[str]) -> list[Invocation]:
+    roots: list[str] = []
+    for arg in args:
+        if arg.startswith(_FIND_EXPRESSION_START):
+            break
+        roots.append(arg)
+    roots = roots or ["."]
+    found: list[Invocation] = []
+    i = 0
+    while i < len(args):
+        if args[i] not in _FIND_EXEC:
+            i += 1
+            continue
+        end = i + 1
+        while end < len(args) and args[end] not in (";", "+"):
+            end += 1
+        # {} stands for each file found; the starting points are the worst case
+        # (find -exec rm -rf {} on / does reach / itself).
+        argv: list[str] = []
+        for word in args[i + 1 : end]:
+            argv.extend(roots if word == "{}" else [word])
+        if argv:
+            found.append(Invocation(tuple(argv), i + 1))
+        i = end + 1
+    return found
+
+
+def script_of(name: str, args: Sequence[str]) -> str | None:
+    """Shell script text that ``name args...`` runs, if any (``bash -c``, ``eval``...)."""
+    if in_command_set(name, "shells"):
+        return _shell_c_script(args)
+    if name == "eval":
+        return " ".join(args) if args else None
+    if name in ("su", "runuser"):
+        return _option_value(args, ("-c", "--command"))
+    if name == "trap":
+        return args[0] if len(args) >= 2 and not is_option(args[0]) else None
+    if name == "watch":
+        return _watch_script(args)
+    return None
+
+
+def _shell_c_script(args: Sequence[str]) -> str | None:
+    for i, arg in enumerate(args):
+        if arg == "--" or not is_option(arg):
+            return None
+        if not arg.startswith("--") and "c" in arg[1:]:
+            rest = positional_args(args[i + 1 :])
+            return rest[0] if rest else None
+    return None
+
+
+def _option_value(args: Sequence[str], names: tuple[str, ...]) -> str | None:
+    for i, arg in enumerate(args):
+        if arg in names and i + 1 < len(args):
+            return args[i + 1]
+        for name in names:
+            if name.startswith("--") and arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
+    return None
+
+
+def _watch_script(args: Sequence[str]) -> str | None:
+    start = _inner_start(args, _spec("-n", "--interval", "-d", "--differences"))
+    return " ".join(args[start:]) if start is not None else None
+
+
+def code_arg_indices(name: str, args: Sequence[str]) -> frozenset[int]:
+    """Indices of ``args`` that ``name`` runs as code (script text or script file).
+
+    Used to decide whether a substitution's output is executed: ``bash <(curl x)``
+    and ``python3 -c "$(curl x)"`` run it, ``echo "$(curl x)"`` does not.
+    """
+    if name == "eval":
+        return frozenset(range(len(args)))
+    if name in ("source", "."):
+        return frozenset({0}) if args else frozenset()
+    if not (in_command_set(name, "shells") or in_command_set(name, "interpreters")):
+        return frozenset()
+    code_letters = "c" if in_command_set(name, "shells") else "ceEr"
+    for i, arg in enumerate(args):
+        if arg == "--":
+            return frozenset({i + 1})
+        if not is_option(arg):
+            return frozenset({i})
+        if arg in ("--eval", "--command", "--print") or (
+            not arg.startswith("--") and any(c in arg[1:] for c in code_letters)
+        ):
+            return frozenset({i + 1})
+    return frozenset()
+
+
+def executes_stdin(name: str | None, args: Sequence[str], stdin_args: bool = False) -> bool:
+    """True if the command runs what arrives on its stdin as code (``curl | sh``)."""
+    if name is None:
+        return True  # a dynamic command could be a shell
+    is_shell = in_command_set(name, "shells")
+    if not (is_shell or in_command_set(name, "interpreters")):
+        return name in ("source", ".") and any(
+            a in ("/dev/stdin", "-", "/proc/self/fd/0") for a in args
+        )
+    if stdin_args:
+        return True  # xargs sh ...: stdin becomes the script or its arguments
+    flags = flag_set(tuple(args))
+    if is_shell and "-s" in flags:
+        return True
+    code_flags = {"-c"} if is_shell else {"-c", "-e", "-E", "-r", "-m", "-p", "--eval", "--print"}
+    if code_flags & flags:
+        return False
+    return all(a == "-" for a in positional_args(args))
