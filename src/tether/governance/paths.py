@@ -166,18 +166,24 @@ def _classify(raw: str, cwd: str | None, ctx: AnalysisContext) -> frozenset[str]
         return _UNKNOWN
     cut = min((i for i in (joined.find(c) for c in _PATTERN_CHARS) if i >= 0), default=-1)
     if cut < 0:
-        return _classify_concrete(posixpath.normpath(joined), ctx)
+        return _classify_concrete(_normpath(joined), ctx)
     prefix, rest = joined[:cut], joined[cut:]
-    base = posixpath.normpath(prefix if prefix.endswith("/") else posixpath.dirname(prefix))
+    base = _normpath(prefix if prefix.endswith("/") else posixpath.dirname(prefix))
     # A pattern followed by ".." climbs out of its directory: follow it up.
     for _ in range(rest.split("/").count("..")):
         base = posixpath.dirname(base)
     classes = set(_classify_concrete(base, ctx))
-    if _is_secret(posixpath.normpath(joined)):
+    if _is_secret(_normpath(joined)):
         classes.add("secret")
     if DYNAMIC in rest:
         classes.add("dynamic")
     return frozenset(classes)
+
+
+def _normpath(path: str) -> str:
+    # POSIX normpath keeps a leading "//" (implementation-defined); Linux treats it as "/".
+    normal = posixpath.normpath(path)
+    return "/" + normal.lstrip("/") if normal.startswith("//") else normal
 
 
 def _absolute(raw: str, cwd: str | None, ctx: AnalysisContext) -> str | None:

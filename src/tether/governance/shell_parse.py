@@ -24,6 +24,7 @@ from tree_sitter import Language, Node, Parser, Tree
 
 from tether.governance.context import AnalysisContext
 from tether.governance.paths import DYNAMIC, expand_tilde
+from tether.governance.rules import in_command_set
 from tether.governance.shell_words import (
     decode_ansi_c,
     normalize_name,
@@ -54,6 +55,7 @@ _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", ">&", "<>"})
 _READ_OPS = frozenset({"<", "<>", "<&"})
 _REDIRECT_OPS = _WRITE_OPS | _READ_OPS | {">&-", "<&-"}
 _SUBSTITUTIONS = frozenset({"command_substitution", "process_substitution"})
+_EXPANSIONS = _SUBSTITUTIONS | {"simple_expansion", "expansion", "arithmetic_expansion"}
 
 _language: Language | None = None
 _parser: Parser | None = None
@@ -169,6 +171,12 @@ class _Link:
 
 def _text(node: Node) -> str:
     return (node.text or b"").decode("utf-8", "replace")
+
+
+def _has_expansion(node: Node) -> bool:
+    if node.type in _EXPANSIONS:
+        return True
+    return any(_has_expansion(child) for child in node.named_children)
 
 
 def _find_substitutions(node: Node) -> list[Node]:
@@ -380,9 +388,14 @@ class _Walker:
         value, subs = self.word(value_node) if value_node is not None else ("", [])
         for sub in subs:
             self.walk_substitution(sub, (), ())
-        if name_node is not None:
-            appends = any(c.type == "+=" for c in node.children)
-            self.variables[_text(name_node)] = DYNAMIC if appends else value
+        if name_node is None:
+            return
+        name = _text(name_node)
+        # Without following control flow a variable assigned twice (if/else
+        # branches, loops, +=) could hold either value: treat it as unknown.
+        reassigned = name in self.variables and self.variables[name] != value
+        appends = any(c.type == "+=" for c in node.children)
+        self.variables[name] = DYNAMIC if (appends or reassigned) else value
 
     def _declaration(self, node: Node, env: _Env) -> None:
         for child in node.named_children:
@@ -419,6 +432,8 @@ class _Walker:
             if var is not None:
                 self.variables[_text(var)] = value
             self.walk(body, env)
+        if var is not None:
+            self.variables[_text(var)] = DYNAMIC
 
     def _pipeline(self, node: Node, env: _Env) -> None:
         self.run_pipeline([(stage, env) for stage in node.named_children])
@@ -455,7 +470,7 @@ class _Walker:
                 rec = self.out[k]
                 if rec.stdin_args:
                     self.out[k] = dataclasses.replace(rec, args=_splice(rec.args, literal.split()))
-                elif executes_stdin(rec.name, rec.args):
+                elif _runs_shell_stdin(rec.name, rec.args):
                     self.nested_script(literal, _Env(), rec.source)
 
     def _redirected(self, node: Node, env: _Env) -> None:
@@ -541,6 +556,10 @@ class _Walker:
             value, found = self.word(word_node)
             words.append(value)
             subs.append(found)
+        if _has_expansion(name_node):
+            # A name built from a variable is never trusted, even when the
+            # variable's value looks known: it is judged as the worst command.
+            words[0] = DYNAMIC
         chain = _unwrap_chain(words)
         self._walk_word_substitutions(chain, subs)
         info = self._redirections(c for c in node.children if c.type.endswith("_redirect"))
@@ -594,7 +613,7 @@ class _Walker:
             script = script_of(link.name, link.args)
             if script is not None:
                 self.nested_script(script, _Env(), source)
-            if env.stdin_literal is not None and executes_stdin(link.name, link.args):
+            if env.stdin_literal is not None and _runs_shell_stdin(link.name, link.args):
                 self.nested_script(env.stdin_literal, _Env(), source)
             self._track_cd(link)
 
@@ -643,6 +662,13 @@ def _stdin_executors(chain: list[_Link]) -> tuple[str | None, ...]:
     return tuple(
         link.name for link in chain if executes_stdin(link.name, link.args, link.stdin_args)
     )
+
+
+def _runs_shell_stdin(name: str | None, args: tuple[str, ...]) -> bool:
+    """True if the command runs its stdin as a *shell* script (python stdin is not shell)."""
+    if name is None or not executes_stdin(name, args):
+        return False
+    return name in ("source", ".") or in_command_set(name, "shells")
 
 
 def _stdout_literal(stage: list[SimpleCommand]) -> str | None:

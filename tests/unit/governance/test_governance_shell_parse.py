@@ -1,0 +1,149 @@
+"""The tree walk: what SimpleCommand records a script turns into."""
+
+from __future__ import annotations
+
+import shlex
+
+from tether.governance.context import AnalysisContext
+from tether.governance.findings import Severity
+from tether.governance.paths import DYNAMIC
+from tether.governance.rules import Rule
+from tether.governance.shell_analysis import analyze_shell
+from tether.governance.shell_parse import MAX_DEPTH, SimpleCommand, parse_script
+
+
+def _cmds(script: str, ctx: AnalysisContext) -> list[SimpleCommand]:
+    return list(parse_script(script, ctx).commands)
+
+
+def _names(script: str, ctx: AnalysisContext) -> list[str | None]:
+    return [c.name for c in _cmds(script, ctx)]
+
+
+def test_quotes_escapes_and_paths_are_resolved(ctx: AnalysisContext) -> None:
+    [cmd] = _cmds("/usr/bin/r''\"m\" -rf 'a b' $'\\x41'", ctx)
+    assert cmd.name == "rm"
+    assert cmd.args == ("-rf", "a b", "A")
+
+
+def test_tilde_and_known_variables_expand(ctx: AnalysisContext) -> None:
+    [cmd] = _cmds('ls ~ ~/x "$HOME/y" "~" $TETHER_HOME $OTHER', ctx)
+    assert cmd.args == ("/home/u", "/home/u/x", "/home/u/y", "~", "/home/u/.tether", DYNAMIC)
+
+
+def test_every_part_of_lists_and_pipelines_is_seen(ctx: AnalysisContext) -> None:
+    names = _names("a; b && c || d & e | f; (g); { h; }; if i; then j; fi; k=$(l) `m`", ctx)
+    assert set("abcdefghijlm") <= set(filter(None, names))
+
+
+def test_pipe_into_and_executed_by(ctx: AnalysisContext) -> None:
+    curl, grep, sh = _cmds("curl x | grep y | sh", ctx)
+    assert curl.pipe_into == ("grep", "sh")
+    assert curl.executed_by == ("sh",)
+    assert grep.executed_by == ("sh",)
+    assert sh.pipe_into == ()
+    json_tool = _cmds("curl x | python3 -m json.tool", ctx)[0]
+    assert json_tool.executed_by == ()
+
+
+def test_substitution_feeding_code_arguments(ctx: AnalysisContext) -> None:
+    bash_curl = [c for c in _cmds("bash <(curl x)", ctx) if c.name == "curl"]
+    assert bash_curl[0].executed_by == ("bash",)
+    echo_curl = [c for c in _cmds('echo "$(curl x)"', ctx) if c.name == "curl"]
+    assert echo_curl[0].executed_by == ()
+    assert echo_curl[0].pipe_into == ("echo",)
+
+
+def test_wrappers_are_unwrapped(ctx: AnalysisContext) -> None:
+    names = _names("sudo -u root env A=1 nice -n 5 timeout 3 rm -rf x", ctx)
+    assert names == ["sudo", "env", "nice", "timeout", "rm"]
+    rm = _cmds("sudo -u root env A=1 nice -n 5 timeout 3 rm -rf x", ctx)[-1]
+    assert rm.args == ("-rf", "x")
+
+
+def test_xargs_and_find_exec(ctx: AnalysisContext) -> None:
+    rm = _cmds("xargs -0 rm -f", ctx)[-1]
+    assert rm.name == "rm" and rm.args == ("-f", DYNAMIC) and rm.stdin_args
+    rm = _cmds("echo a b | xargs rm", ctx)[-1]
+    assert rm.args == ("a", "b")
+    rm = _cmds("find /srv -name x -exec rm -f {} +", ctx)[-1]
+    assert rm.name == "rm" and rm.args == ("-f", "/srv")
+    assert _names("command -v rm", ctx) == ["command"]
+
+
+def test_dynamic_names_are_none(ctx: AnalysisContext) -> None:
+    assert _names("$X a", ctx)[-1] is None
+    assert _names("$(which rm) a", ctx)[-1] is None
+    assert _names("x=rm; $x a", ctx)[-1] is None  # even a known value is not trusted
+
+
+def test_redirects(ctx: AnalysisContext) -> None:
+    [cmd] = _cmds("cmd > out.txt 2>&1 < in.txt", ctx)
+    assert [(r.op, r.target, r.writes) for r in cmd.redirects] == [
+        (">", "out.txt", True),
+        ("<", "in.txt", False),
+    ]
+    [inner] = [c for c in _cmds("{ a; } > /dev/sda", ctx) if c.name == "a"]
+    assert inner.redirects[0].target == "/dev/sda"
+
+
+def test_cd_moves_cwd_and_subshells_restore_it(ctx: AnalysisContext) -> None:
+    cmds = _cmds("cd /srv && a; (cd /tmp; b); c; cd $X; d", ctx)
+    cwd = {c.name: c.cwd for c in cmds}
+    assert cwd["a"] == "/srv"
+    assert cwd["b"] == "/tmp"
+    assert cwd["c"] == "/srv"
+    assert cwd["d"] is None
+
+
+def test_fork_bomb_is_self_spawning(ctx: AnalysisContext) -> None:
+    assert any(c.self_spawning for c in _cmds(":(){ :|:& };:", ctx))
+    assert not any(c.self_spawning for c in _cmds("f() { g | h & }; f", ctx))
+    assert not any(c.self_spawning for c in _cmds("f() { f; }; f", ctx))
+
+
+def test_heredoc_to_shell_is_parsed(ctx: AnalysisContext) -> None:
+    names = _names("bash <<EOF\nmkfs /dev/sda\nEOF", ctx)
+    assert "mkfs" in names
+    names = _names("cat <<'EOF' > notes.txt\nmkfs /dev/sda\nEOF", ctx)
+    assert "mkfs" not in names  # data, not code
+
+
+def test_parse_errors_are_flagged(ctx: AnalysisContext) -> None:
+    assert parse_script("ls &&& (", ctx).syntax_error
+    assert not parse_script("ls && pwd", ctx).syntax_error
+
+
+def test_unparsable_parts_are_still_analysed(ctx: AnalysisContext, rules: list[Rule]) -> None:
+    findings = analyze_shell("rm -rf / &&& (", ctx, rules)
+    assert {"shell.parse-error", "rm-recursive-system"} <= {f.rule_id for f in findings}
+
+
+def test_nesting_depth_limit(ctx: AnalysisContext, rules: list[Rule]) -> None:
+    script = "ls"
+    for _ in range(MAX_DEPTH + 2):
+        script = "bash -c " + shlex.quote(script)
+    findings = analyze_shell(script, ctx, rules)
+    assert "shell.nesting-too-deep" in {f.rule_id for f in findings}
+    shallow = "rm -rf /"
+    for _ in range(MAX_DEPTH - 1):
+        shallow = "bash -c " + shlex.quote(shallow)
+    assert max(f.severity for f in analyze_shell(shallow, ctx, rules)) is Severity.CRITICAL
+
+
+def test_huge_input_is_not_silently_allowed(ctx: AnalysisContext, rules: list[Rule]) -> None:
+    findings = analyze_shell("echo " + "a" * 200_000, ctx, rules)
+    assert {f.rule_id for f in findings} == {"shell.too-large"}
+
+
+def test_findings_are_deduplicated_and_sorted(ctx: AnalysisContext, rules: list[Rule]) -> None:
+    findings = analyze_shell("rm -rf /; rm -rf /etc; sudo ls", ctx, rules)
+    ids = [f.rule_id for f in findings]
+    assert len(ids) == len(set(ids))
+    assert [f.severity for f in findings] == sorted((f.severity for f in findings), reverse=True)
+    assert "rm -rf /" in findings[0].description
+
+
+def test_empty_command(ctx: AnalysisContext, rules: list[Rule]) -> None:
+    assert analyze_shell("", ctx, rules) == []
+    assert analyze_shell("   \n", ctx, rules) == []
