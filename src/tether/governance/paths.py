@@ -17,6 +17,7 @@ from tether.governance.context import AnalysisContext
 PathClass = Literal[
     "any",
     "inside_workspace",
+    "workspace_root",
     "outside_workspace",
     "dynamic",
     "root_or_system",
@@ -173,6 +174,9 @@ def _classify(raw: str, cwd: str | None, ctx: AnalysisContext) -> frozenset[str]
     for _ in range(rest.split("/").count("..")):
         base = posixpath.dirname(base)
     classes = set(_classify_concrete(base, ctx))
+    classes.discard("workspace_root")
+    if base == str(ctx.workspace) and _matches_everything(rest):
+        classes.add("workspace_root")
     if _is_secret(_normpath(joined)):
         classes.add("secret")
     if DYNAMIC in rest:
@@ -206,6 +210,8 @@ def _classify_concrete(path: str, ctx: AnalysisContext) -> frozenset[str]:
     inside = within(path, workspace)
     if inside:
         classes.add("inside_workspace")
+        if path == workspace:
+            classes.add("workspace_root")
     elif not _PSEUDO_DEVICE.match(path):
         classes.add("outside_workspace")
     if _is_root_or_system(path, home):
@@ -224,6 +230,12 @@ def _classify_concrete(path: str, ctx: AnalysisContext) -> frozenset[str]:
     if _NETWORK_SOCKET.match(path):
         classes.add("network_socket")
     return frozenset(classes)
+
+
+def _matches_everything(pattern: str) -> bool:
+    """True for patterns like ``*``, ``.*`` or ``*.*`` that match a whole directory."""
+    body = pattern.rstrip("/")
+    return "*" in body and all(c in "*.?{},[]!" for c in body)
 
 
 def _is_root_or_system(path: str, home: str) -> bool:

@@ -18,6 +18,7 @@ import posixpath
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import cast
 
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser, Tree
@@ -36,8 +37,12 @@ from tether.governance.shell_words import (
 from tether.governance.wrappers import (
     Invocation,
     code_arg_indices,
+    download_outputs,
     executes_stdin,
+    inline_code,
+    remote_script_of,
     script_of,
+    shell_strings_in_code,
     unwrap,
 )
 
@@ -167,6 +172,7 @@ class _Link:
     args: tuple[str, ...]
     offset: int
     stdin_args: bool = False
+    word: str = ""  # the command word as written (a path for ./install.sh)
 
 
 def _text(node: Node) -> str:
@@ -201,6 +207,7 @@ class _Walker:
         self.cwd = cwd
         self.variables: dict[str, str] = {}
         self.functions: list[str] = []
+        self.downloads: dict[str, list[int]] = {}  # file -> records that downloaded it
         self.depth = 0
         self.out: list[SimpleCommand] = []
         self.syntax_error = False
@@ -492,6 +499,13 @@ class _Walker:
             self.run_pipeline([(body, body_env), *((s, plain) for s in info.extra_stages)])
         elif body is not None:
             self.walk(body, body_env)
+        elif info.redirects:
+            # `> file` with no command still truncates or creates the file.
+            self.out.append(
+                SimpleCommand(
+                    ":", (), body_env.redirects, source=_text(node)[:_SOURCE_CHARS], cwd=self.cwd
+                )
+            )
         for extra in info.trailing:
             self.walk(extra, env)
 
@@ -607,15 +621,79 @@ class _Walker:
                     stdin_literal=env.stdin_literal,
                 )
             )
-        for link in chain:
-            if link.name is None:
-                continue
-            script = script_of(link.name, link.args)
-            if script is not None:
-                self.nested_script(script, _Env(), source)
-            if env.stdin_literal is not None and _runs_shell_stdin(link.name, link.args):
+        first = len(self.out) - len(chain)
+        for index, link in enumerate(chain, start=first):
+            self._track_downloads(link, index, env)
+            if link.name is not None:
+                self._embedded_scripts(link, env, source)
+                self._track_cd(link)
+
+    def _embedded_scripts(self, link: _Link, env: _Env, source: str) -> None:
+        """Parse the scripts a command carries: bash -c, eval, ssh, python -c "os.system(...)"."""
+        name = cast(str, link.name)
+        script = script_of(name, link.args)
+        if script is not None:
+            self.nested_script(script, _Env(), source)
+        remote = remote_script_of(name, link.args)
+        if remote is not None:
+            saved = self._save()
+            self.cwd = None  # relative paths on the remote host are unknown here
+            self.nested_script(remote, _Env(), source)
+            self._restore(saved)
+        code = inline_code(name, link.args)
+        if env.stdin_literal is not None and executes_stdin(name, link.args):
+            if _runs_shell_stdin(name, link.args):
                 self.nested_script(env.stdin_literal, _Env(), source)
-            self._track_cd(link)
+            else:
+                code = env.stdin_literal  # python <<EOF ... EOF
+        for embedded in shell_strings_in_code(code or ""):
+            self.nested_script(embedded, _Env(), source)
+
+    def _track_downloads(self, link: _Link, index: int, env: _Env) -> None:
+        """Remember files downloads write; tag the download when one is run as a script.
+
+        ``curl -o a.sh URL && bash a.sh`` executes downloaded code just like
+        ``curl URL | bash`` does, only in two steps.
+        """
+        if link.name is not None and in_command_set(link.name, "downloaders"):
+            written = [r.target for r in env.redirects if r.writes]
+            for target in written + download_outputs(link.name, link.args):
+                resolved = self._resolve(target)
+                if resolved is not None:
+                    self.downloads.setdefault(resolved, []).append(index)
+        for path, runner in self._scripts_run_by(link):
+            resolved = self._resolve(path)
+            for k in self.downloads.get(resolved or "", []):
+                rec = self.out[k]
+                self.out[k] = dataclasses.replace(rec, executed_by=(*rec.executed_by, runner))
+
+    @staticmethod
+    def _scripts_run_by(link: _Link) -> list[tuple[str, str | None]]:
+        if "/" in link.word and DYNAMIC not in link.word:
+            # ./install.sh runs through its #! line: assume a shell.
+            return [(link.word, "sh")]
+        if link.name is None or inline_code(link.name, link.args) is not None:
+            return []
+        is_runner = (
+            in_command_set(link.name, "shells")
+            or in_command_set(link.name, "interpreters")
+            or link.name in ("source", ".")
+        )
+        if not is_runner or script_of(link.name, link.args) is not None:
+            return []
+        files = positional_args(link.args)
+        return [(files[0], link.name)] if files else []
+
+    def _resolve(self, path: str) -> str | None:
+        if DYNAMIC in path:
+            return None
+        if path.startswith("~"):
+            path = expand_tilde(path, str(self.ctx.home), self.cwd)
+        if path.startswith("/"):
+            return posixpath.normpath(path)
+        if self.cwd is None:
+            return None
+        return posixpath.normpath(posixpath.join(self.cwd, path))
 
     def _track_cd(self, link: _Link) -> None:
         if link.name == "popd":
@@ -638,7 +716,8 @@ class _Walker:
 def _unwrap_chain(words: list[str]) -> list[_Link]:
     """The command plus everything its wrappers start (``sudo env rm`` -> 3 links)."""
     first = words[0]
-    chain = [_Link(None if DYNAMIC in first else normalize_name(first), tuple(words[1:]), 0)]
+    name = None if DYNAMIC in first else normalize_name(first)
+    chain = [_Link(name, tuple(words[1:]), 0, word=first)]
     todo = [chain[0]]
     while todo and len(chain) < MAX_UNWRAP:
         link = todo.pop()
@@ -654,7 +733,11 @@ def _link_for(inv: Invocation, parent: _Link) -> _Link:
     head = inv.argv[0]
     name = None if DYNAMIC in head else normalize_name(head)
     return _Link(
-        name, inv.argv[1:], parent.offset + 1 + inv.offset, inv.stdin_args or parent.stdin_args
+        name,
+        inv.argv[1:],
+        parent.offset + 1 + inv.offset,
+        inv.stdin_args or parent.stdin_args,
+        head,
     )
 
 

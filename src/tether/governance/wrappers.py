@@ -9,6 +9,7 @@ parsed recursively. This is parsing knowledge, so it lives in code; what is
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -214,7 +215,86 @@ def script_of(name: str, args: Sequence[str]) -> str | None:
         return args[0] if len(args) >= 2 and not is_option(args[0]) else None
     if name == "watch":
         return _watch_script(args)
+    if name == "alias":
+        # Aliases only expand with `shopt -s expand_aliases`, but their bodies are
+        # cheap to check and an alias is a classic way to hide a command.
+        bodies = [a.split("=", 1)[1] for a in args if "=" in a]
+        return "\n".join(bodies) if bodies else None
     return None
+
+
+_SSH_VALUES = frozenset(
+    {"-b", "-c", "-D", "-E", "-e", "-F", "-I", "-i", "-J", "-L", "-l", "-m", "-O", "-o", "-p"}
+    | {"-Q", "-R", "-S", "-W", "-w", "-B"}
+)
+
+
+def remote_script_of(name: str, args: Sequence[str]) -> str | None:
+    """The command ``ssh [options] host command...`` runs on the remote host."""
+    if name != "ssh":
+        return None
+    start = _inner_start(args, _Spec(_SSH_VALUES, positionals_to_skip=1))
+    return " ".join(args[start:]) if start is not None else None
+
+
+# Calls through which interpreter code runs shell command strings.
+_SHELL_OUT = re.compile(
+    r"system|popen|subprocess|check_output|check_call|spawn|exec|shell_exec|passthru|`"
+)
+_STRING_LITERAL = re.compile(r"'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"|`([^`]*)`", re.DOTALL)
+
+
+def inline_code(name: str, args: Sequence[str]) -> str | None:
+    """Code given on an interpreter's command line (``python -c CODE``, ``perl -e CODE``)."""
+    if not in_command_set(name, "interpreters"):
+        return None
+    for i, arg in enumerate(args):
+        if arg == "--" or not is_option(arg):
+            return None
+        is_code_flag = arg in ("--eval", "--command") or (
+            not arg.startswith("--") and arg[-1] in "ceEr"
+        )
+        if is_code_flag:
+            return args[i + 1] if i + 1 < len(args) else None
+    return None
+
+
+def shell_strings_in_code(code: str) -> list[str]:
+    """String literals of interpreter code that shells out (``os.system('...')``).
+
+    A heuristic, not a parser for every language: when the code mentions a
+    shell-out call, each string literal in it is analysed as a shell script.
+    """
+    if not _SHELL_OUT.search(code):
+        return []
+    return [next(g for g in m.groups() if g is not None) for m in _STRING_LITERAL.finditer(code)]
+
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def download_outputs(name: str, args: Sequence[str]) -> list[str]:
+    """Files a curl / wget invocation writes (explicit names or the URL's basename)."""
+    if name not in ("curl", "wget"):
+        return []
+    letter, long_flag = ("o", "--output") if name == "curl" else ("O", "--output-document")
+    remote_flags = ("-O", "--remote-name") if name == "curl" else ()
+    outputs: list[str] = []
+    for i, arg in enumerate(args):
+        following = args[i + 1] if i + 1 < len(args) else ""
+        if arg == long_flag:
+            outputs.append(following)
+        elif arg.startswith(long_flag + "="):
+            outputs.append(arg.split("=", 1)[1])
+        elif is_option(arg) and not arg.startswith("--") and letter in arg[1:]:
+            # short cluster: -o FILE, -ofile, -sSLo FILE, -qO- ...
+            attached = arg[arg.index(letter, 1) + 1 :]
+            outputs.append(attached or following)
+    urls = [a for a in args if _URL.match(a)]
+    uses_remote_name = name == "wget" and not outputs
+    if uses_remote_name or any(f in flag_set(tuple(args)) for f in remote_flags):
+        outputs.extend(u.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1] for u in urls)
+    return [o for o in outputs if o and o != "-"]
 
 
 def _shell_c_script(args: Sequence[str]) -> str | None:

@@ -60,3 +60,13 @@ def test_not_classes(raw: str, cls: str, ctx: AnalysisContext) -> None:
 def test_unknown_cwd_makes_relative_paths_dynamic(ctx: AnalysisContext) -> None:
     assert "dynamic" in classify_path("build", None, ctx)
     assert "outside_workspace" in classify_path("build", None, ctx)
+
+
+@pytest.mark.parametrize("raw", [".", "./", "*", "./*", ".*", "/home/u/proj"])
+def test_workspace_root(raw: str, ctx: AnalysisContext) -> None:
+    assert "workspace_root" in classify_path(raw, CWD, ctx)
+
+
+@pytest.mark.parametrize("raw", ["build", "*.pyc", "src/*", "/home/u"])
+def test_not_workspace_root(raw: str, ctx: AnalysisContext) -> None:
+    assert "workspace_root" not in classify_path(raw, CWD, ctx)

@@ -147,3 +147,21 @@ def test_findings_are_deduplicated_and_sorted(ctx: AnalysisContext, rules: list[
 def test_empty_command(ctx: AnalysisContext, rules: list[Rule]) -> None:
     assert analyze_shell("", ctx, rules) == []
     assert analyze_shell("   \n", ctx, rules) == []
+
+
+def test_download_then_run_tags_the_download(ctx: AnalysisContext) -> None:
+    cmds = _cmds("curl -o a.sh http://x && bash ./a.sh", ctx)
+    curl = next(c for c in cmds if c.name == "curl")
+    assert curl.executed_by == ("bash",)
+    cmds = _cmds("curl -o a.sh http://x && cat a.sh", ctx)
+    assert next(c for c in cmds if c.name == "curl").executed_by == ()
+
+
+def test_bare_redirect_is_a_command(ctx: AnalysisContext) -> None:
+    [cmd] = _cmds("> /etc/passwd", ctx)
+    assert cmd.name == ":" and cmd.redirects[0].target == "/etc/passwd"
+
+
+def test_remote_commands_have_unknown_cwd(ctx: AnalysisContext) -> None:
+    rm = next(c for c in _cmds("ssh -p 22 host rm -rf build", ctx) if c.name == "rm")
+    assert rm.cwd is None and rm.args == ("-rf", "build")
