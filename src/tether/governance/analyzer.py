@@ -6,14 +6,14 @@ import posixpath
 from collections.abc import Mapping, Sequence
 
 from tether.governance.context import AnalysisContext
-from tether.governance.file_analysis import analyze_file_access
+from tether.governance.file_analysis import FileOp, analyze_file_access
 from tether.governance.findings import Finding, Severity
 from tether.governance.paths import within
 from tether.governance.rules import Rule, load_builtin_rules
 from tether.governance.shell_analysis import analyze_shell
 
 SHELL_TOOL = "execute_shell_command"
-FILE_TOOLS = {"read_file": "read", "write_file": "write", "edit_file": "edit"}
+FILE_TOOLS: dict[str, FileOp] = {"read_file": "read", "write_file": "write", "edit_file": "edit"}
 
 INVALID_ARGUMENTS = "tool.invalid-arguments"
 CWD_OUTSIDE_WORKSPACE = "shell.cwd-outside-workspace"
@@ -57,7 +57,7 @@ class Analyzer:
             if not isinstance(path, str):
                 return [_invalid(tool_name, "path")]
             op = FILE_TOOLS[tool_name]
-            return analyze_file_access(op, path, ctx, rules)  # type: ignore[arg-type]
+            return analyze_file_access(op, path, ctx, rules)
         return []
 
 
