@@ -1,0 +1,1 @@
+"""The turn loop: history -> model -> tool calls -> results -> ... -> answer."""

@@ -1,0 +1,210 @@
+"""One agent turn, as a loop of explicit steps."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from tether.agent.history import model_message, repair
+from tether.agent.ports import Gate, TurnEvents
+from tether.llm.client import AssistantReply, ModelError, RequestedCall
+from tether.llm.providers import ProviderService
+from tether.store.chats import ChatRepository
+from tether.store.deliveries import DeliveryRepository
+from tether.store.records import OutputChunk
+from tether.toolcalls.coordinator import ToolCallCoordinator
+from tether.toolcalls.live import CallInfo, Invocation
+from tether.tools.base import ToolInputError
+from tether.tools.registry import ToolRegistry
+
+AGENT_ID = "default"
+
+SYSTEM_PROMPT = (
+    "You are Tether, an agent that works in the user's workspace with real tools. "
+    "Run shell commands with execute_shell_command. A person can watch, extend, move to "
+    "the background or cancel any tool call; a message starting with [tether] tells you "
+    "what happened to it. Never retry a call that was denied."
+)
+
+
+class StepLimitReached(Exception):
+    """The model kept calling tools past the step limit."""
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    session_id: str
+    task_id: str
+    approval_level: str
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    text: str
+    steps: int
+
+
+class _CallObserver:
+    """Forwards a call's life events to the turn's event sink."""
+
+    def __init__(self, events: TurnEvents) -> None:
+        self._events = events
+
+    def started(self, info: CallInfo) -> None:
+        self._events.emit({"type": "tool_call_started", "tool_call": _info_dict(info)})
+
+    def output(self, call_id: str, chunk: OutputChunk) -> None:
+        self._events.emit(
+            {
+                "type": "tool_call_output",
+                "tool_call_id": call_id,
+                "seq": chunk.seq,
+                "stream": chunk.stream,
+                "text": chunk.text,
+            }
+        )
+
+    def ended(self, info: CallInfo) -> None:
+        self._events.emit({"type": "tool_call_ended", "tool_call": _info_dict(info)})
+
+
+def _info_dict(info: CallInfo) -> dict[str, Any]:
+    return dict(info.__dict__)
+
+
+class Agent:
+    """Runs turns: the model, tool calls through governance and the coordinator, and
+    persistence of every message as it happens."""
+
+    def __init__(
+        self,
+        chats: ChatRepository,
+        deliveries: DeliveryRepository,
+        providers: ProviderService,
+        tools: ToolRegistry,
+        coordinator: ToolCallCoordinator,
+        gate: Gate,
+        max_steps: int,
+    ) -> None:
+        self._chats = chats
+        self._deliveries = deliveries
+        self._providers = providers
+        self._tools = tools
+        self._coordinator = coordinator
+        self._gate = gate
+        self._max_steps = max_steps
+
+    async def run_turn(self, req: TurnRequest, events: TurnEvents) -> TurnResult:
+        model = await self._providers.active_model()
+        stored = await self._chats.history(req.session_id)
+        history = repair(model_message(m.payload) for m in stored)
+        messages = [{"role": "system", "content": SYSTEM_PROMPT}, *history]
+        specs = self._tools.openai_specs()
+        for step in range(1, self._max_steps + 1):
+            messages.extend(await self._take_deliveries(req, events))
+            reply = await model.complete(
+                messages, specs, lambda t: events.emit({"type": "text_delta", "text": t})
+            )
+            assistant = _assistant_message(reply)
+            await self._persist(req, [("assistant", assistant)], events)
+            messages.append(assistant)
+            if not reply.tool_calls:
+                return TurnResult(text=reply.text, steps=step)
+            results = await asyncio.gather(
+                *(self._call(req, call, events) for call in reply.tool_calls)
+            )
+            await self._persist(req, [("tool", r) for r in results], events)
+            messages.extend(model_message(r) for r in results)
+        raise StepLimitReached(
+            f"the model was still calling tools after {self._max_steps} steps "
+            f"(TETHER_MAX_STEPS); the turn was stopped"
+        )
+
+    async def _persist(
+        self, req: TurnRequest, entries: list[tuple[str, dict[str, Any]]], events: TurnEvents
+    ) -> None:
+        await self._chats.append(req.session_id, req.task_id, entries)
+        for kind, payload in entries:
+            events.emit({"type": "message", "kind": kind, "message": payload})
+
+    async def _take_deliveries(self, req: TurnRequest, events: TurnEvents) -> list[dict[str, Any]]:
+        """Results of background calls, as notification messages (a turn boundary)."""
+        pending = await self._deliveries.pending(req.session_id)
+        if not pending:
+            return []
+        notes = [
+            {
+                "role": "user",
+                "content": (
+                    f"[tether notification] The background tool call {d.tool_call_id!r} "
+                    f"has finished. Its result:\n{d.content}"
+                ),
+            }
+            for d in pending
+        ]
+        await self._persist(req, [("notification", n) for n in notes], events)
+        await self._deliveries.mark_delivered([d.id for d in pending])
+        return notes
+
+    async def _call(
+        self, req: TurnRequest, call: RequestedCall, events: TurnEvents
+    ) -> dict[str, Any]:
+        """Run one requested call and return its tool message."""
+        call_id = await self._coordinator.unique_call_id(call.id)
+        content = await self._run_checked(req, call, call_id, events)
+        return {
+            "role": "tool",
+            "tool_call_id": call.id,
+            "content": content,
+            "x_tether_call_id": call_id,
+        }
+
+    async def _run_checked(
+        self, req: TurnRequest, call: RequestedCall, call_id: str, events: TurnEvents
+    ) -> str:
+        tool = self._tools.get(call.name)
+        if tool is None:
+            return (
+                f"[tether] There is no tool named {call.name!r}. Available: {self._tools.names()}"
+            )
+        try:
+            arguments = _parse_arguments(call.arguments)
+        except ToolInputError as exc:
+            return f"[tether] The call was not run: {exc}"
+        inv = Invocation(call_id, req.session_id, req.task_id, AGENT_ID, call.name, arguments)
+        review = await self._gate.review(inv, req.approval_level)
+        if review.verdict == "deny":
+            return (await self._coordinator.record_denied(inv, review.reason)).model_text
+        observer = _CallObserver(events)
+        try:
+            outcome = await self._coordinator.run(
+                inv, tool, admission=review.admission, observer=observer
+            )
+        except ToolInputError as exc:
+            return f"[tether] The call was not run: {exc}"
+        return outcome.model_text
+
+
+def _parse_arguments(raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw or "{}")
+    except json.JSONDecodeError as exc:
+        raise ToolInputError(f"its arguments are not valid JSON ({exc.msg})") from exc
+    if not isinstance(value, dict):
+        raise ToolInputError("its arguments must be a JSON object")
+    return value
+
+
+def _assistant_message(reply: AssistantReply) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in reply.tool_calls
+        ]
+    return message
+
+
+__all__ = ["Agent", "ModelError", "StepLimitReached", "TurnRequest", "TurnResult"]

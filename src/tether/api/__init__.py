@@ -1,0 +1,1 @@
+"""HTTP: one module per resource. Translation only; the services hold the logic."""

@@ -1,0 +1,144 @@
+"""/api/console/chat: background chat tasks and the streamed chat turn."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+from fastapi import APIRouter, HTTPException
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from tether.api.deps import ServicesDep
+from tether.api.sse import SSE_HEADERS, sse_event
+from tether.governance.levels import parse_level
+from tether.services import Services
+from tether.tasks.service import TooManyTasks
+
+router = APIRouter(prefix="/api/console/chat", tags=["chat"])
+
+
+class TextPart(BaseModel):
+    type: Literal["text"]
+    text: str
+
+
+class InputMessage(BaseModel):
+    role: Literal["user"] = "user"
+    type: Literal["message"] = "message"
+    content: list[TextPart] | str
+
+    def text(self) -> str:
+        if isinstance(self.content, str):
+            return self.content
+        return "\n".join(p.text for p in self.content)
+
+
+class RequestContext(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    approval_level: str | None = None
+
+    @field_validator("approval_level")
+    @classmethod
+    def _known_level(cls, value: str | None) -> str | None:
+        return None if value is None else parse_level(value)
+
+
+class ChatRequest(BaseModel):
+    channel: str = Field("console", min_length=1, max_length=64)
+    user_id: str = Field("default", min_length=1, max_length=256)
+    session_id: str | None = Field(None, min_length=1, max_length=512)
+    input: list[InputMessage] = Field(min_length=1)
+    request_context: RequestContext = Field(default_factory=RequestContext)
+
+    @model_validator(mode="after")
+    def _has_text(self) -> ChatRequest:
+        if not any(m.text().strip() for m in self.input):
+            raise ValueError("input must contain at least one non-empty text message")
+        return self
+
+    @property
+    def resolved_session_id(self) -> str:
+        return self.session_id or f"{self.channel}:{self.user_id}"
+
+
+class TaskSubmitted(BaseModel):
+    task_id: str
+    session_id: str
+
+
+class TaskOut(BaseModel):
+    task_id: str
+    session_id: str
+    status: Literal["pending", "running", "finished"]
+    trigger: str
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    result: dict[str, Any] | None
+    messages: list[dict[str, Any]]
+
+
+async def _submit(body: ChatRequest, services: Services) -> TaskSubmitted:
+    session_id = body.resolved_session_id
+    try:
+        task_id = await services.tasks.submit(
+            session_id,
+            body.user_id,
+            body.channel,
+            [m.text() for m in body.input if m.text().strip()],
+            body.request_context.approval_level,
+        )
+    except TooManyTasks as exc:
+        raise HTTPException(429, str(exc)) from None
+    return TaskSubmitted(task_id=task_id, session_id=session_id)
+
+
+@router.post("/task", response_model=TaskSubmitted)
+async def submit_task(body: ChatRequest, services: ServicesDep) -> TaskSubmitted:
+    """Start a turn in the background; poll it with GET /task/{task_id}."""
+    return await _submit(body, services)
+
+
+@router.get("/task/{task_id}", response_model=TaskOut)
+async def get_task(task_id: str, services: ServicesDep) -> TaskOut:
+    view = await services.tasks.get(task_id)
+    if view is None:
+        raise HTTPException(404, "Task not found")
+    r = view.record
+    return TaskOut(
+        task_id=r.id,
+        session_id=r.session_id,
+        status=r.status,  # type: ignore[arg-type]
+        trigger=r.trigger,
+        created_at=r.created_at,
+        started_at=r.started_at,
+        finished_at=r.finished_at,
+        result=r.result,
+        messages=view.messages,
+    )
+
+
+@router.post("/task/{task_id}/stop")
+async def stop_task(task_id: str, services: ServicesDep) -> dict[str, Any]:
+    """Stop the turn and every tool call it started."""
+    stopped = await services.tasks.stop(task_id)
+    if stopped is None:
+        raise HTTPException(404, "Task not found")
+    return {"task_id": task_id, "stopped": stopped}
+
+
+@router.post("")
+async def chat_stream(body: ChatRequest, services: ServicesDep) -> StreamingResponse:
+    """Run a turn and stream its events (SSE) until it ends."""
+    submitted = await _submit(body, services)
+    feed = services.tasks.follow(submitted.task_id)
+
+    async def frames() -> AsyncIterator[str]:
+        yield sse_event({"type": "task", **submitted.model_dump()})
+        if feed is None:
+            return
+        async for event in feed:
+            yield sse_event(event)
+
+    return StreamingResponse(frames(), media_type="text/event-stream", headers=SSE_HEADERS)

@@ -1,0 +1,90 @@
+"""/api/chats: sessions and their persisted history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from tether.api.deps import ServicesDep
+from tether.governance.levels import parse_level
+
+router = APIRouter(prefix="/api/chats", tags=["chats"])
+
+
+class SessionOut(BaseModel):
+    session_id: str
+    user_id: str
+    channel: str
+    title: str | None
+    approval_level: str | None
+    created_at: float
+    updated_at: float
+    busy: bool
+
+
+class MessageOut(BaseModel):
+    id: int
+    kind: str
+    task_id: str | None
+    created_at: float
+    message: dict[str, Any]
+
+
+class SessionSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    approval_level: str | None
+
+    @field_validator("approval_level")
+    @classmethod
+    def _known_level(cls, value: str | None) -> str | None:
+        return None if value is None else parse_level(value)
+
+
+@router.get("", response_model=list[SessionOut])
+async def list_sessions(services: ServicesDep) -> list[SessionOut]:
+    return [
+        SessionOut(
+            session_id=s.id,
+            user_id=s.user_id,
+            channel=s.channel,
+            title=s.title,
+            approval_level=s.approval_level,
+            created_at=s.created_at,
+            updated_at=s.updated_at,
+            busy=services.tasks.session_busy(s.id),
+        )
+        for s in await services.store.chats.list_sessions()
+    ]
+
+
+@router.get("/{session_id}/messages", response_model=list[MessageOut])
+async def session_messages(session_id: str, services: ServicesDep) -> list[MessageOut]:
+    if await services.store.chats.get_session(session_id) is None:
+        raise HTTPException(404, "Session not found")
+    return [
+        MessageOut(
+            id=m.id, kind=m.kind, task_id=m.task_id, created_at=m.created_at, message=m.payload
+        )
+        for m in await services.store.chats.history(session_id)
+    ]
+
+
+@router.put("/{session_id}/settings")
+async def update_settings(
+    session_id: str, body: SessionSettings, services: ServicesDep
+) -> dict[str, Any]:
+    """Set the session's approval level (None: use the server default)."""
+    if not await services.store.chats.set_approval_level(session_id, body.approval_level):
+        raise HTTPException(404, "Session not found")
+    return {"session_id": session_id, "approval_level": body.approval_level}
+
+
+@router.delete("/{session_id}")
+async def delete_session(session_id: str, services: ServicesDep) -> dict[str, Any]:
+    if services.tasks.session_busy(session_id):
+        raise HTTPException(409, "The session has a running task; stop it first")
+    if not await services.store.chats.delete_session(session_id):
+        raise HTTPException(404, "Session not found")
+    return {"deleted": session_id}

@@ -1,0 +1,203 @@
+"""/api/tool-calls: list, inspect, stream, extend, offload and cancel tool calls."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Header, HTTPException
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tether.api.deps import ServicesDep
+from tether.api.sse import SSE_HEADERS, sse_event
+from tether.store.records import OutputChunk
+from tether.toolcalls.errors import ToolCallConflict, ToolCallNotFound
+from tether.toolcalls.live import CallInfo
+
+router = APIRouter(prefix="/api/tool-calls", tags=["tool-calls"])
+
+NOT_FOUND = "Tool call not found"
+
+
+class ToolCallInfoOut(BaseModel):
+    tool_call_id: str
+    tool_name: str
+    session_id: str
+    agent_id: str
+    status: Literal["awaiting_approval", "running", "offloaded", "completed"]
+    started_at: float = Field(description="Epoch seconds.")
+    elapsed: float
+    offload_remaining: float | None
+    kill_remaining: float | None
+    extra: dict[str, Any]
+    end_state: Literal["success", "error", "cancelled", "timeout", "denied"] | None
+    force_cancelled: bool
+    max_internal_timeout_secs: float | None
+    offload_reason: str | None
+
+
+class ToolCallList(BaseModel):
+    items: list[ToolCallInfoOut]
+    total: int
+
+
+class CancelRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    force: bool = Field(False, description="SIGKILL the process tree at once.")
+
+
+class ExtendRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    seconds: float | None = Field(None, gt=0, description="How much later the deadline moves.")
+    no_deadline: bool = Field(False, description="Remove the deadline instead.")
+    target: Literal["kill", "offload"] = "kill"
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ExtendRequest:
+        if self.no_deadline == (self.seconds is not None):
+            raise ValueError("give either seconds (> 0) or no_deadline: true")
+        return self
+
+
+class Accepted(BaseModel):
+    status: Literal["accepted"] = "accepted"
+    tool_call_id: str
+
+
+class ExtendAccepted(Accepted):
+    offload_remaining: float | None
+    kill_remaining: float | None
+
+
+class OutputPart(BaseModel):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class OutputOut(BaseModel):
+    tool_call_id: str
+    is_closed: bool
+    final_state: str | None
+    content: list[OutputPart]
+
+
+def _out(info: CallInfo) -> ToolCallInfoOut:
+    return ToolCallInfoOut(**info.__dict__)
+
+
+def _not_found() -> HTTPException:
+    return HTTPException(404, NOT_FOUND)
+
+
+@router.get("/{session_id}", response_model=ToolCallList)
+async def list_calls(session_id: str, services: ServicesDep) -> ToolCallList:
+    """Calls in flight for the session (completed ones are under their own id)."""
+    items = [_out(i) for i in services.coordinator.list_live(session_id)]
+    return ToolCallList(items=items, total=len(items))
+
+
+@router.get("/{session_id}/{tool_call_id}", response_model=ToolCallInfoOut)
+async def get_call(session_id: str, tool_call_id: str, services: ServicesDep) -> ToolCallInfoOut:
+    try:
+        return _out(await services.coordinator.info(session_id, tool_call_id))
+    except ToolCallNotFound:
+        raise _not_found() from None
+
+
+@router.post("/{session_id}/{tool_call_id}/cancel", status_code=202, response_model=Accepted)
+async def cancel_call(
+    session_id: str,
+    tool_call_id: str,
+    services: ServicesDep,
+    body: Annotated[CancelRequest | None, Body()] = None,
+) -> Accepted:
+    """Stop the call's whole process tree (gracefully, or at once with ``force``)."""
+    force = body.force if body else False
+    try:
+        await services.coordinator.cancel(session_id, tool_call_id, force)
+    except ToolCallNotFound:
+        raise _not_found() from None
+    except ToolCallConflict as exc:
+        raise HTTPException(409, str(exc)) from None
+    return Accepted(tool_call_id=tool_call_id)
+
+
+@router.post("/{session_id}/{tool_call_id}/offload", status_code=202, response_model=Accepted)
+async def offload_call(session_id: str, tool_call_id: str, services: ServicesDep) -> Accepted:
+    """Move the call to the background; the agent goes on and gets its result later."""
+    try:
+        await services.coordinator.offload(session_id, tool_call_id)
+    except ToolCallNotFound:
+        raise _not_found() from None
+    except ToolCallConflict as exc:
+        raise HTTPException(409, str(exc)) from None
+    return Accepted(tool_call_id=tool_call_id)
+
+
+@router.post(
+    "/{session_id}/{tool_call_id}/extend-deadline", status_code=202, response_model=ExtendAccepted
+)
+async def extend_deadline(
+    session_id: str, tool_call_id: str, body: ExtendRequest, services: ServicesDep
+) -> ExtendAccepted:
+    """Move the kill (default) or offload deadline later, or remove it."""
+    seconds = None if body.no_deadline else body.seconds
+    try:
+        info = await services.coordinator.extend(session_id, tool_call_id, body.target, seconds)
+    except ToolCallNotFound:
+        raise _not_found() from None
+    except ToolCallConflict as exc:
+        raise HTTPException(409, str(exc)) from None
+    return ExtendAccepted(
+        tool_call_id=tool_call_id,
+        offload_remaining=info.offload_remaining,
+        kill_remaining=info.kill_remaining,
+    )
+
+
+@router.get("/{session_id}/{tool_call_id}/output", response_model=OutputOut)
+async def get_output(session_id: str, tool_call_id: str, services: ServicesDep) -> OutputOut:
+    """Everything the call has printed so far."""
+    try:
+        text, closed, end_state = await services.coordinator.output_text(session_id, tool_call_id)
+    except ToolCallNotFound:
+        raise _not_found() from None
+    return OutputOut(
+        tool_call_id=tool_call_id,
+        is_closed=closed,
+        final_state=end_state,
+        content=[OutputPart(text=text)] if text else [],
+    )
+
+
+@router.get("/{session_id}/{tool_call_id}/stream")
+async def stream_output(
+    session_id: str,
+    tool_call_id: str,
+    services: ServicesDep,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> StreamingResponse:
+    """SSE: the output from the start (or after ``Last-Event-ID``), live, then ``done``."""
+    try:
+        await services.coordinator.ensure_known(session_id, tool_call_id)
+    except ToolCallNotFound:
+        raise _not_found() from None
+    after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
+
+    async def frames() -> AsyncIterator[str]:
+        follow = services.coordinator.follow(session_id, tool_call_id, after)
+        last = after
+        async for item in follow:
+            if isinstance(item, OutputChunk):
+                last = item.seq
+                yield sse_event(
+                    {"type": "output", "stream": item.stream, "text": item.text}, event_id=item.seq
+                )
+            else:
+                yield sse_event(
+                    {"type": "done", "end_state": item.end_state, "status": item.status},
+                    event_id=last + 1,
+                )
+
+    return StreamingResponse(frames(), media_type="text/event-stream", headers=SSE_HEADERS)

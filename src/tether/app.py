@@ -1,0 +1,163 @@
+"""The application factory: builds the services, mounts the routers, runs the lifespan."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+
+from tether import __version__
+from tether.agent.ports import Gate
+from tether.agent.turn import Agent
+from tether.api import chat, chats, health, providers, toolcalls
+from tether.config import Settings
+from tether.llm.client import OpenAIChatModel
+from tether.llm.providers import ModelFactory, ProviderService
+from tether.security.keybox import KeyBox
+from tether.security.perimeter import Perimeter, PerimeterPolicy, allowed_host_names
+from tether.security.token import resolve_token
+from tether.services import Services
+from tether.store.database import Database
+from tether.store.store import Store
+from tether.tasks.service import RESTARTED, TaskService
+from tether.toolcalls import process_tree
+from tether.toolcalls.coordinator import CoordinatorConfig, ToolCallCoordinator
+from tether.tools.clock import TIME_TOOL
+from tether.tools.files import FILE_TOOLS
+from tether.tools.registry import ToolRegistry
+from tether.tools.shell import make_shell_tool, shell_environment
+
+log = logging.getLogger(__name__)
+
+_SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "API_KEY", "APIKEY", "PRIVATE_KEY", "CREDENTIAL")
+
+
+def is_secret_variable(name: str) -> bool:
+    """Environment variables the shell tool never sees."""
+    upper = name.upper()
+    return upper.startswith("TETHER_") or any(word in upper for word in _SECRET_WORDS)
+
+
+def _default_factory(settings: Settings) -> ModelFactory:
+    def make(base_url: str, api_key: str, model: str) -> OpenAIChatModel:
+        return OpenAIChatModel(
+            base_url, api_key, model, settings.llm_max_retries, settings.llm_timeout_seconds
+        )
+
+    return make
+
+
+def _marker_prefix(settings: Settings) -> str:
+    digest = hashlib.sha256(str(settings.home.resolve()).encode()).hexdigest()[:12]
+    return f"tether-{digest}"
+
+
+async def build_services(
+    settings: Settings, factory: ModelFactory | None = None, gate: Gate | None = None
+) -> Services:
+    """Open the store, recover from the last run, and wire every service."""
+    settings.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    settings.resolved_workspace.mkdir(parents=True, exist_ok=True)
+    db = Database(settings.resolved_database_url)
+    await db.migrate()
+    store = Store(db)
+    prefix = _marker_prefix(settings)
+    leftovers = await store.tool_calls.interrupt_unfinished(RESTARTED)
+    if leftovers:
+        reaped = process_tree.reap_groups(leftovers, prefix)
+        log.info(
+            "recorded %d interrupted call group(s); reaped %d process(es)", len(leftovers), reaped
+        )
+    provider_service = ProviderService(
+        store.providers, KeyBox(settings.home / "secret.key"), factory or _default_factory(settings)
+    )
+    await provider_service.bootstrap_from_env(os.environ)
+    holder: dict[str, TaskService] = {}
+
+    async def deliver(session_id: str, call_id: str, text: str) -> None:
+        await holder["tasks"].on_background_result(session_id, call_id, text)
+
+    coordinator = ToolCallCoordinator(
+        store.tool_calls,
+        CoordinatorConfig(
+            offload_after=settings.offload_after_seconds,
+            cancel_grace=settings.cancel_grace_seconds,
+            model_output_chars=settings.model_output_chars,
+            output_memory_bytes=settings.output_memory_bytes,
+            max_per_session=settings.max_calls_per_session,
+            max_total=settings.max_calls_total,
+            marker_prefix=prefix,
+        ),
+        workspace=settings.resolved_workspace,
+        protected=(settings.home.resolve(),),
+        on_background_result=deliver,
+    )
+    shell = make_shell_tool(
+        settings.shell_default_timeout,
+        settings.shell_max_timeout,
+        lambda: shell_environment(os.environ, is_secret_variable),
+    )
+    tools = ToolRegistry([shell, TIME_TOOL, *FILE_TOOLS])
+    agent = Agent(
+        store.chats,
+        store.deliveries,
+        provider_service,
+        tools,
+        coordinator,
+        gate or _permissive_gate(),
+        settings.max_steps,
+    )
+    tasks = TaskService(
+        store, agent, coordinator, settings.default_approval_level, settings.max_concurrent_tasks
+    )
+    holder["tasks"] = tasks
+    await tasks.recover()
+    return Services(settings, store, provider_service, coordinator, agent, tasks)
+
+
+def _permissive_gate() -> Gate:
+    from tether.agent.ports import Review
+    from tether.toolcalls.live import Invocation
+
+    class _AllowAll:
+        async def review(self, inv: Invocation, level: str) -> Review:
+            return Review("allow")
+
+    return _AllowAll()
+
+
+def create_app(settings: Settings, factory: ModelFactory | None = None) -> Any:
+    """The ASGI application: the FastAPI app behind the perimeter middleware."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        services = await build_services(settings, factory)
+        app.state.services = services
+        try:
+            yield
+        finally:
+            await services.coordinator.shutdown()
+            await services.tasks.shutdown()
+            await services.store.db.close()
+
+    app = FastAPI(title="Tether", version=__version__, lifespan=lifespan)
+    for module in (health, providers, chat, chats, toolcalls):
+        app.include_router(module.router)
+    token = (
+        None
+        if settings.no_auth
+        else resolve_token(
+            settings.token.get_secret_value() if settings.token else None, settings.home
+        )
+    )
+    policy = PerimeterPolicy(
+        token=token,
+        allowed_hosts=allowed_host_names(settings.host, settings.allowed_hosts),
+        max_body_bytes=settings.max_body_bytes,
+    )
+    return Perimeter(app, policy)

@@ -1,0 +1,62 @@
+"""The `tether` command."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from tether import __version__
+
+
+@click.group()
+@click.version_option(__version__, prog_name="tether")
+def main() -> None:
+    """Tether: an agent server whose tool calls you can watch and control."""
+
+
+@main.command()
+@click.option("--host", default=None, help="Address to bind (default 127.0.0.1).")
+@click.option("--port", default=None, type=int, help="Port to bind (default 8088).")
+@click.option("--log-level", default="info", show_default=True)
+@click.option("--no-auth", is_flag=True, help="Serve without a token (loopback only).")
+def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> None:
+    """Start the server (SQLite under TETHER_HOME; no other service needed)."""
+    import uvicorn
+
+    from tether import logs
+    from tether.app import create_app
+    from tether.config import Settings
+    from tether.security.perimeter import LOOPBACK_NAMES
+    from tether.security.token import resolve_token
+
+    overrides: dict[str, object] = {}
+    if host is not None:
+        overrides["host"] = host
+    if port is not None:
+        overrides["port"] = port
+    if no_auth:
+        overrides["no_auth"] = True
+    settings = Settings(**overrides)  # type: ignore[arg-type]
+    if settings.no_auth and settings.host not in LOOPBACK_NAMES:
+        raise click.UsageError("--no-auth is only allowed on a loopback address (127.0.0.1, ::1)")
+    logs.configure(log_level)
+    app = create_app(settings)
+    shown = "localhost" if settings.host in ("127.0.0.1", "::1") else settings.host
+    url = f"http://{shown}:{settings.port}/"
+    if not settings.no_auth:
+        configured = settings.token.get_secret_value() if settings.token else None
+        url += f"?token={resolve_token(configured, settings.home)}"
+    click.echo(f"Tether {__version__} console: {url}", err=True)
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=log_level.lower(),
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Tether's settings: one object, read from the environment (prefix ``TETHER_``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _default_home() -> Path:
+    return Path.home() / ".tether"
+
+
+class Settings(BaseSettings):
+    """Everything an operator can tune. Each field maps to ``TETHER_<NAME>``."""
+
+    model_config = SettingsConfigDict(env_prefix="TETHER_", extra="ignore")
+
+    home: Path = Field(default_factory=_default_home, description="State directory.")
+    host: str = Field("127.0.0.1", description="Address `tether serve` binds to.")
+    port: int = Field(8088, ge=0, le=65535, description="Port `tether serve` binds to.")
+    token: SecretStr | None = Field(None, description="API bearer token; generated if unset.")
+    no_auth: bool = Field(False, description="Run without a token (loopback binds only).")
+    database_url: str | None = Field(
+        None, description="SQLAlchemy async URL; default is SQLite under `home`."
+    )
+    workspace: Path | None = Field(
+        None, description="Directory the file and shell tools work in; default `home/workspace`."
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list, description="Extra Host header values accepted besides loopback."
+    )
+    default_approval_level: str = Field("auto", description="off | auto | smart | strict.")
+    approval_timeout_seconds: float = Field(300.0, gt=0)
+    shell_default_timeout: float = Field(60.0, gt=0, description="Shell tool timeout (s).")
+    shell_max_timeout: float = Field(3600.0, gt=0, description="Cap on a shell call's deadline.")
+    offload_after_seconds: float | None = Field(
+        None, gt=0, description="Move a running call to the background after this long."
+    )
+    cancel_grace_seconds: float = Field(2.0, ge=0, description="SIGTERM -> SIGKILL grace.")
+    model_output_chars: int = Field(
+        16_000, ge=1_000, description="Tool output sent to the model (head and tail kept)."
+    )
+    output_memory_bytes: int = Field(
+        1_048_576, ge=4096, description="Per-call output kept in memory for live readers."
+    )
+    max_steps: int = Field(24, ge=1, description="Model calls per turn before giving up.")
+    llm_max_retries: int = Field(2, ge=0)
+    llm_timeout_seconds: float = Field(120.0, gt=0)
+    max_body_bytes: int = Field(1_048_576, ge=1024)
+    max_concurrent_tasks: int = Field(256, ge=1)
+    max_calls_per_session: int = Field(64, ge=1)
+    max_calls_total: int = Field(2048, ge=1)
+
+    @property
+    def resolved_workspace(self) -> Path:
+        """The workspace directory, defaulting to ``home/workspace``."""
+        return self.workspace or self.home / "workspace"
+
+    @property
+    def resolved_database_url(self) -> str:
+        """The database URL, defaulting to a SQLite file under ``home``."""
+        return self.database_url or f"sqlite+aiosqlite:///{self.home / 'tether.db'}"

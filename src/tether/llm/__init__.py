@@ -1,0 +1,1 @@
+"""Model providers and the OpenAI-compatible streaming client."""

@@ -1,0 +1,1 @@
+"""Secrets at rest, the API token, and request perimeter checks."""

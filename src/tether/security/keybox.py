@@ -1,0 +1,44 @@
+"""Encryption of secrets at rest (provider API keys) with a local key file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from cryptography.fernet import Fernet, InvalidToken
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+def read_or_create_private(path: Path, make: bytes) -> bytes:
+    """The file's bytes; if it does not exist, create it (mode 0600) holding ``make``."""
+    try:
+        return path.read_bytes().strip()
+    except FileNotFoundError:
+        pass
+    try:
+        _write_private(path, make)
+    except FileExistsError:  # another process created it first
+        return path.read_bytes().strip()
+    return make
+
+
+class KeyBox:
+    """Encrypts and decrypts short secrets with a key kept in ``TETHER_HOME``."""
+
+    def __init__(self, key_file: Path) -> None:
+        self._fernet = Fernet(read_or_create_private(key_file, Fernet.generate_key()))
+
+    def seal(self, secret: str) -> str:
+        return self._fernet.encrypt(secret.encode()).decode()
+
+    def open(self, sealed: str) -> str:
+        try:
+            return self._fernet.decrypt(sealed.encode()).decode()
+        except InvalidToken as exc:
+            raise ValueError("a stored secret cannot be decrypted with this key file") from exc

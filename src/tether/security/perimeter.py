@@ -1,0 +1,156 @@
+"""The API perimeter, as one ASGI middleware: Host allow-list, token, Origin, content
+type and body size. Pure ASGI (not BaseHTTPMiddleware) so streaming stays untouched."""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+COOKIE_NAME = "tether_token"
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+_PUBLIC_PATHS = frozenset({"/api/healthz"})
+_STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+@dataclass(frozen=True)
+class PerimeterPolicy:
+    token: str | None  # None: no auth (loopback only, enforced at start-up)
+    allowed_hosts: frozenset[str]
+    max_body_bytes: int
+
+
+def allowed_host_names(bind_host: str, extra: Iterable[str]) -> frozenset[str]:
+    """Loopback names, the bound address (unless a wildcard) and configured names."""
+    names = set(LOOPBACK_NAMES) | {h.lower() for h in extra}
+    if bind_host not in ("0.0.0.0", "::", ""):
+        names.add(bind_host.lower().strip("[]"))
+    return frozenset(names)
+
+
+def _host_name(host_header: str) -> str:
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    return {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", [])}
+
+
+def _cookie(header: str, name: str) -> str | None:
+    for part in header.split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == name:
+            return value
+    return None
+
+
+def presented_token(headers: dict[str, str]) -> str | None:
+    auth = headers.get("authorization", "")
+    if auth[:7].lower() == "bearer ":
+        return auth[7:].strip()
+    return _cookie(headers.get("cookie", ""), COOKIE_NAME)
+
+
+def token_matches(expected: str, given: str | None) -> bool:
+    """Constant-time comparison, so timing does not leak the token."""
+    return given is not None and hmac.compare_digest(expected.encode(), given.encode())
+
+
+async def _refuse(send: Send, status: int, detail: str) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class Perimeter:
+    def __init__(self, app: ASGIApp, policy: PerimeterPolicy) -> None:
+        self.app = app
+        self.policy = policy
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = _headers(scope)
+        problem = self._check(scope, headers)
+        if problem is not None:
+            await _refuse(send, *problem)
+            return
+        await self._forward_limited(scope, receive, send)
+
+    def _check(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str] | None:
+        host = _host_name(headers.get("host", ""))
+        if host not in self.policy.allowed_hosts:
+            return 403, "Host not allowed (set TETHER_ALLOWED_HOSTS to accept it)"
+        path: str = scope["path"]
+        if not path.startswith("/api/") or path in _PUBLIC_PATHS:
+            return None
+        if self.policy.token is not None and not token_matches(
+            self.policy.token, presented_token(headers)
+        ):
+            return 401, "Missing or invalid token"
+        method: str = scope["method"]
+        if method in _STATE_CHANGING:
+            return self._check_write(headers)
+        return None
+
+    def _check_write(self, headers: dict[str, str]) -> tuple[int, str] | None:
+        origin = headers.get("origin")
+        if origin and origin != "null":
+            if _host_name(urlsplit(origin).netloc) not in self.policy.allowed_hosts or (
+                urlsplit(origin).netloc.lower() != headers.get("host", "").lower()
+            ):
+                return 403, "Cross-origin request refused"
+        elif origin == "null":
+            return 403, "Cross-origin request refused"
+        length = headers.get("content-length")
+        has_body = (length is not None and length != "0") or "transfer-encoding" in headers
+        if length is not None and length.isdigit() and int(length) > self.policy.max_body_bytes:
+            return 413, f"Request body larger than {self.policy.max_body_bytes} bytes"
+        content_type = headers.get("content-type", "").split(";")[0].strip().lower()
+        if has_body and content_type != "application/json":
+            return 415, "Request body must be JSON (Content-Type: application/json)"
+        return None
+
+    async def _forward_limited(self, scope: Scope, receive: Receive, send: Send) -> None:
+        limit, seen = self.policy.max_body_bytes, 0
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise _TooLarge
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except _TooLarge:
+            if not started:
+                await _refuse(send, 413, f"Request body larger than {limit} bytes")

@@ -1,0 +1,22 @@
+"""The running server's services, built once by the app factory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tether.agent.turn import Agent
+from tether.config import Settings
+from tether.llm.providers import ProviderService
+from tether.store.store import Store
+from tether.tasks.service import TaskService
+from tether.toolcalls.coordinator import ToolCallCoordinator
+
+
+@dataclass
+class Services:
+    settings: Settings
+    store: Store
+    providers: ProviderService
+    coordinator: ToolCallCoordinator
+    agent: Agent
+    tasks: TaskService

@@ -1,0 +1,1 @@
+"""Persistence: tables, migrations and repositories. All SQL in Tether lives here."""

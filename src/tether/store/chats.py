@@ -1,0 +1,140 @@
+"""Chat sessions and their messages."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from tether.store.database import Database
+from tether.store.records import MessageRecord, SessionRecord
+from tether.store.tables import chat_sessions, deliveries, messages, tasks, tool_calls, tool_output
+
+
+def _session(row: sa.Row[Any]) -> SessionRecord:
+    return SessionRecord(
+        id=row.id,
+        user_id=row.user_id,
+        channel=row.channel,
+        title=row.title,
+        approval_level=row.approval_level,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def _message(row: sa.Row[Any]) -> MessageRecord:
+    return MessageRecord(
+        id=row.id,
+        session_id=row.session_id,
+        task_id=row.task_id,
+        kind=row.kind,
+        payload=dict(row.payload),
+        created_at=row.created_at,
+    )
+
+
+class ChatRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def ensure_session(
+        self, session_id: str, user_id: str, channel: str, title: str | None
+    ) -> None:
+        """Create the session if it is new; otherwise touch its `updated_at`."""
+        now = time.time()
+        async with self._db.write() as conn:
+            updated = await conn.execute(
+                sa.update(chat_sessions)
+                .where(chat_sessions.c.id == session_id)
+                .values(updated_at=now)
+            )
+            if updated.rowcount == 0:
+                await conn.execute(
+                    chat_sessions.insert().values(
+                        id=session_id,
+                        user_id=user_id,
+                        channel=channel,
+                        title=title,
+                        approval_level=None,
+                        created_at=now,
+                        updated_at=now,
+                    )
+                )
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        async with self._db.read() as conn:
+            row = (
+                await conn.execute(sa.select(chat_sessions).where(chat_sessions.c.id == session_id))
+            ).first()
+            return _session(row) if row else None
+
+    async def list_sessions(self) -> list[SessionRecord]:
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(chat_sessions).order_by(chat_sessions.c.updated_at.desc())
+            )
+            return [_session(r) for r in rows]
+
+    async def set_approval_level(self, session_id: str, level: str | None) -> bool:
+        async with self._db.write() as conn:
+            result = await conn.execute(
+                sa.update(chat_sessions)
+                .where(chat_sessions.c.id == session_id)
+                .values(approval_level=level)
+            )
+            return result.rowcount > 0
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Remove a session with its messages, tasks, tool calls and their output."""
+        async with self._db.write() as conn:
+            call_ids = sa.select(tool_calls.c.id).where(tool_calls.c.session_id == session_id)
+            await conn.execute(
+                sa.delete(tool_output).where(tool_output.c.tool_call_id.in_(call_ids))
+            )
+            for table in (tool_calls, messages, tasks, deliveries):
+                await conn.execute(sa.delete(table).where(table.c.session_id == session_id))
+            result = await conn.execute(
+                sa.delete(chat_sessions).where(chat_sessions.c.id == session_id)
+            )
+            return result.rowcount > 0
+
+    async def append(
+        self, session_id: str, task_id: str | None, entries: Sequence[tuple[str, dict[str, Any]]]
+    ) -> None:
+        """Persist messages as (kind, payload) pairs, in order, in one transaction."""
+        if not entries:
+            return
+        now = time.time()
+        async with self._db.write() as conn:
+            await conn.execute(
+                messages.insert(),
+                [
+                    {
+                        "session_id": session_id,
+                        "task_id": task_id,
+                        "kind": kind,
+                        "payload": payload,
+                        "created_at": now,
+                    }
+                    for kind, payload in entries
+                ],
+            )
+
+    async def history(self, session_id: str) -> list[MessageRecord]:
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(messages)
+                .where(messages.c.session_id == session_id)
+                .order_by(messages.c.id)
+            )
+            return [_message(r) for r in rows]
+
+    async def task_messages(self, task_id: str) -> list[MessageRecord]:
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(messages).where(messages.c.task_id == task_id).order_by(messages.c.id)
+            )
+            return [_message(r) for r in rows]

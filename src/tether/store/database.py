@@ -1,0 +1,93 @@
+"""The database handle: engine, unit-of-work helpers and migrations."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from tether.store.tables import metadata
+
+Migration = Callable[[sa.Connection], None]
+
+
+def _create_missing_tables(conn: sa.Connection) -> None:
+    metadata.create_all(conn, checkfirst=True)
+
+
+# Ordered, named migrations; each runs once and is recorded in `_migrations`. The first
+# creates whatever tables are missing. Once a release has shipped, a change to an existing
+# table is a new entry here with its own ALTER statements.
+MIGRATIONS: list[tuple[str, Migration]] = [
+    ("0001_initial", _create_missing_tables),
+]
+
+_migrations_table = sa.Table(
+    "_migrations",
+    sa.MetaData(),
+    sa.Column("name", sa.String(200), primary_key=True),
+)
+
+
+def _apply_migrations(conn: sa.Connection) -> None:
+    _migrations_table.create(conn, checkfirst=True)
+    done = set(conn.execute(sa.select(_migrations_table.c.name)).scalars())
+    for name, migrate in MIGRATIONS:
+        if name in done:
+            continue
+        migrate(conn)
+        conn.execute(_migrations_table.insert().values(name=name))
+
+
+class Database:
+    """One engine and the two ways to use it: ``read()`` and ``write()``.
+
+    SQLite allows one writer at a time, so writes are serialised here with an asyncio
+    lock rather than left to fail with "database is locked" under load.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.is_sqlite = url.startswith("sqlite")
+        self.engine: AsyncEngine = create_async_engine(url, pool_pre_ping=not self.is_sqlite)
+        if self.is_sqlite:
+            sa.event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
+        self._write_lock = asyncio.Lock()
+
+    async def migrate(self) -> None:
+        """Bring the schema up to date."""
+        if self.is_sqlite:
+            path = self.url.split("///", 1)[-1]
+            if path and path != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+        async with self.engine.begin() as conn:
+            await conn.run_sync(_apply_migrations)
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncConnection]:
+        """A connection for queries."""
+        async with self.engine.connect() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncConnection]:
+        """A transaction: committed when the block ends, rolled back if it raises."""
+        async with self._write_lock, self.engine.begin() as conn:
+            yield conn
+
+    async def close(self) -> None:
+        """Release every pooled connection."""
+        await self.engine.dispose()
+
+
+def _sqlite_pragmas(dbapi_conn: object, _record: object) -> None:
+    cursor = dbapi_conn.cursor()  # type: ignore[attr-defined]
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=5000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()

@@ -1,0 +1,113 @@
+"""Provider rows and the active-model setting."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import sqlalchemy as sa
+
+from tether.store.database import Database
+from tether.store.records import ProviderRecord
+from tether.store.tables import app_settings, providers
+
+_ACTIVE_MODEL_KEY = "active_model"
+
+
+def _record(row: sa.Row[Any]) -> ProviderRecord:
+    return ProviderRecord(
+        id=row.id,
+        name=row.name,
+        base_url=row.base_url,
+        api_key_encrypted=row.api_key_encrypted,
+        chat_model=row.chat_model,
+        models=list(row.models),
+        is_custom=bool(row.is_custom),
+    )
+
+
+class ProviderRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def list(self) -> list[ProviderRecord]:
+        async with self._db.read() as conn:
+            rows = await conn.execute(sa.select(providers).order_by(providers.c.created_at))
+            return [_record(r) for r in rows]
+
+    async def get(self, provider_id: str) -> ProviderRecord | None:
+        async with self._db.read() as conn:
+            row = (
+                await conn.execute(sa.select(providers).where(providers.c.id == provider_id))
+            ).first()
+            return _record(row) if row else None
+
+    async def insert(self, record: ProviderRecord) -> bool:
+        """Add a provider; False if the id is taken."""
+        async with self._db.write() as conn:
+            taken = await conn.scalar(sa.select(sa.func.count()).where(providers.c.id == record.id))
+            if taken:
+                return False
+            await conn.execute(
+                providers.insert().values(
+                    id=record.id,
+                    name=record.name,
+                    base_url=record.base_url,
+                    api_key_encrypted=record.api_key_encrypted,
+                    chat_model=record.chat_model,
+                    models=record.models,
+                    is_custom=record.is_custom,
+                    created_at=time.time(),
+                )
+            )
+            return True
+
+    async def upsert(self, record: ProviderRecord) -> None:
+        """Insert or replace a provider (used for the one configured by environment)."""
+        async with self._db.write() as conn:
+            await conn.execute(sa.delete(providers).where(providers.c.id == record.id))
+            await conn.execute(
+                providers.insert().values(
+                    id=record.id,
+                    name=record.name,
+                    base_url=record.base_url,
+                    api_key_encrypted=record.api_key_encrypted,
+                    chat_model=record.chat_model,
+                    models=record.models,
+                    is_custom=record.is_custom,
+                    created_at=time.time(),
+                )
+            )
+
+    async def update(self, provider_id: str, **values: Any) -> bool:
+        async with self._db.write() as conn:
+            result = await conn.execute(
+                sa.update(providers).where(providers.c.id == provider_id).values(**values)
+            )
+            return result.rowcount > 0
+
+    async def delete(self, provider_id: str) -> bool:
+        async with self._db.write() as conn:
+            result = await conn.execute(sa.delete(providers).where(providers.c.id == provider_id))
+            active = await _get_setting(conn, _ACTIVE_MODEL_KEY)
+            if isinstance(active, dict) and active.get("provider_id") == provider_id:
+                await conn.execute(
+                    sa.delete(app_settings).where(app_settings.c.key == _ACTIVE_MODEL_KEY)
+                )
+            return result.rowcount > 0
+
+    async def get_active(self) -> dict[str, str] | None:
+        async with self._db.read() as conn:
+            value = await _get_setting(conn, _ACTIVE_MODEL_KEY)
+            return value if isinstance(value, dict) else None
+
+    async def set_active(self, value: dict[str, str]) -> None:
+        async with self._db.write() as conn:
+            await conn.execute(
+                sa.delete(app_settings).where(app_settings.c.key == _ACTIVE_MODEL_KEY)
+            )
+            await conn.execute(app_settings.insert().values(key=_ACTIVE_MODEL_KEY, value=value))
+
+
+async def _get_setting(conn: Any, key: str) -> Any:
+    return await conn.scalar(sa.select(app_settings.c.value).where(app_settings.c.key == key))

@@ -1,0 +1,88 @@
+"""Plain records the repositories return, so callers never touch SQLAlchemy rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ProviderRecord:
+    id: str
+    name: str
+    base_url: str
+    api_key_encrypted: str | None
+    chat_model: str | None
+    models: list[dict[str, str]]
+    is_custom: bool
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    id: str
+    user_id: str
+    channel: str
+    title: str | None
+    approval_level: str | None
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class MessageRecord:
+    id: int
+    session_id: str
+    task_id: str | None
+    kind: str
+    payload: dict[str, Any]
+    created_at: float
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    id: str
+    session_id: str
+    user_id: str
+    status: str
+    trigger: str
+    approval_level: str | None
+    result: dict[str, Any] | None
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+
+
+@dataclass(frozen=True)
+class ToolCallRecord:
+    id: str
+    session_id: str
+    task_id: str | None
+    agent_id: str
+    tool_name: str
+    arguments: dict[str, Any]
+    status: str
+    end_state: str | None
+    end_reason: str | None
+    force_cancelled: bool
+    offload_reason: str | None
+    max_timeout: float | None
+    result: str | None
+    started_at: float
+    finished_at: float | None
+
+
+@dataclass(frozen=True)
+class OutputChunk:
+    seq: int
+    stream: str
+    text: str
+
+
+@dataclass(frozen=True)
+class DeliveryRecord:
+    id: int
+    session_id: str
+    tool_call_id: str
+    content: str
+    created_at: float
+    extra: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,22 @@
+"""The repositories, gathered behind one object the services receive."""
+
+from __future__ import annotations
+
+from tether.store.chats import ChatRepository
+from tether.store.database import Database
+from tether.store.deliveries import DeliveryRepository
+from tether.store.providers import ProviderRepository
+from tether.store.tasks import TaskRepository
+from tether.store.toolcalls import ToolCallRepository
+
+
+class Store:
+    """Every repository over one database."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.providers = ProviderRepository(db)
+        self.chats = ChatRepository(db)
+        self.tasks = TaskRepository(db)
+        self.tool_calls = ToolCallRepository(db)
+        self.deliveries = DeliveryRepository(db)

@@ -1,0 +1,115 @@
+"""The schema, as SQLAlchemy Core tables.
+
+Timestamps are epoch seconds (floats) so they compare and serialise cheaply and mean
+the same on SQLite and Postgres.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+providers = sa.Table(
+    "providers",
+    metadata,
+    sa.Column("id", sa.String(200), primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("base_url", sa.Text, nullable=False),
+    # Fernet ciphertext; never returned by the API.
+    sa.Column("api_key_encrypted", sa.Text, nullable=True),
+    sa.Column("chat_model", sa.String(200), nullable=True),
+    sa.Column("models", sa.JSON, nullable=False),
+    sa.Column("is_custom", sa.Boolean, nullable=False, default=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+app_settings = sa.Table(
+    "app_settings",
+    metadata,
+    sa.Column("key", sa.String(200), primary_key=True),
+    sa.Column("value", sa.JSON, nullable=False),
+)
+
+chat_sessions = sa.Table(
+    "chat_sessions",
+    metadata,
+    sa.Column("id", sa.String(512), primary_key=True),
+    sa.Column("user_id", sa.String(512), nullable=False),
+    sa.Column("channel", sa.String(64), nullable=False),
+    sa.Column("title", sa.Text, nullable=True),
+    sa.Column("approval_level", sa.String(16), nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+messages = sa.Table(
+    "messages",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("session_id", sa.String(512), nullable=False, index=True),
+    sa.Column("task_id", sa.String(64), nullable=True),
+    # user | assistant | tool | notification
+    sa.Column("kind", sa.String(32), nullable=False),
+    # The message as the model sees it (OpenAI chat format).
+    sa.Column("payload", sa.JSON, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+tasks = sa.Table(
+    "tasks",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("session_id", sa.String(512), nullable=False, index=True),
+    sa.Column("user_id", sa.String(512), nullable=False),
+    # pending | running | finished
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("trigger", sa.String(32), nullable=False),
+    sa.Column("approval_level", sa.String(16), nullable=True),
+    sa.Column("result", sa.JSON, nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("started_at", sa.Float, nullable=True),
+    sa.Column("finished_at", sa.Float, nullable=True),
+)
+
+tool_calls = sa.Table(
+    "tool_calls",
+    metadata,
+    sa.Column("id", sa.String(128), primary_key=True),
+    sa.Column("session_id", sa.String(512), nullable=False, index=True),
+    sa.Column("task_id", sa.String(64), nullable=True),
+    sa.Column("agent_id", sa.String(128), nullable=False),
+    sa.Column("tool_name", sa.String(128), nullable=False),
+    sa.Column("arguments", sa.JSON, nullable=False),
+    sa.Column("status", sa.String(32), nullable=False),
+    sa.Column("end_state", sa.String(16), nullable=True),
+    sa.Column("end_reason", sa.Text, nullable=True),
+    sa.Column("force_cancelled", sa.Boolean, nullable=False, default=False),
+    sa.Column("offload_reason", sa.String(32), nullable=True),
+    sa.Column("max_timeout", sa.Float, nullable=True),
+    sa.Column("result", sa.Text, nullable=True),
+    # Process group of a running shell call, so a restart can reap what a crash left.
+    sa.Column("pgid", sa.Integer, nullable=True),
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("finished_at", sa.Float, nullable=True),
+)
+
+tool_output = sa.Table(
+    "tool_output",
+    metadata,
+    sa.Column("tool_call_id", sa.String(128), primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True),
+    sa.Column("stream", sa.String(8), nullable=False),
+    sa.Column("text", sa.Text, nullable=False),
+)
+
+deliveries = sa.Table(
+    "deliveries",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("session_id", sa.String(512), nullable=False, index=True),
+    sa.Column("tool_call_id", sa.String(128), nullable=False),
+    sa.Column("content", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("delivered_at", sa.Float, nullable=True),
+)

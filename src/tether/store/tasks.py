@@ -1,0 +1,94 @@
+"""Chat task rows."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import sqlalchemy as sa
+
+from tether.store.database import Database
+from tether.store.records import TaskRecord
+from tether.store.tables import tasks
+
+
+def _record(row: sa.Row[Any]) -> TaskRecord:
+    return TaskRecord(
+        id=row.id,
+        session_id=row.session_id,
+        user_id=row.user_id,
+        status=row.status,
+        trigger=row.trigger,
+        approval_level=row.approval_level,
+        result=row.result,
+        created_at=row.created_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+    )
+
+
+class TaskRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def create(
+        self, task_id: str, session_id: str, user_id: str, trigger: str, level: str | None
+    ) -> None:
+        async with self._db.write() as conn:
+            await conn.execute(
+                tasks.insert().values(
+                    id=task_id,
+                    session_id=session_id,
+                    user_id=user_id,
+                    status="pending",
+                    trigger=trigger,
+                    approval_level=level,
+                    result=None,
+                    created_at=time.time(),
+                )
+            )
+
+    async def mark_running(self, task_id: str) -> None:
+        async with self._db.write() as conn:
+            await conn.execute(
+                sa.update(tasks)
+                .where(tasks.c.id == task_id)
+                .values(status="running", started_at=time.time())
+            )
+
+    async def finish(self, task_id: str, result: dict[str, Any]) -> None:
+        async with self._db.write() as conn:
+            await conn.execute(
+                sa.update(tasks)
+                .where(tasks.c.id == task_id)
+                .values(status="finished", result=result, finished_at=time.time())
+            )
+
+    async def get(self, task_id: str) -> TaskRecord | None:
+        async with self._db.read() as conn:
+            row = (await conn.execute(sa.select(tasks).where(tasks.c.id == task_id))).first()
+            return _record(row) if row else None
+
+    async def list_for_session(self, session_id: str) -> list[TaskRecord]:
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(tasks)
+                .where(tasks.c.session_id == session_id)
+                .order_by(tasks.c.created_at)
+            )
+            return [_record(r) for r in rows]
+
+    async def fail_unfinished(self, reason: str) -> int:
+        """Mark every task a previous process left pending or running as failed."""
+        now = time.time()
+        async with self._db.write() as conn:
+            result = await conn.execute(
+                sa.update(tasks)
+                .where(tasks.c.status != "finished")
+                .values(
+                    status="finished",
+                    finished_at=now,
+                    result={"status": "failed", "error": reason},
+                )
+            )
+            return int(result.rowcount)

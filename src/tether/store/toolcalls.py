@@ -1,0 +1,139 @@
+"""Tool-call rows and their output chunks (the full copy behind the in-memory buffer)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from tether.store.database import Database
+from tether.store.records import OutputChunk, ToolCallRecord
+from tether.store.tables import tool_calls, tool_output
+
+_UNFINISHED = ("running", "offloaded", "awaiting_approval")
+
+
+def _record(row: sa.Row[Any]) -> ToolCallRecord:
+    return ToolCallRecord(
+        id=row.id,
+        session_id=row.session_id,
+        task_id=row.task_id,
+        agent_id=row.agent_id,
+        tool_name=row.tool_name,
+        arguments=dict(row.arguments),
+        status=row.status,
+        end_state=row.end_state,
+        end_reason=row.end_reason,
+        force_cancelled=bool(row.force_cancelled),
+        offload_reason=row.offload_reason,
+        max_timeout=row.max_timeout,
+        result=row.result,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+    )
+
+
+class ToolCallRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def insert(self, record: ToolCallRecord) -> None:
+        async with self._db.write() as conn:
+            await conn.execute(
+                tool_calls.insert().values(
+                    id=record.id,
+                    session_id=record.session_id,
+                    task_id=record.task_id,
+                    agent_id=record.agent_id,
+                    tool_name=record.tool_name,
+                    arguments=record.arguments,
+                    status=record.status,
+                    end_state=record.end_state,
+                    end_reason=record.end_reason,
+                    force_cancelled=record.force_cancelled,
+                    offload_reason=record.offload_reason,
+                    max_timeout=record.max_timeout,
+                    result=record.result,
+                    started_at=record.started_at,
+                    finished_at=record.finished_at,
+                )
+            )
+
+    async def update(self, call_id: str, **values: Any) -> None:
+        async with self._db.write() as conn:
+            await conn.execute(
+                sa.update(tool_calls).where(tool_calls.c.id == call_id).values(**values)
+            )
+
+    async def get(self, session_id: str, call_id: str) -> ToolCallRecord | None:
+        async with self._db.read() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(tool_calls).where(
+                        tool_calls.c.id == call_id, tool_calls.c.session_id == session_id
+                    )
+                )
+            ).first()
+            return _record(row) if row else None
+
+    async def exists(self, call_id: str) -> bool:
+        async with self._db.read() as conn:
+            count = await conn.scalar(sa.select(sa.func.count()).where(tool_calls.c.id == call_id))
+            return bool(count)
+
+    async def list_for_session(self, session_id: str, limit: int = 200) -> list[ToolCallRecord]:
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(tool_calls)
+                .where(tool_calls.c.session_id == session_id)
+                .order_by(tool_calls.c.started_at.desc())
+                .limit(limit)
+            )
+            return [_record(r) for r in rows]
+
+    async def append_output(self, call_id: str, chunks: Sequence[OutputChunk]) -> None:
+        if not chunks:
+            return
+        async with self._db.write() as conn:
+            await conn.execute(
+                tool_output.insert(),
+                [
+                    {"tool_call_id": call_id, "seq": c.seq, "stream": c.stream, "text": c.text}
+                    for c in chunks
+                ],
+            )
+
+    async def read_output(self, call_id: str, after_seq: int = 0) -> list[OutputChunk]:
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(tool_output)
+                .where(tool_output.c.tool_call_id == call_id, tool_output.c.seq > after_seq)
+                .order_by(tool_output.c.seq)
+            )
+            return [OutputChunk(seq=r.seq, stream=r.stream, text=r.text) for r in rows]
+
+    async def interrupt_unfinished(self, reason: str) -> list[int]:
+        """Record calls a previous process left unfinished as cancelled.
+
+        Returns the process groups they ran in, so the caller can reap any survivor.
+        """
+        async with self._db.write() as conn:
+            rows = await conn.execute(
+                sa.select(tool_calls.c.pgid).where(
+                    tool_calls.c.status.in_(_UNFINISHED), tool_calls.c.pgid.is_not(None)
+                )
+            )
+            pgids = [int(r.pgid) for r in rows]
+            await conn.execute(
+                sa.update(tool_calls)
+                .where(tool_calls.c.status.in_(_UNFINISHED))
+                .values(
+                    status="completed",
+                    end_state="cancelled",
+                    end_reason=reason,
+                    finished_at=time.time(),
+                )
+            )
+            return pgids

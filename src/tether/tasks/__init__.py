@@ -1,0 +1,1 @@
+"""Background chat tasks: submit, poll, stream, stop."""

@@ -1,0 +1,187 @@
+"""Chat tasks: each runs one agent turn in the background, one turn per session at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tether.agent.turn import Agent, TurnRequest
+from tether.store.records import TaskRecord
+from tether.store.store import Store
+from tether.tasks.events import EventFeed
+from tether.toolcalls.coordinator import ToolCallCoordinator
+
+log = logging.getLogger(__name__)
+
+RESTARTED = "server restarted"
+
+
+class TooManyTasks(Exception):
+    """The server is already running its maximum number of tasks."""
+
+
+@dataclass
+class _Running:
+    task_id: str
+    session_id: str
+    feed: EventFeed = field(default_factory=EventFeed)
+    job: asyncio.Task[None] | None = None
+    stop_requested: bool = False
+
+
+@dataclass(frozen=True)
+class TaskView:
+    record: TaskRecord
+    messages: list[dict[str, Any]]
+
+
+class TaskService:
+    def __init__(
+        self,
+        store: Store,
+        agent: Agent,
+        coordinator: ToolCallCoordinator,
+        default_level: str,
+        max_tasks: int,
+    ) -> None:
+        self._store = store
+        self._agent = agent
+        self._coordinator = coordinator
+        self._default_level = default_level
+        self._max_tasks = max_tasks
+        self._running: dict[str, _Running] = {}
+        self._session_locks: dict[str, asyncio.Lock] = {}
+
+    async def submit(
+        self,
+        session_id: str,
+        user_id: str,
+        channel: str,
+        texts: Sequence[str],
+        level: str | None,
+        trigger: str = "user",
+    ) -> str:
+        """Persist the user's messages, record the task and start it; returns its id."""
+        if len(self._running) >= self._max_tasks:
+            raise TooManyTasks(f"{self._max_tasks} tasks are already running; try again later")
+        task_id = uuid.uuid4().hex
+        title = texts[0][:80] if texts else None
+        await self._store.chats.ensure_session(session_id, user_id, channel, title)
+        await self._store.tasks.create(task_id, session_id, user_id, trigger, level)
+        # The user's words are saved before the model is called: a crash cannot lose them.
+        await self._store.chats.append(
+            session_id, task_id, [("user", {"role": "user", "content": t}) for t in texts]
+        )
+        run = _Running(task_id, session_id)
+        self._running[task_id] = run
+        run.job = asyncio.create_task(self._run(run, level))
+        return task_id
+
+    async def _resolve_level(self, session_id: str, level: str | None) -> str:
+        if level:
+            return level
+        session = await self._store.chats.get_session(session_id)
+        if session is not None and session.approval_level:
+            return session.approval_level
+        return self._default_level
+
+    async def _run(self, run: _Running, level: str | None) -> None:
+        lock = self._session_locks.setdefault(run.session_id, asyncio.Lock())
+        try:
+            async with lock:
+                result = await self._turn(run, level)
+                await self._store.tasks.finish(run.task_id, result)
+            run.feed.emit({"type": "final", "task_id": run.task_id, "result": result})
+        finally:
+            run.feed.close()
+            self._running.pop(run.task_id, None)
+            if not lock.locked():
+                self._session_locks.pop(run.session_id, None)
+        await self._wake_if_pending(run.session_id)
+
+    async def _turn(self, run: _Running, level: str | None) -> dict[str, Any]:
+        await self._store.tasks.mark_running(run.task_id)
+        run.feed.emit({"type": "task_started", "task_id": run.task_id})
+        req = TurnRequest(
+            run.session_id, run.task_id, await self._resolve_level(run.session_id, level)
+        )
+        try:
+            outcome = await self._agent.run_turn(req, run.feed)
+        except asyncio.CancelledError:
+            if not run.stop_requested:
+                raise
+            return {"status": "cancelled", "error": "the task was stopped"}
+        except Exception as exc:
+            log.warning("task %s failed: %s", run.task_id, exc)
+            return {"status": "failed", "error": str(exc) or type(exc).__name__}
+        return {"status": "completed", "text": outcome.text, "steps": outcome.steps}
+
+    async def get(self, task_id: str) -> TaskView | None:
+        record = await self._store.tasks.get(task_id)
+        if record is None:
+            return None
+        messages = [m.payload for m in await self._store.chats.task_messages(task_id)]
+        return TaskView(record, messages)
+
+    async def stop(self, task_id: str) -> bool | None:
+        """Stop a task and its tool calls. None: unknown; False: already finished."""
+        run = self._running.get(task_id)
+        if run is None:
+            return None if await self._store.tasks.get(task_id) is None else False
+        run.stop_requested = True
+        await self._coordinator.stop_task(task_id, "the task was stopped")
+        if run.job is not None:
+            run.job.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(run.job)
+        return True
+
+    def follow(self, task_id: str) -> AsyncIterator[dict[str, Any]] | None:
+        run = self._running.get(task_id)
+        return run.feed.follow() if run else None
+
+    def session_busy(self, session_id: str) -> bool:
+        return any(r.session_id == session_id for r in self._running.values())
+
+    async def on_background_result(self, session_id: str, call_id: str, text: str) -> None:
+        """A background call ended: queue its result and wake the session if idle."""
+        await self._store.deliveries.add(session_id, call_id, text)
+        await self._wake_if_pending(session_id)
+
+    async def _wake_if_pending(self, session_id: str) -> None:
+        if self.session_busy(session_id):
+            return  # the running turn takes it at its next step
+        if not await self._store.deliveries.pending(session_id):
+            return
+        session = await self._store.chats.get_session(session_id)
+        if session is None:
+            return
+        with contextlib.suppress(TooManyTasks):
+            await self.submit(
+                session_id, session.user_id, session.channel, [], None, "background_result"
+            )
+
+    async def recover(self) -> None:
+        """After a restart: nothing claims to run, and waiting results get delivered."""
+        failed = await self._store.tasks.fail_unfinished(RESTARTED)
+        if failed:
+            log.info("marked %d unfinished task(s) failed (%s)", failed, RESTARTED)
+        for session_id in await self._store.deliveries.sessions_with_pending():
+            await self._wake_if_pending(session_id)
+
+    async def shutdown(self) -> None:
+        """Stop every running task (their calls are recorded as cancelled)."""
+        runs = list(self._running.values())
+        for run in runs:
+            run.stop_requested = True
+            if run.job is not None:
+                run.job.cancel()
+        for run in runs:
+            if run.job is not None:
+                with contextlib.suppress(BaseException):
+                    await run.job

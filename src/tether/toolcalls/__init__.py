@@ -1,0 +1,1 @@
+"""Tool-call coordination: the in-flight registry, deadlines, cancel and offload, output."""

@@ -1,0 +1,108 @@
+"""A tool call's output: ordered chunks, live followers and a bounded memory window."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+from tether.store.records import OutputChunk
+
+
+class OutputBuffer:
+    """Chunks a tool emits, numbered from 1.
+
+    Readers take what exists with :meth:`since` and wait for more with :meth:`wait`.
+    Memory keeps the newest ``memory_bytes`` worth of chunks, never evicting one that has
+    not yet been written to the store (``mark_persisted``), so the store plus memory
+    always hold the whole output. The first ``head_chars`` characters are kept apart for
+    the model's view.
+    """
+
+    def __init__(self, memory_bytes: int, head_chars: int) -> None:
+        self._memory_bytes = memory_bytes
+        self._head_chars = head_chars
+        self._chunks: deque[OutputChunk] = deque()
+        self._bytes = 0
+        self._head: list[str] = []
+        self._head_len = 0
+        self._last_seq = 0
+        self._persisted_seq = 0
+        self._total_chars = 0
+        self._changed = asyncio.Event()
+        self.closed = False
+
+    @property
+    def last_seq(self) -> int:
+        return self._last_seq
+
+    @property
+    def total_chars(self) -> int:
+        return self._total_chars
+
+    @property
+    def first_seq_in_memory(self) -> int:
+        return self._chunks[0].seq if self._chunks else self._last_seq + 1
+
+    def append(self, stream: str, text: str) -> OutputChunk | None:
+        """Add a chunk; ignored once the buffer is closed."""
+        if self.closed or not text:
+            return None
+        self._last_seq += 1
+        chunk = OutputChunk(seq=self._last_seq, stream=stream, text=text)
+        self._chunks.append(chunk)
+        self._bytes += len(text)
+        self._total_chars += len(text)
+        if self._head_len < self._head_chars:
+            piece = text[: self._head_chars - self._head_len]
+            self._head.append(piece)
+            self._head_len += len(piece)
+        self._evict()
+        self._wake()
+        return chunk
+
+    def unpersisted(self) -> list[OutputChunk]:
+        """Chunks not yet written to the store."""
+        return [c for c in self._chunks if c.seq > self._persisted_seq]
+
+    def mark_persisted(self, seq: int) -> None:
+        self._persisted_seq = max(self._persisted_seq, seq)
+        self._evict()
+
+    def since(self, seq: int) -> list[OutputChunk]:
+        """Chunks in memory numbered above ``seq``."""
+        return [c for c in self._chunks if c.seq > seq]
+
+    def close(self) -> None:
+        self.closed = True
+        self._wake()
+
+    async def wait(self, seq: int) -> None:
+        """Return once there is a chunk above ``seq`` or the buffer is closed."""
+        while not self.closed and self._last_seq <= seq:
+            await self._changed.wait()
+
+    def text(self) -> str:
+        """The output held in memory, joined."""
+        return "".join(c.text for c in self._chunks)
+
+    def model_view(self, limit: int, where: str) -> str:
+        """The output for the model: whole if short, else head and tail with a note."""
+        if self._total_chars <= limit and self.first_seq_in_memory == 1:
+            return self.text()
+        half = limit // 2
+        head = "".join(self._head)[:half]
+        tail = self.text()[-half:]
+        cut = self._total_chars - len(head) - len(tail)
+        return f"{head}\n\n[... {cut} characters cut; the full output is at {where} ...]\n\n{tail}"
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def _evict(self) -> None:
+        while (
+            self._bytes > self._memory_bytes
+            and self._chunks
+            and self._chunks[0].seq <= self._persisted_seq
+        ):
+            self._bytes -= len(self._chunks.popleft().text)

@@ -1,0 +1,111 @@
+"""File tools: read, write and edit text files in the workspace."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tether.tools.base import RunContext, Tool, ToolInputError, ToolResult
+
+_MAX_READ_CHARS = 200_000
+
+
+def resolve_path(raw: object, ctx: RunContext) -> Path:
+    """The real path a tool argument names, with symlinks resolved.
+
+    Tether's own state is never reachable; anything outside the workspace needs a
+    person's approval of the call.
+    """
+    if not isinstance(raw, str) or not raw.strip():
+        raise ToolInputError("path must be a non-empty string")
+    path = (ctx.workspace / Path(raw).expanduser()).resolve()
+    for protected in ctx.protected:
+        if path == protected or protected in path.parents:
+            raise ToolInputError(f"{raw!r} is inside Tether's own state and cannot be used")
+    workspace = ctx.workspace.resolve()
+    if path != workspace and workspace not in path.parents and not ctx.human_approved:
+        raise ToolInputError(f"{raw!r} is outside the workspace ({workspace})")
+    return path
+
+
+def _text_arg(args: Mapping[str, Any], name: str) -> str:
+    value = args.get(name)
+    if not isinstance(value, str):
+        raise ToolInputError(f"{name} must be a string")
+    return value
+
+
+def _read(path: Path) -> str:
+    if not path.is_file():
+        raise ToolInputError(f"{path} is not a file")
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+async def _read_file(args: Mapping[str, Any], ctx: RunContext) -> ToolResult:
+    path = resolve_path(args.get("path"), ctx)
+    text = await asyncio.to_thread(_read, path)
+    ctx.emit("stdout", text[:_MAX_READ_CHARS])
+    if len(text) > _MAX_READ_CHARS:
+        return ToolResult(summary=f"file truncated at {_MAX_READ_CHARS} of {len(text)} chars")
+    return ToolResult()
+
+
+def _write(path: Path, content: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content, encoding="utf-8")
+
+
+async def _write_file(args: Mapping[str, Any], ctx: RunContext) -> ToolResult:
+    path = resolve_path(args.get("path"), ctx)
+    content = _text_arg(args, "content")
+    await asyncio.to_thread(_write, path, content)
+    ctx.emit("stdout", f"wrote {len(content)} characters to {path}")
+    return ToolResult()
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = _read(path)
+    count = text.count(old)
+    if count != 1:
+        raise ToolInputError(f"old_text must occur exactly once in {path}; it occurs {count} times")
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+async def _edit_file(args: Mapping[str, Any], ctx: RunContext) -> ToolResult:
+    path = resolve_path(args.get("path"), ctx)
+    old = _text_arg(args, "old_text")
+    if not old:
+        raise ToolInputError("old_text must not be empty")
+    await asyncio.to_thread(_edit, path, old, _text_arg(args, "new_text"))
+    ctx.emit("stdout", f"edited {path}")
+    return ToolResult()
+
+
+def _schema(**props: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {name: {"type": "string", "description": d} for name, d in props.items()},
+        "required": list(props),
+        "additionalProperties": False,
+    }
+
+
+_PATH = "Path relative to the workspace."
+
+FILE_TOOLS = (
+    Tool("read_file", "Read a UTF-8 text file.", _schema(path=_PATH), _read_file),
+    Tool(
+        "write_file",
+        "Create or overwrite a UTF-8 text file.",
+        _schema(path=_PATH, content="The whole new content."),
+        _write_file,
+    ),
+    Tool(
+        "edit_file",
+        "Replace one exact occurrence of old_text with new_text in a file.",
+        _schema(path=_PATH, old_text="Text to replace (must occur once).", new_text="Replacement."),
+        _edit_file,
+    ),
+)

@@ -1,0 +1,143 @@
+"""The `app_server` fixture: a real `python -m tether serve` subprocess per module.
+
+The conformance suite in ../shared runs against this file too (copied beside it), so it
+must stay self-contained: it imports only the installed `tether` package and the
+standard test tooling.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import tether
+
+TEST_TOKEN = "integration-test-token"
+_SRC = str(Path(tether.__file__).resolve().parent.parent)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class AppServer:
+    """A Tether server in a subprocess, with its own TETHER_HOME."""
+
+    def __init__(self, home: Path, extra_env: dict[str, str] | None = None) -> None:
+        self.home = home
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.token = TEST_TOKEN
+        self.extra_env = extra_env or {}
+        self.log_path = home / "server.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._client = httpx.Client(base_url=self.base_url, timeout=15.0)
+
+    def _env(self) -> dict[str, str]:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("TETHER_", "OPENAI_")) or k == "TETHER_TEST_TIMEOUT_SCALE"
+        }
+        env.update(
+            TETHER_HOME=str(self.home),
+            TETHER_TOKEN=self.token,
+            TETHER_CANCEL_GRACE_SECONDS="1",
+            PYTHONPATH=os.pathsep.join(filter(None, [_SRC, env.get("PYTHONPATH")])),
+            PYTHONUNBUFFERED="1",
+        )
+        env.update(self.extra_env)
+        return env
+
+    def start(self, timeout: float = 30.0) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tether", "serve", "--port", str(self.port)],
+            env=self._env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited early:\n{self.logs_tail()}")
+            try:
+                if self._client.get("/api/healthz", timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"server not healthy after {timeout}s:\n{self.logs_tail()}")
+
+    def stop(self, sig: int = signal.SIGINT, timeout: float = 15.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def kill(self) -> None:
+        """SIGKILL the server (a crash)."""
+        self.stop(signal.SIGKILL)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def api_request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {self.token}", **kwargs.pop("headers", {})}
+        return self._client.request(method, path, headers=headers, **kwargs)
+
+    def logs_tail(self, chars: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except FileNotFoundError:
+            return ""
+
+    def close(self) -> None:
+        self.stop()
+        self._client.close()
+
+
+def start_server(home: Path, **extra_env: str) -> AppServer:
+    server = AppServer(home, extra_env)
+    server.start()
+    return server
+
+
+@pytest.fixture(scope="module")
+def app_server() -> Iterator[AppServer]:
+    home = Path(tempfile.mkdtemp(prefix="tether-it-"))
+    server = start_server(home)
+    try:
+        yield server
+    finally:
+        server.close()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Registered here too, so suites copied beside this file (the conformance suite)
+    # run under --strict-markers without a pyproject of their own.
+    for marker in ("integration", "browser", "p0", "p1", "p2"):
+        config.addinivalue_line("markers", f"{marker}: see the project's pyproject")
