@@ -98,7 +98,7 @@ class MockLLMHandler(BaseHTTPRequestHandler):
     # single-threaded HTTPServer, which a kept-alive connection would monopolise.
     protocol_version = "HTTP/1.0"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def do_POST(self) -> None:

@@ -109,7 +109,7 @@ async def get_task(task_id: str, services: ServicesDep) -> TaskOut:
     return TaskOut(
         task_id=r.id,
         session_id=r.session_id,
-        status=r.status,  # type: ignore[arg-type]
+        status=r.status,
         trigger=r.trigger,
         created_at=r.created_at,
         started_at=r.started_at,

@@ -65,7 +65,7 @@ def _out(view: ProviderView) -> ProviderOut:
 @router.get("")
 async def list_providers(services: ServicesDep) -> dict[str, Any]:
     """Providers and their models; keys are never returned, only whether one is set."""
-    providers = [_out(v) for v in await services.providers.list()]
+    providers = [_out(v) for v in await services.providers.all()]
     return {"providers": providers, "active": await services.providers.get_active()}
 
 

@@ -55,7 +55,7 @@ class ProviderService:
         self._factory = factory
         self._models: dict[tuple[str, str, str, str], ChatModel] = {}
 
-    async def list(self) -> list[ProviderView]:
+    async def all(self) -> list[ProviderView]:
         return [_view(r) for r in await self._repo.list()]
 
     async def add(

@@ -148,7 +148,7 @@ class ToolCallCoordinator:
         self, call: LiveCall, tool: Tool, observer: CallObserver | None
     ) -> CallOutcome:
         ctx = _Context(self, call, observer)
-        call.work = asyncio.create_task(tool.run(call.invocation.arguments, ctx))
+        call.work = asyncio.ensure_future(tool.run(call.invocation.arguments, ctx))
         watcher = self.spawn(self._watch_deadlines(call))
         flusher = self.spawn(self._flush_output(call))
         released = asyncio.create_task(call.released.wait())

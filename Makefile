@@ -1,0 +1,40 @@
+# Two entry points for a fresh clone:
+#   make serve   install into .venv and start the server (SQLite under ~/.tether)
+#   make test    install into .venv (with dev tools) and run every check and test
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: serve test lint typecheck unit integration browser bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.runtime: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@ $(VENV)/.runtime
+
+serve: $(VENV)/.runtime
+	$(BIN)/tether serve
+
+lint: $(VENV)/.dev
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench
+
+typecheck: $(VENV)/.dev
+	$(BIN)/mypy
+
+test: lint typecheck
+	scripts/ensure-chromium
+	$(BIN)/python -m pytest
+
+bench: $(VENV)/.runtime
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
