@@ -141,8 +141,11 @@ def create_app(settings: Settings, factory: ModelFactory | None = None) -> Any:
         try:
             yield
         finally:
-            await services.coordinator.shutdown()
+            # Turns first (their calls are recorded as stopped by the shutdown), then
+            # whatever still runs in the background.
+            services.coordinator.begin_shutdown()
             await services.tasks.shutdown()
+            await services.coordinator.shutdown()
             await services.store.db.close()
 
     app = FastAPI(title="Tether", version=__version__, lifespan=lifespan)

@@ -31,7 +31,7 @@ class _Running:
     session_id: str
     feed: EventFeed = field(default_factory=EventFeed)
     job: asyncio.Task[None] | None = None
-    stop_requested: bool = False
+    stop_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class TaskService:
         self._default_level = default_level
         self._max_tasks = max_tasks
         self._running: dict[str, _Running] = {}
-        self._session_locks: dict[str, asyncio.Lock] = {}
+        self._session_locks: dict[str, tuple[asyncio.Lock, int]] = {}
 
     async def submit(
         self,
@@ -91,18 +91,30 @@ class TaskService:
         return self._default_level
 
     async def _run(self, run: _Running, level: str | None) -> None:
-        lock = self._session_locks.setdefault(run.session_id, asyncio.Lock())
         try:
-            async with lock:
+            async with self._session_turn(run.session_id):
                 result = await self._turn(run, level)
                 await self._store.tasks.finish(run.task_id, result)
             run.feed.emit({"type": "final", "task_id": run.task_id, "result": result})
         finally:
             run.feed.close()
             self._running.pop(run.task_id, None)
-            if not lock.locked():
-                self._session_locks.pop(run.session_id, None)
         await self._wake_if_pending(run.session_id)
+
+    @contextlib.asynccontextmanager
+    async def _session_turn(self, session_id: str) -> AsyncIterator[None]:
+        """Hold the session's turn lock; the lock is dropped once nobody waits on it."""
+        lock, users = self._session_locks.get(session_id, (asyncio.Lock(), 0))
+        self._session_locks[session_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._session_locks[session_id]
+            if users == 1:
+                del self._session_locks[session_id]
+            else:
+                self._session_locks[session_id] = (lock, users - 1)
 
     async def _turn(self, run: _Running, level: str | None) -> dict[str, Any]:
         await self._store.tasks.mark_running(run.task_id)
@@ -113,9 +125,9 @@ class TaskService:
         try:
             outcome = await self._agent.run_turn(req, run.feed)
         except asyncio.CancelledError:
-            if not run.stop_requested:
+            if run.stop_reason is None:
                 raise
-            return {"status": "cancelled", "error": "the task was stopped"}
+            return {"status": "cancelled", "error": run.stop_reason}
         except Exception as exc:
             log.warning("task %s failed: %s", run.task_id, exc)
             return {"status": "failed", "error": str(exc) or type(exc).__name__}
@@ -133,8 +145,8 @@ class TaskService:
         run = self._running.get(task_id)
         if run is None:
             return None if await self._store.tasks.get(task_id) is None else False
-        run.stop_requested = True
-        await self._coordinator.stop_task(task_id, "the task was stopped")
+        run.stop_reason = "the task was stopped"
+        await self._coordinator.stop_task(task_id, run.stop_reason)
         if run.job is not None:
             run.job.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -178,7 +190,7 @@ class TaskService:
         """Stop every running task (their calls are recorded as cancelled)."""
         runs = list(self._running.values())
         for run in runs:
-            run.stop_requested = True
+            run.stop_reason = "server shutdown"
             if run.job is not None:
                 run.job.cancel()
         for run in runs:

@@ -103,6 +103,7 @@ class ToolCallCoordinator:
         self._live: dict[str, LiveCall] = {}
         self._by_session: dict[str, dict[str, LiveCall]] = {}
         self._background: set[asyncio.Task[Any]] = set()
+        self._closing = False
 
     # ----------------------------------------------------------------- running calls
 
@@ -158,7 +159,8 @@ class ToolCallCoordinator:
             # The turn was stopped: stop the call too and record it, then let the
             # cancellation go on.
             released.cancel()
-            await asyncio.shield(self._stop_and_finish(call, "the task was stopped", observer))
+            reason = "server shutdown" if self._closing else "the task was stopped"
+            await asyncio.shield(self._stop_and_finish(call, reason, observer))
             raise
         released.cancel()
         if not call.work.done():
@@ -471,8 +473,13 @@ class ToolCallCoordinator:
 
     # ----------------------------------------------------------------- lifecycle
 
+    def begin_shutdown(self) -> None:
+        """From now on, calls stopped with their task are recorded as stopped by shutdown."""
+        self._closing = True
+
     async def shutdown(self) -> None:
         """Stop every call in flight and record it as cancelled (reason: shutdown)."""
+        self._closing = True
         calls = list(self._live.values())
         await asyncio.gather(
             *(self._stop_and_finish(c, "server shutdown", None) for c in calls),
