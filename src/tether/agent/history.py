@@ -44,5 +44,35 @@ def repair(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def order_problems(messages: Iterable[dict[str, Any]]) -> list[str]:
+    """Why a request would break strict role order (empty when it is valid).
+
+    The rules OpenAI enforces: each assistant tool call is answered by exactly one tool
+    message, and those answers come right after that assistant message, before anything
+    else; a tool message answers a call of the assistant message just before its block.
+    """
+    problems: list[str] = []
+    open_ids: set[str] = set()
+    for index, msg in enumerate(messages):
+        role = msg.get("role")
+        if role == "tool":
+            call_id = msg.get("tool_call_id")
+            if call_id not in open_ids:
+                problems.append(f"message {index}: tool result {call_id!r} answers no open call")
+            open_ids.discard(call_id)
+            continue
+        if open_ids:
+            problems.append(f"message {index} ({role}) comes before results for {sorted(open_ids)}")
+            open_ids = set()
+        if role == "assistant":
+            ids = [tc["id"] for tc in msg.get("tool_calls") or []]
+            if len(set(ids)) != len(ids):
+                problems.append(f"message {index}: repeated tool call ids {ids}")
+            open_ids = set(ids)
+    if open_ids:
+        problems.append(f"the request ends with unanswered calls {sorted(open_ids)}")
+    return problems
+
+
 def _note(call_id: str) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": call_id, "content": INTERRUPTED}

@@ -86,13 +86,25 @@ class OutputBuffer:
         return "".join(c.text for c in self._chunks)
 
     def model_view(self, limit: int, where: str) -> str:
-        """The output for the model: whole if short, else head and tail with a note."""
-        if self._total_chars <= limit and self.first_seq_in_memory == 1:
-            return self.text()
+        """The output for the model: whole if short, else head and tail with a note.
+
+        The head is kept apart from the memory window, so it survives eviction; the tail
+        comes from memory and never repeats characters the head already shows.
+        """
+        memory = self.text()
+        head_all = "".join(self._head)
+        if self._total_chars <= limit:
+            if self.first_seq_in_memory == 1:
+                return memory
+            if len(head_all) == self._total_chars:
+                return head_all
         half = limit // 2
-        head = "".join(self._head)[:half]
-        tail = self.text()[-half:]
+        head = head_all[:half]
+        tail_len = min(half, self._total_chars - len(head), len(memory))
+        tail = memory[len(memory) - tail_len :] if tail_len > 0 else ""
         cut = self._total_chars - len(head) - len(tail)
+        if cut <= 0:
+            return head + tail
         return f"{head}\n\n[... {cut} characters cut; the full output is at {where} ...]\n\n{tail}"
 
     def _wake(self) -> None:

@@ -1,0 +1,20 @@
+"""The ``env`` fixture: an in-process agent with a scripted model."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from agent_fakes import AgentEnv, make_env
+
+
+@pytest.fixture
+async def env(tmp_path: Path) -> AsyncIterator[AgentEnv]:
+    services, model = await make_env(tmp_path, max_steps=3)
+    try:
+        yield AgentEnv(services, model)
+    finally:
+        await services.tasks.shutdown()
+        await services.coordinator.shutdown()
+        await services.store.db.close()
