@@ -7,6 +7,7 @@ import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
@@ -14,8 +15,13 @@ from fastapi import FastAPI
 from tether import __version__
 from tether.agent.ports import Gate
 from tether.agent.turn import Agent
-from tether.api import chat, chats, health, providers, toolcalls
+from tether.api import approvals, chat, chats, governance, health, providers, toolcalls
 from tether.config import Settings
+from tether.governance.analyzer import Analyzer
+from tether.governance.approvals import ApprovalService
+from tether.governance.context import AnalysisContext
+from tether.governance.gate import GovernanceGate
+from tether.governance.rulebook import RuleBook
 from tether.llm.client import OpenAIChatModel
 from tether.llm.providers import ModelFactory, ProviderService
 from tether.security.keybox import KeyBox
@@ -73,6 +79,21 @@ async def build_services(
         log.info(
             "recorded %d interrupted call group(s); reaped %d process(es)", len(leftovers), reaped
         )
+    analyzer = Analyzer()
+    rules = RuleBook(analyzer, store.governance)
+    await rules.load()
+    approval_service = ApprovalService(store.governance, settings.approval_timeout_seconds)
+    governance_gate = GovernanceGate(
+        analyzer,
+        AnalysisContext(
+            settings.resolved_workspace.resolve(), Path.home(), settings.home.resolve()
+        ),
+        approval_service,
+        store.governance,
+    )
+    denied = await governance_gate.deny_leftovers()
+    if denied:
+        log.info("denied %d approval request(s) left pending by the last run", denied)
     provider_service = ProviderService(
         store.providers, KeyBox(settings.home / "secret.key"), factory or _default_factory(settings)
     )
@@ -109,7 +130,7 @@ async def build_services(
         provider_service,
         tools,
         coordinator,
-        gate or _permissive_gate(),
+        gate or governance_gate,
         settings.max_steps,
     )
     tasks = TaskService(
@@ -117,18 +138,9 @@ async def build_services(
     )
     holder["tasks"] = tasks
     await tasks.recover()
-    return Services(settings, store, provider_service, coordinator, agent, tasks)
-
-
-def _permissive_gate() -> Gate:
-    from tether.agent.ports import Review
-    from tether.toolcalls.live import Invocation
-
-    class _AllowAll:
-        async def review(self, inv: Invocation, level: str) -> Review:
-            return Review("allow")
-
-    return _AllowAll()
+    return Services(
+        settings, store, provider_service, coordinator, agent, tasks, approval_service, rules
+    )
 
 
 def create_app(settings: Settings, factory: ModelFactory | None = None) -> Any:
@@ -149,7 +161,7 @@ def create_app(settings: Settings, factory: ModelFactory | None = None) -> Any:
             await services.store.db.close()
 
     app = FastAPI(title="Tether", version=__version__, lifespan=lifespan)
-    for module in (health, providers, chat, chats, toolcalls):
+    for module in (health, providers, chat, chats, toolcalls, approvals, governance):
         app.include_router(module.router)
     token = (
         None

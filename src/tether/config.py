@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from tether.governance.levels import parse_level
 
 
 def _default_home() -> Path:
@@ -52,6 +54,11 @@ class Settings(BaseSettings):
     max_concurrent_tasks: int = Field(256, ge=1)
     max_calls_per_session: int = Field(64, ge=1)
     max_calls_total: int = Field(2048, ge=1)
+
+    @field_validator("default_approval_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        return parse_level(value)
 
     @property
     def resolved_workspace(self) -> Path:

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from tether.agent.turn import Agent
 from tether.config import Settings
+from tether.governance.approvals import ApprovalService
+from tether.governance.rulebook import RuleBook
 from tether.llm.providers import ProviderService
 from tether.store.store import Store
 from tether.tasks.service import TaskService
@@ -20,3 +22,5 @@ class Services:
     coordinator: ToolCallCoordinator
     agent: Agent
     tasks: TaskService
+    approvals: ApprovalService
+    rules: RuleBook

@@ -23,13 +23,16 @@ class Review:
     admission: Callable[[], Awaitable[Admission]] | None = None
 
 
-class Gate(Protocol):
-    """Decides whether a tool call may run."""
-
-    async def review(self, inv: Invocation, level: str) -> Review: ...
-
-
 class TurnEvents(Protocol):
     """Where a turn reports what happens, as JSON-ready dicts with a ``type`` key."""
 
     def emit(self, event: dict[str, Any]) -> None: ...
+
+
+class Gate(Protocol):
+    """Decides whether a tool call may run.
+
+    ``events`` is the turn's event sink, so a request for approval shows on its stream.
+    """
+
+    async def review(self, inv: Invocation, level: str, events: TurnEvents) -> Review: ...

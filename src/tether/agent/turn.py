@@ -174,7 +174,7 @@ class Agent:
         except ToolInputError as exc:
             return f"[tether] The call was not run: {exc}"
         inv = Invocation(call_id, req.session_id, req.task_id, AGENT_ID, call.name, arguments)
-        review = await self._gate.review(inv, req.approval_level)
+        review = await self._gate.review(inv, req.approval_level, events)
         if review.verdict == "deny":
             return (await self._coordinator.record_denied(inv, review.reason)).model_text
         observer = _CallObserver(events)

@@ -86,3 +86,47 @@ class DeliveryRecord:
     content: str
     created_at: float
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ApprovalRecord:
+    """A request for a person's decision on one tool call."""
+
+    request_id: str
+    session_id: str
+    tool_call_id: str
+    tool_name: str
+    arguments: dict[str, Any]
+    level: str
+    findings: list[dict[str, str]]
+    status: str
+    decided_by: str | None
+    reason: str | None
+    created_at: float
+    expires_at: float
+    decided_at: float | None
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One governance decision on one tool call, as it is written."""
+
+    session_id: str
+    tool_call_id: str
+    tool_name: str
+    arguments: dict[str, Any]
+    level: str
+    findings: list[dict[str, str]]
+    verdict: str
+    outcome: str
+    decided_by: str
+    reason: str | None
+    request_id: str | None
+
+
+@dataclass(frozen=True)
+class AuditRecord(AuditEntry):
+    """A stored decision, with its id and time."""
+
+    id: int
+    created_at: float

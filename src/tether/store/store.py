@@ -5,6 +5,7 @@ from __future__ import annotations
 from tether.store.chats import ChatRepository
 from tether.store.database import Database
 from tether.store.deliveries import DeliveryRepository
+from tether.store.governance import GovernanceRepository
 from tether.store.providers import ProviderRepository
 from tether.store.tasks import TaskRepository
 from tether.store.toolcalls import ToolCallRepository
@@ -20,3 +21,4 @@ class Store:
         self.tasks = TaskRepository(db)
         self.tool_calls = ToolCallRepository(db)
         self.deliveries = DeliveryRepository(db)
+        self.governance = GovernanceRepository(db)

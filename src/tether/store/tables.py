@@ -113,3 +113,45 @@ deliveries = sa.Table(
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("delivered_at", sa.Float, nullable=True),
 )
+
+approvals = sa.Table(
+    "approvals",
+    metadata,
+    sa.Column("request_id", sa.String(64), primary_key=True),
+    sa.Column("session_id", sa.String(512), nullable=False, index=True),
+    sa.Column("tool_call_id", sa.String(128), nullable=False),
+    sa.Column("tool_name", sa.String(128), nullable=False),
+    sa.Column("arguments", sa.JSON, nullable=False),
+    sa.Column("level", sa.String(16), nullable=False),
+    # [{rule_id, severity, description}]
+    sa.Column("findings", sa.JSON, nullable=False),
+    # pending | approved | denied
+    sa.Column("status", sa.String(16), nullable=False, index=True),
+    # user | timeout | cancel | restart
+    sa.Column("decided_by", sa.String(32), nullable=True),
+    sa.Column("reason", sa.Text, nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("expires_at", sa.Float, nullable=False),
+    sa.Column("decided_at", sa.Float, nullable=True),
+)
+
+governance_audit = sa.Table(
+    "governance_audit",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("session_id", sa.String(512), nullable=False, index=True),
+    sa.Column("tool_call_id", sa.String(128), nullable=False),
+    sa.Column("tool_name", sa.String(128), nullable=False),
+    sa.Column("arguments", sa.JSON, nullable=False),
+    sa.Column("level", sa.String(16), nullable=False),
+    sa.Column("findings", sa.JSON, nullable=False),
+    # What the policy said: allow | ask | deny.
+    sa.Column("verdict", sa.String(8), nullable=False),
+    # What happened in the end: allowed | denied.
+    sa.Column("outcome", sa.String(8), nullable=False),
+    # policy | user | timeout | cancel | restart
+    sa.Column("decided_by", sa.String(32), nullable=False),
+    sa.Column("reason", sa.Text, nullable=True),
+    sa.Column("request_id", sa.String(64), nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+)

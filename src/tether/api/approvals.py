@@ -1,0 +1,85 @@
+"""/api/approval: calls waiting for a person, and the person's answer."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from tether.api.deps import ServicesDep
+from tether.governance.approvals import ApprovalForbidden, ApprovalNotFound, approval_view
+from tether.services import Services
+
+router = APIRouter(prefix="/api/approval", tags=["approvals"])
+
+
+class Finding(BaseModel):
+    rule_id: str
+    severity: str
+    description: str
+
+
+class PendingApproval(BaseModel):
+    request_id: str
+    session_id: str
+    tool_call_id: str
+    tool_name: str
+    arguments: dict[str, Any]
+    findings: list[Finding]
+    created_at: float = Field(description="Epoch seconds.")
+    expires_at: float = Field(description="Epoch seconds; unanswered by then, it is denied.")
+
+
+class PendingList(BaseModel):
+    pending_approvals: list[PendingApproval]
+    count: int
+
+
+class DecisionRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    request_id: str = Field(min_length=1, max_length=64)
+    session_id: str = Field(min_length=1, max_length=512)
+    reason: str | None = Field(None, max_length=2000)
+
+
+class DecisionOut(BaseModel):
+    success: bool
+    request_id: str
+    tool_name: str
+
+
+@router.get("/list", response_model=PendingList)
+async def list_pending(
+    services: ServicesDep,
+    session_id: Annotated[str | None, Query(min_length=1, max_length=512)] = None,
+) -> PendingList:
+    """Approvals still waiting, oldest first (all sessions unless ``session_id``)."""
+    items = [
+        PendingApproval(**approval_view(r)) for r in services.approvals.list_pending(session_id)
+    ]
+    return PendingList(pending_approvals=items, count=len(items))
+
+
+async def _decide(body: DecisionRequest, approve: bool, services: Services) -> DecisionOut:
+    try:
+        record = await services.approvals.resolve(
+            body.request_id, body.session_id, approve, body.reason
+        )
+    except ApprovalNotFound:
+        raise HTTPException(404, "No pending approval with that request_id") from None
+    except ApprovalForbidden:
+        raise HTTPException(403, "The approval belongs to another session") from None
+    return DecisionOut(success=True, request_id=record.request_id, tool_name=record.tool_name)
+
+
+@router.post("/approve", response_model=DecisionOut)
+async def approve(body: DecisionRequest, services: ServicesDep) -> DecisionOut:
+    """Let the waiting call run."""
+    return await _decide(body, True, services)
+
+
+@router.post("/deny", response_model=DecisionOut)
+async def deny(body: DecisionRequest, services: ServicesDep) -> DecisionOut:
+    """Refuse the waiting call; the model is told, with ``reason`` if given."""
+    return await _decide(body, False, services)

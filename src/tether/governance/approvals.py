@@ -1,0 +1,155 @@
+"""Approval requests: a call that needs a person waits here until approved, denied,
+expired or cancelled. Every request and its decision is persisted, so a restart can
+deny what was left pending (fail closed)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tether.governance.findings import Finding
+from tether.store.governance import GovernanceRepository
+from tether.store.records import ApprovalRecord
+from tether.toolcalls.live import Invocation
+
+DecidedBy = Literal["user", "timeout", "cancel", "restart"]
+
+RESTART_REASON = "server restarted"
+
+
+class ApprovalNotFound(Exception):
+    """No pending request has that id (unknown, or already decided)."""
+
+
+class ApprovalForbidden(Exception):
+    """The request belongs to another session."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """How a request was settled."""
+
+    approved: bool
+    decided_by: DecidedBy
+    reason: str = ""
+
+
+@dataclass
+class _Pending:
+    record: ApprovalRecord
+    answer: asyncio.Future[Answer] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+
+def findings_data(findings: Sequence[Finding]) -> list[dict[str, str]]:
+    """Findings as JSON-ready dicts (the API and the store use this shape)."""
+    return [
+        {"rule_id": f.rule_id, "severity": f.severity.name, "description": f.description}
+        for f in findings
+    ]
+
+
+def approval_view(record: ApprovalRecord) -> dict[str, Any]:
+    """The public shape of a pending approval (times are epoch seconds)."""
+    return {
+        "request_id": record.request_id,
+        "session_id": record.session_id,
+        "tool_call_id": record.tool_call_id,
+        "tool_name": record.tool_name,
+        "arguments": record.arguments,
+        "findings": record.findings,
+        "created_at": record.created_at,
+        "expires_at": record.expires_at,
+    }
+
+
+class ApprovalService:
+    """Open, wait on, settle and list approval requests."""
+
+    def __init__(self, repo: GovernanceRepository, timeout_seconds: float) -> None:
+        self._repo = repo
+        self.timeout_seconds = timeout_seconds
+        self._pending: dict[str, _Pending] = {}
+
+    async def open(
+        self, inv: Invocation, level: str, findings: Sequence[Finding]
+    ) -> ApprovalRecord:
+        """Record a new pending request for ``inv``."""
+        now = time.time()
+        record = ApprovalRecord(
+            request_id=uuid.uuid4().hex,
+            session_id=inv.session_id,
+            tool_call_id=inv.call_id,
+            tool_name=inv.tool_name,
+            arguments=inv.arguments,
+            level=level,
+            findings=findings_data(findings),
+            status="pending",
+            decided_by=None,
+            reason=None,
+            created_at=now,
+            expires_at=now + self.timeout_seconds,
+            decided_at=None,
+        )
+        await self._repo.add_approval(record)
+        self._pending[record.request_id] = _Pending(record)
+        return record
+
+    async def wait(self, request_id: str) -> Answer:
+        """Wait for a decision on an open request; expiry denies it.
+
+        If the waiter is cancelled (the call was cancelled or its task stopped), the
+        request is denied and recorded before the cancellation goes on.
+        """
+        entry = self._pending[request_id]
+        delay = max(0.0, entry.record.expires_at - time.time())
+        try:
+            return await asyncio.wait_for(asyncio.shield(entry.answer), delay)
+        except TimeoutError:
+            reason = f"no one approved it within {self.timeout_seconds:g} seconds"
+            return await self._settle_unless_decided(entry, Answer(False, "timeout", reason))
+        except asyncio.CancelledError:
+            answer = Answer(False, "cancel", "the call was cancelled while awaiting approval")
+            await asyncio.shield(self._settle_unless_decided(entry, answer))
+            raise
+
+    async def _settle_unless_decided(self, entry: _Pending, answer: Answer) -> Answer:
+        request_id = entry.record.request_id
+        if self._pending.pop(request_id, None) is None:
+            # A person decided at the same moment; their answer stands.
+            return await entry.answer
+        entry.answer.set_result(answer)
+        await self._repo.decide_approval(request_id, "denied", answer.decided_by, answer.reason)
+        return answer
+
+    async def resolve(
+        self, request_id: str, session_id: str, approve: bool, reason: str | None
+    ) -> ApprovalRecord:
+        """A person's decision. Raises ApprovalNotFound or ApprovalForbidden."""
+        entry = self._pending.get(request_id)
+        if entry is None:
+            raise ApprovalNotFound(request_id)
+        if entry.record.session_id != session_id:
+            raise ApprovalForbidden(request_id)
+        # Taken out before any await, so expiry or a second decision cannot also settle it.
+        del self._pending[request_id]
+        status = "approved" if approve else "denied"
+        await self._repo.decide_approval(request_id, status, "user", reason)
+        entry.answer.set_result(Answer(approve, "user", reason or ""))
+        return entry.record
+
+    def list_pending(self, session_id: str | None = None) -> list[ApprovalRecord]:
+        """Pending requests, oldest first, for one session or all."""
+        records = [p.record for p in self._pending.values()]
+        if session_id is not None:
+            records = [r for r in records if r.session_id == session_id]
+        return sorted(records, key=lambda r: r.created_at)
+
+    async def deny_leftovers(self) -> list[ApprovalRecord]:
+        """At start-up: deny what a previous run left pending; returns those requests."""
+        return await self._repo.deny_pending_approvals("restart", RESTART_REASON)

@@ -1,0 +1,179 @@
+"""The agent's Gate: analyse a call, decide by level, ask a person when needed, audit it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tether.agent.ports import Review, TurnEvents
+from tether.governance.analyzer import Analyzer
+from tether.governance.approvals import Answer, ApprovalService, approval_view, findings_data
+from tether.governance.context import AnalysisContext
+from tether.governance.findings import Finding, Severity
+from tether.governance.levels import ApprovalLevel, Verdict, decide, parse_level
+from tether.store.governance import GovernanceRepository
+from tether.store.records import ApprovalRecord, AuditEntry
+from tether.toolcalls.coordinator import Admission
+from tether.toolcalls.live import Invocation
+
+log = logging.getLogger(__name__)
+
+ANALYSIS_FAILED = "governance.analysis-failed"
+NO_RETRY = "Do not retry the same command or a variant of it; tell the user instead."
+
+
+@dataclass(frozen=True)
+class _Decision:
+    inv: Invocation
+    level: str
+    findings: Sequence[Finding]
+    verdict: Verdict
+
+
+def rule_denial(findings: Sequence[Finding]) -> str:
+    """What the model is told when a rule refuses a call outright."""
+    worst = max(findings, key=lambda f: f.severity)
+    return f"Refused by governance rule {worst.rule_id!r}: {worst.description}. {NO_RETRY}"
+
+
+def answer_denial(answer: Answer) -> str:
+    """What the model is told when a request for approval ends in a refusal."""
+    if answer.decided_by == "user":
+        why = f" (reason: {answer.reason})" if answer.reason else ""
+        return f"A person denied this call{why}. {NO_RETRY}"
+    return f"Approval was not given: {answer.reason}. {NO_RETRY}"
+
+
+class GovernanceGate:
+    """Implements the agent's Gate with the analyser, the approval service and the audit."""
+
+    def __init__(
+        self,
+        analyzer: Analyzer,
+        context: AnalysisContext,
+        approvals: ApprovalService,
+        repo: GovernanceRepository,
+    ) -> None:
+        self._analyzer = analyzer
+        self._context = context
+        self._approvals = approvals
+        self._repo = repo
+
+    async def review(self, inv: Invocation, level: str, events: TurnEvents) -> Review:
+        """allow, deny (with the text the model sees) or ask (a person decides)."""
+        parsed, findings = self._analyse(inv, level)
+        verdict: Verdict = "deny" if parsed is None else decide(parsed, findings)
+        decision = _Decision(inv, parsed or level, findings, verdict)
+        if verdict == "allow":
+            await self._audit(decision, "allowed", "policy", None)
+            return Review("allow")
+        if verdict == "deny":
+            reason = rule_denial(findings)
+            await self._audit(decision, "denied", "policy", reason)
+            return Review("deny", reason)
+
+        async def admission() -> Admission:
+            return await self._ask(decision, events)
+
+        return Review("ask", admission=admission)
+
+    def _analyse(self, inv: Invocation, level: str) -> tuple[ApprovalLevel | None, list[Finding]]:
+        # Fail closed: a level or an analysis we cannot trust refuses the call.
+        try:
+            parsed = parse_level(level)
+            findings = self._analyzer.analyze_tool_call(inv.tool_name, inv.arguments, self._context)
+        except Exception as exc:
+            log.exception("governance analysis of %s failed", inv.call_id)
+            failure = Finding(ANALYSIS_FAILED, Severity.CRITICAL, f"analysis failed ({exc})")
+            return None, [failure]
+        return parsed, findings
+
+    async def _ask(self, decision: _Decision, events: TurnEvents) -> Admission:
+        record = await self._approvals.open(decision.inv, decision.level, decision.findings)
+        events.emit({"type": "approval_requested", "approval": approval_view(record)})
+        try:
+            answer = await self._approvals.wait(record.request_id)
+        except asyncio.CancelledError:
+            reason = "the call was cancelled while awaiting approval"
+            await asyncio.shield(self._audit(decision, "denied", "cancel", reason, record))
+            raise
+        events.emit(
+            {
+                "type": "approval_resolved",
+                "request_id": record.request_id,
+                "tool_call_id": record.tool_call_id,
+                "approved": answer.approved,
+                "decided_by": answer.decided_by,
+            }
+        )
+        if answer.approved:
+            await self._audit(decision, "allowed", answer.decided_by, answer.reason or None, record)
+            return Admission(True, by_human=True)
+        text = answer_denial(answer)
+        await self._audit(decision, "denied", answer.decided_by, text, record)
+        return Admission(False, text)
+
+    async def deny_leftovers(self) -> int:
+        """At start-up: deny (and audit) approvals a previous run left pending."""
+        leftovers = await self._approvals.deny_leftovers()
+        for record in leftovers:
+            await self._write_audit(_restart_entry(record))
+        return len(leftovers)
+
+    async def _audit(
+        self,
+        decision: _Decision,
+        outcome: str,
+        decided_by: str,
+        reason: str | None,
+        record: ApprovalRecord | None = None,
+    ) -> None:
+        inv = decision.inv
+        entry = AuditEntry(
+            session_id=inv.session_id,
+            tool_call_id=inv.call_id,
+            tool_name=inv.tool_name,
+            arguments=inv.arguments,
+            level=decision.level,
+            findings=findings_data(decision.findings),
+            verdict=decision.verdict,
+            outcome=outcome,
+            decided_by=decided_by,
+            reason=reason,
+            request_id=record.request_id if record else None,
+        )
+        await self._write_audit(entry)
+
+    async def _write_audit(self, entry: AuditEntry) -> None:
+        # Values go in as arguments: the log formatter neutralises CR/LF inside them.
+        log.info(
+            "governance decision session=%s call=%s tool=%s level=%s verdict=%s outcome=%s "
+            "by=%s rules=%s",
+            entry.session_id,
+            entry.tool_call_id,
+            entry.tool_name,
+            entry.level,
+            entry.verdict,
+            entry.outcome,
+            entry.decided_by,
+            ",".join(f["rule_id"] for f in entry.findings) or "-",
+        )
+        await self._repo.add_audit(entry)
+
+
+def _restart_entry(record: ApprovalRecord) -> AuditEntry:
+    return AuditEntry(
+        session_id=record.session_id,
+        tool_call_id=record.tool_call_id,
+        tool_name=record.tool_name,
+        arguments=record.arguments,
+        level=record.level,
+        findings=record.findings,
+        verdict="ask",
+        outcome="denied",
+        decided_by="restart",
+        reason="the server restarted while the call awaited approval",
+        request_id=record.request_id,
+    )

@@ -1,0 +1,131 @@
+"""Governance state: approval requests, the decision audit trail and the user rules."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import sqlalchemy as sa
+
+from tether.store.database import Database
+from tether.store.records import ApprovalRecord, AuditEntry, AuditRecord
+from tether.store.tables import app_settings, approvals, governance_audit
+
+_USER_RULES_KEY = "governance.user_rules"
+
+
+def _approval(row: sa.Row[Any]) -> ApprovalRecord:
+    return ApprovalRecord(
+        request_id=row.request_id,
+        session_id=row.session_id,
+        tool_call_id=row.tool_call_id,
+        tool_name=row.tool_name,
+        arguments=dict(row.arguments),
+        level=row.level,
+        findings=list(row.findings),
+        status=row.status,
+        decided_by=row.decided_by,
+        reason=row.reason,
+        created_at=row.created_at,
+        expires_at=row.expires_at,
+        decided_at=row.decided_at,
+    )
+
+
+def _audit(row: sa.Row[Any]) -> AuditRecord:
+    return AuditRecord(
+        id=row.id,
+        session_id=row.session_id,
+        tool_call_id=row.tool_call_id,
+        tool_name=row.tool_name,
+        arguments=dict(row.arguments),
+        level=row.level,
+        findings=list(row.findings),
+        verdict=row.verdict,
+        outcome=row.outcome,
+        decided_by=row.decided_by,
+        reason=row.reason,
+        request_id=row.request_id,
+        created_at=row.created_at,
+    )
+
+
+class GovernanceRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    # ----------------------------------------------------------------- approvals
+
+    async def add_approval(self, record: ApprovalRecord) -> None:
+        async with self._db.write() as conn:
+            await conn.execute(approvals.insert().values(**dataclasses.asdict(record)))
+
+    async def decide_approval(
+        self, request_id: str, status: str, decided_by: str, reason: str | None
+    ) -> bool:
+        """Record the decision on a pending request; False if it was not pending."""
+        async with self._db.write() as conn:
+            result = await conn.execute(
+                sa.update(approvals)
+                .where(approvals.c.request_id == request_id, approvals.c.status == "pending")
+                .values(status=status, decided_by=decided_by, reason=reason, decided_at=time.time())
+            )
+            return result.rowcount > 0
+
+    async def get_approval(self, request_id: str) -> ApprovalRecord | None:
+        async with self._db.read() as conn:
+            row = (
+                await conn.execute(sa.select(approvals).where(approvals.c.request_id == request_id))
+            ).first()
+            return _approval(row) if row else None
+
+    async def deny_pending_approvals(self, decided_by: str, reason: str) -> list[ApprovalRecord]:
+        """Deny every request still pending (after a restart) and return them as they were."""
+        async with self._db.write() as conn:
+            rows = await conn.execute(sa.select(approvals).where(approvals.c.status == "pending"))
+            pending = [_approval(r) for r in rows]
+            if pending:
+                await conn.execute(
+                    sa.update(approvals)
+                    .where(approvals.c.status == "pending")
+                    .values(
+                        status="denied",
+                        decided_by=decided_by,
+                        reason=reason,
+                        decided_at=time.time(),
+                    )
+                )
+            return pending
+
+    # ----------------------------------------------------------------- audit
+
+    async def add_audit(self, entry: AuditEntry) -> None:
+        async with self._db.write() as conn:
+            await conn.execute(
+                governance_audit.insert().values(
+                    **dataclasses.asdict(entry), created_at=time.time()
+                )
+            )
+
+    async def list_audit(self, session_id: str | None, limit: int) -> list[AuditRecord]:
+        """Decisions, newest first, for one session or all."""
+        query = sa.select(governance_audit).order_by(governance_audit.c.id.desc()).limit(limit)
+        if session_id is not None:
+            query = query.where(governance_audit.c.session_id == session_id)
+        async with self._db.read() as conn:
+            return [_audit(r) for r in await conn.execute(query)]
+
+    # ----------------------------------------------------------------- user rules
+
+    async def get_user_rules(self) -> list[dict[str, Any]]:
+        async with self._db.read() as conn:
+            value = await conn.scalar(
+                sa.select(app_settings.c.value).where(app_settings.c.key == _USER_RULES_KEY)
+            )
+            return list(value) if isinstance(value, list) else []
+
+    async def set_user_rules(self, rules: list[dict[str, Any]]) -> None:
+        async with self._db.write() as conn:
+            await conn.execute(sa.delete(app_settings).where(app_settings.c.key == _USER_RULES_KEY))
+            await conn.execute(app_settings.insert().values(key=_USER_RULES_KEY, value=rules))
