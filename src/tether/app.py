@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import os
@@ -24,6 +25,7 @@ from tether.governance.gate import GovernanceGate
 from tether.governance.rulebook import RuleBook
 from tether.llm.client import OpenAIChatModel
 from tether.llm.providers import ModelFactory, ProviderService
+from tether.security.environment import secret_variable_policy
 from tether.security.keybox import KeyBox
 from tether.security.perimeter import Perimeter, PerimeterPolicy, allowed_host_names
 from tether.security.token import resolve_token
@@ -39,14 +41,6 @@ from tether.tools.registry import ToolRegistry
 from tether.tools.shell import make_shell_tool, shell_environment
 
 log = logging.getLogger(__name__)
-
-_SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "API_KEY", "APIKEY", "PRIVATE_KEY", "CREDENTIAL")
-
-
-def is_secret_variable(name: str) -> bool:
-    """Environment variables the shell tool never sees."""
-    upper = name.upper()
-    return upper.startswith("TETHER_") or any(word in upper for word in _SECRET_WORDS)
 
 
 def _default_factory(settings: Settings) -> ModelFactory:
@@ -74,8 +68,10 @@ async def build_services(
     store = Store(db)
     prefix = _marker_prefix(settings)
     leftovers = await store.tool_calls.interrupt_unfinished(RESTARTED)
-    if leftovers:
-        reaped = process_tree.reap_groups(leftovers, prefix)
+    # Reap even when no group was recorded: a crash can come before the pgid is saved,
+    # and the marker in the environment still finds those processes.
+    reaped = await asyncio.to_thread(process_tree.reap_groups, leftovers, prefix)
+    if leftovers or reaped:
         log.info(
             "recorded %d interrupted call group(s); reaped %d process(es)", len(leftovers), reaped
         )
@@ -113,15 +109,17 @@ async def build_services(
             max_per_session=settings.max_calls_per_session,
             max_total=settings.max_calls_total,
             marker_prefix=prefix,
+            output_store_bytes=settings.output_store_bytes,
         ),
         workspace=settings.resolved_workspace,
         protected=(settings.home.resolve(),),
         on_background_result=deliver,
     )
+    is_secret = secret_variable_policy(settings.secret_env_vars)
     shell = make_shell_tool(
         settings.shell_default_timeout,
         settings.shell_max_timeout,
-        lambda: shell_environment(os.environ, is_secret_variable),
+        lambda: shell_environment(os.environ, is_secret),
     )
     tools = ToolRegistry([shell, TIME_TOOL, *FILE_TOOLS])
     agent = Agent(

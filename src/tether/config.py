@@ -50,10 +50,28 @@ class Settings(BaseSettings):
     max_steps: int = Field(24, ge=1, description="Model calls per turn before giving up.")
     llm_max_retries: int = Field(2, ge=0)
     llm_timeout_seconds: float = Field(120.0, gt=0)
-    max_body_bytes: int = Field(1_048_576, ge=1024)
-    max_concurrent_tasks: int = Field(256, ge=1)
-    max_calls_per_session: int = Field(64, ge=1)
-    max_calls_total: int = Field(2048, ge=1)
+    max_body_bytes: int = Field(
+        1_048_576, ge=1024, description="Largest request body accepted (larger: 413)."
+    )
+    max_concurrent_tasks: int = Field(
+        256, ge=1, description="Chat tasks running at once (more: 429)."
+    )
+    max_calls_per_session: int = Field(
+        64, ge=1, description="Tool calls in flight per session (more: a tool error)."
+    )
+    max_calls_total: int = Field(
+        2048, ge=1, description="Tool calls in flight on the server (more: a tool error)."
+    )
+    output_store_bytes: int = Field(
+        16 * 1_048_576,
+        ge=4096,
+        description="Output stored per tool call; beyond it the rest is dropped, with a note.",
+    )
+    secret_env_vars: list[str] = Field(
+        default_factory=list,
+        description="Extra environment variable names the shell tool must never see "
+        "(TETHER_*, and names with TOKEN, SECRET, PASSWORD, API_KEY, ... always are hidden).",
+    )
 
     @field_validator("default_approval_level")
     @classmethod

@@ -77,10 +77,6 @@ async def _refuse(send: Send, status: int, detail: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-class _TooLarge(Exception):
-    pass
-
-
 class Perimeter:
     def __init__(self, app: ASGIApp, policy: PerimeterPolicy) -> None:
         self.app = app
@@ -132,25 +128,32 @@ class Perimeter:
         return None
 
     async def _forward_limited(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on, answering 413 once its body (chunked or lying about its
+        length) grows past the limit. The app is then told the client went away, and
+        whatever it answers is dropped: the 413 has been sent."""
         limit, seen = self.policy.max_body_bytes, 0
-        started = False
+        started = refused = False
 
         async def limited_receive() -> Message:
-            nonlocal seen
+            nonlocal seen, refused, started
+            if refused:
+                return {"type": "http.disconnect"}
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
-                    raise _TooLarge
+                    refused = True
+                    if not started:
+                        started = True
+                        await _refuse(send, 413, f"Request body larger than {limit} bytes")
+                    return {"type": "http.disconnect"}
             return message
 
-        async def tracking_send(message: Message) -> None:
+        async def guarded_send(message: Message) -> None:
             nonlocal started
+            if refused:
+                return
             started = started or message["type"] == "http.response.start"
             await send(message)
 
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except _TooLarge:
-            if not started:
-                await _refuse(send, 413, f"Request body larger than {limit} bytes")
+        await self.app(scope, limited_receive, guarded_send)

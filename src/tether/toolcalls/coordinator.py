@@ -57,6 +57,8 @@ class CoordinatorConfig:
     max_per_session: int
     max_total: int
     marker_prefix: str
+    # Output kept per call (memory and store together); None: unlimited.
+    output_store_bytes: int | None = None
 
 
 class _Context:
@@ -220,7 +222,11 @@ class ToolCallCoordinator:
             invocation=inv,
             status=status,
             deadlines=deadlines,
-            buffer=OutputBuffer(self.config.output_memory_bytes, self.config.model_output_chars),
+            buffer=OutputBuffer(
+                self.config.output_memory_bytes,
+                self.config.model_output_chars,
+                self.config.output_store_bytes,
+            ),
             marker=f"{self.config.marker_prefix}:{inv.call_id}",
         )
         self._live[inv.call_id] = call

@@ -15,11 +15,16 @@ class OutputBuffer:
     Memory keeps the newest ``memory_bytes`` worth of chunks, never evicting one that has
     not yet been written to the store (``mark_persisted``), so the store plus memory
     always hold the whole output. The first ``head_chars`` characters are kept apart for
-    the model's view.
+    the model's view. At most ``store_bytes`` (UTF-8) of output is kept at all: past
+    that the buffer appends one note saying so and drops the rest, so a command that
+    prints forever cannot fill the disk.
     """
 
-    def __init__(self, memory_bytes: int, head_chars: int) -> None:
+    def __init__(self, memory_bytes: int, head_chars: int, store_bytes: int | None = None) -> None:
         self._memory_bytes = memory_bytes
+        self._store_bytes = store_bytes
+        self._stored_bytes = 0
+        self.dropped_bytes = 0
         self._head_chars = head_chars
         self._chunks: deque[OutputChunk] = deque()
         self._bytes = 0
@@ -44,9 +49,36 @@ class OutputBuffer:
         return self._chunks[0].seq if self._chunks else self._last_seq + 1
 
     def append(self, stream: str, text: str) -> OutputChunk | None:
-        """Add a chunk; ignored once the buffer is closed."""
+        """Add a chunk; ignored once the buffer is closed or full (see the class doc)."""
         if self.closed or not text:
             return None
+        if self._store_bytes is not None:
+            text = self._within_store_limit(text)
+            if not text:
+                return None
+        return self._add(stream, text)
+
+    def _within_store_limit(self, text: str) -> str:
+        """The part of ``text`` that still fits; on the first overflow, a note too."""
+        assert self._store_bytes is not None
+        if self.dropped_bytes:
+            self.dropped_bytes += len(text.encode())
+            return ""
+        data = text.encode()
+        room = self._store_bytes - self._stored_bytes
+        if len(data) <= room:
+            self._stored_bytes += len(data)
+            return text
+        self.dropped_bytes = len(data) - room
+        kept = data[:room].decode("utf-8", errors="ignore")
+        self._stored_bytes = self._store_bytes
+        note = (
+            f"\n[tether: output limit of {self._store_bytes} bytes reached; "
+            "the rest of this call's output is not kept]\n"
+        )
+        return kept + note
+
+    def _add(self, stream: str, text: str) -> OutputChunk:
         self._last_seq += 1
         chunk = OutputChunk(seq=self._last_seq, stream=stream, text=text)
         self._chunks.append(chunk)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.tools.base import RunContext, Tool, ToolInputError, ToolResult
+from tether.tools.paths import confine
 
 _MAX_READ_CHARS = 200_000
 
@@ -16,18 +17,11 @@ def resolve_path(raw: object, ctx: RunContext) -> Path:
     """The real path a tool argument names, with symlinks resolved.
 
     Tether's own state is never reachable; anything outside the workspace needs a
-    person's approval of the call.
+    person's approval of the call (see :func:`tether.tools.paths.confine`).
     """
     if not isinstance(raw, str) or not raw.strip():
         raise ToolInputError("path must be a non-empty string")
-    path = (ctx.workspace / Path(raw).expanduser()).resolve()
-    for protected in ctx.protected:
-        if path == protected or protected in path.parents:
-            raise ToolInputError(f"{raw!r} is inside Tether's own state and cannot be used")
-    workspace = ctx.workspace.resolve()
-    if path != workspace and workspace not in path.parents and not ctx.human_approved:
-        raise ToolInputError(f"{raw!r} is outside the workspace ({workspace})")
-    return path
+    return confine(raw, ctx)
 
 
 def _text_arg(args: Mapping[str, Any], name: str) -> str:
@@ -44,7 +38,7 @@ def _read(path: Path) -> str:
 
 
 async def _read_file(args: Mapping[str, Any], ctx: RunContext) -> ToolResult:
-    path = resolve_path(args.get("path"), ctx)
+    path = await asyncio.to_thread(resolve_path, args.get("path"), ctx)
     text = await asyncio.to_thread(_read, path)
     ctx.emit("stdout", text[:_MAX_READ_CHARS])
     if len(text) > _MAX_READ_CHARS:
@@ -58,7 +52,7 @@ def _write(path: Path, content: str) -> None:
 
 
 async def _write_file(args: Mapping[str, Any], ctx: RunContext) -> ToolResult:
-    path = resolve_path(args.get("path"), ctx)
+    path = await asyncio.to_thread(resolve_path, args.get("path"), ctx)
     content = _text_arg(args, "content")
     await asyncio.to_thread(_write, path, content)
     ctx.emit("stdout", f"wrote {len(content)} characters to {path}")
@@ -74,7 +68,7 @@ def _edit(path: Path, old: str, new: str) -> None:
 
 
 async def _edit_file(args: Mapping[str, Any], ctx: RunContext) -> ToolResult:
-    path = resolve_path(args.get("path"), ctx)
+    path = await asyncio.to_thread(resolve_path, args.get("path"), ctx)
     old = _text_arg(args, "old_text")
     if not old:
         raise ToolInputError("old_text must not be empty")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import ctypes
 import os
 import signal
 import sys
@@ -13,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from tether.tools.base import MARKER_VAR, RunContext, Tool, ToolInputError, ToolResult
+from tether.tools.paths import confine
 
 _READ_SIZE = 64 * 1024
 # After the shell exits, how long a background child may keep its pipes open before we
 # stop reading (otherwise `sleep 600 &` would hold the call open for ten minutes).
 _DRAIN_AFTER_EXIT = 1.0
+_PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
 
 
 def shell_environment(base: Mapping[str, str], is_secret: Callable[[str], bool]) -> dict[str, str]:
@@ -29,12 +32,39 @@ def shell_environment(base: Mapping[str, str], is_secret: Callable[[str], bool])
     return env
 
 
-def _resolve_cwd(cwd: object, workspace: Path) -> Path:
+def _die_with_server() -> Callable[[], None] | None:
+    """A pre-exec hook making the shell get SIGKILL if the server dies (Linux only).
+
+    Commands run in their own session, so a server killed with SIGKILL would otherwise
+    leave them running until the next start reaps them. This covers the shell itself;
+    its children stay in its process group, which start-up recovery kills.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    server_pid = os.getpid()
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        # The server may have died between fork and prctl: then no signal would come.
+        if os.getppid() != server_pid:
+            os._exit(137)
+
+    return arm
+
+
+def _resolve_cwd(cwd: object, ctx: RunContext) -> Path:
+    """The directory to run in: the workspace, or a directory the file tools could use
+    (so ``cwd`` cannot start a command inside TETHER_HOME or, unapproved, outside the
+    workspace). What the command itself then reads is governance's business."""
     if cwd is None or cwd == "":
-        return workspace
+        return ctx.workspace
     if not isinstance(cwd, str):
         raise ToolInputError("cwd must be a string path")
-    path = (workspace / cwd).resolve()
+    path = confine(cwd, ctx)
     if not path.is_dir():
         raise ToolInputError(f"cwd {cwd!r} is not a directory")
     return path
@@ -72,7 +102,7 @@ def make_shell_tool(
         command = args.get("command")
         if not isinstance(command, str) or not command.strip():
             raise ToolInputError("command must be a non-empty string")
-        cwd = await asyncio.to_thread(_resolve_cwd, args.get("cwd"), ctx.workspace)
+        cwd = await asyncio.to_thread(_resolve_cwd, args.get("cwd"), ctx)
         env = environment()
         env[MARKER_VAR] = ctx.marker
         proc = await asyncio.create_subprocess_exec(
@@ -85,6 +115,7 @@ def make_shell_tool(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
+            preexec_fn=_die_with_server(),
         )
         ctx.attach_process(proc.pid, proc.pid)
         assert proc.stdout is not None and proc.stderr is not None

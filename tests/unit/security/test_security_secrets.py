@@ -1,0 +1,86 @@
+"""Secrets at rest (key file, token file) and the shell environment scrub."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from tether.security.environment import is_secret_variable, secret_variable_policy
+from tether.security.keybox import KeyBox
+from tether.security.token import resolve_token
+from tether.tools.shell import shell_environment
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_keybox_key_file_is_private_and_sealing_round_trips(tmp_path: Path) -> None:
+    key_file = tmp_path / "home" / "secret.key"
+    box = KeyBox(key_file)
+    assert _mode(key_file) == 0o600
+    sealed = box.seal("sk-plaintext-key")
+    assert "sk-plaintext-key" not in sealed
+    assert box.open(sealed) == "sk-plaintext-key"
+    # A second process with the same home reads the same key.
+    assert KeyBox(key_file).open(sealed) == "sk-plaintext-key"
+
+
+def test_keybox_with_another_key_cannot_open(tmp_path: Path) -> None:
+    sealed = KeyBox(tmp_path / "a.key").seal("sk-x")
+    with pytest.raises(ValueError, match="cannot be decrypted"):
+        KeyBox(tmp_path / "b.key").open(sealed)
+
+
+def test_token_is_generated_once_into_a_private_file(tmp_path: Path) -> None:
+    first = resolve_token(None, tmp_path)
+    assert len(first) >= 32
+    assert _mode(tmp_path / "token") == 0o600
+    assert resolve_token(None, tmp_path) == first
+    assert resolve_token("configured", tmp_path) == "configured"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "TETHER_TOKEN",
+        "tether_home",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "GITHUB_TOKEN",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_ACCESS_KEY_ID",
+        "DB_PASSWORD",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "SSH_PRIVATE_KEY",
+    ],
+)
+def test_secret_variables(name: str) -> None:
+    assert is_secret_variable(name)
+
+
+@pytest.mark.parametrize("name", ["PATH", "HOME", "LANG", "SHELL", "PYTHONPATH", "TERM"])
+def test_ordinary_variables(name: str) -> None:
+    assert not is_secret_variable(name)
+
+
+def test_operator_listed_variables_are_secret() -> None:
+    policy = secret_variable_policy(["corp_vault_addr"])
+    assert policy("CORP_VAULT_ADDR")
+    assert policy("OPENAI_API_KEY")
+    assert not policy("PATH")
+
+
+def test_shell_environment_drops_secrets_and_keeps_the_rest() -> None:
+    base = {
+        "PATH": "/usr/bin",
+        "HOME": "/home/u",
+        "TETHER_TOKEN": "t",
+        "OPENAI_API_KEY": "sk-x",
+        "MY_DB_URL": "postgres://u:p@h/db",
+    }
+    env = shell_environment(base, secret_variable_policy(["MY_DB_URL"]))
+    assert set(env) == {"PATH", "HOME"}
+    assert env["PATH"].endswith("/usr/bin")
