@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from tether import __version__
 from tether.agent.ports import Gate
 from tether.agent.turn import Agent
-from tether.api import approvals, chat, chats, governance, health, providers, toolcalls
+from tether.api import approvals, chat, chats, errors, governance, health, providers, toolcalls
 from tether.config import Settings
 from tether.governance.analyzer import Analyzer
 from tether.governance.approvals import ApprovalService
@@ -159,6 +159,7 @@ def create_app(settings: Settings, factory: ModelFactory | None = None) -> Any:
             await services.store.db.close()
 
     app = FastAPI(title="Tether", version=__version__, lifespan=lifespan)
+    errors.install(app)
     for module in (health, providers, chat, chats, toolcalls, approvals, governance):
         app.include_router(module.router)
     token = (

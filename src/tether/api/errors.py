@@ -1,0 +1,31 @@
+"""How request validation errors are reported: where and what, never the value sent.
+
+FastAPI's default 422 body echoes each offending input back. That input can be a secret
+(an API key that was too long, say), so only the location and the message are kept.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+
+def _safe(error: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "loc": list(error.get("loc", ())),
+        "msg": error.get("msg", ""),
+        "type": error.get("type", ""),
+    }
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    return JSONResponse({"detail": [_safe(e) for e in exc.errors()]}, status_code=422)
+
+
+def install(app: FastAPI) -> None:
+    """Register the redacting 422 handler on ``app``."""
+    app.add_exception_handler(RequestValidationError, _validation_error)

@@ -1,0 +1,190 @@
+"""Shared pieces for the core integration tests: a server wired to the fake model, task
+and tool-call helpers, and the strict role-order check applied to every model request."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+from helpers import MockLLMHandler, register_mock_provider
+
+from conftest import AppServer, start_server
+from tether.agent.history import order_problems
+
+SHELL = "execute_shell_command"
+T = TypeVar("T")
+
+
+def wait_for(probe: Callable[[], T | None], timeout: float = 15.0, what: str = "it") -> T:
+    """Poll ``probe`` until it returns something truthy (never a bare sleep)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = probe()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+class FakeModel:
+    """The wire-level fake model (MockLLMHandler) on a thread of its own."""
+
+    def __init__(self) -> None:
+        self.srv: Any = ThreadingHTTPServer(("127.0.0.1", 0), MockLLMHandler)
+        self.srv.daemon_threads = True
+        self.srv.force_error = False
+        self.srv.force_tool_call = False
+        self.srv.requests = []
+        self.srv.replies = []
+        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}/v1"
+        self._checked = 0
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def script(self, *replies: dict[str, Any]) -> None:
+        self.srv.replies = list(replies)
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        return list(self.srv.requests)
+
+    def assert_valid(self) -> None:
+        """Every request so far obeys strict role order."""
+        for body in self.requests:
+            problems = order_problems(body["messages"])
+            assert not problems, (problems, body["messages"])
+
+    def close(self) -> None:
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def shell_call(command: str, **extra: Any) -> dict[str, Any]:
+    """A scripted model reply calling the shell tool once."""
+    return {"tool_calls": [(SHELL, json.dumps({"command": command, **extra}))]}
+
+
+def new_session() -> str:
+    return f"console:it-{uuid.uuid4().hex[:10]}"
+
+
+def chat_body(text: str, session_id: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "session_id": session_id,
+        "input": [{"role": "user", "type": "message", "content": [{"type": "text", "text": text}]}],
+        **extra,
+    }
+
+
+@dataclass
+class Stack:
+    """A real server, its fake model, and the calls tests make of both."""
+
+    server: AppServer
+    model: FakeModel
+
+    @property
+    def workspace(self) -> Path:
+        return self.server.home / "workspace"
+
+    def api(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        return self.server.api_request(method, path, **kwargs)
+
+    def submit(self, text: str, session_id: str) -> str:
+        resp = self.api("POST", "/api/console/chat/task", json=chat_body(text, session_id))
+        assert resp.status_code == 200, resp.text
+        return str(resp.json()["task_id"])
+
+    def task(self, task_id: str) -> dict[str, Any]:
+        resp = self.api("GET", f"/api/console/chat/task/{task_id}")
+        assert resp.status_code == 200, resp.text
+        return dict(resp.json())
+
+    def wait_task(self, task_id: str, timeout: float = 20.0) -> dict[str, Any]:
+        """The task once finished."""
+        return wait_for(
+            lambda: (t := self.task(task_id))["status"] == "finished" and t,
+            timeout,
+            f"task {task_id} to finish",
+        )
+
+    def live_calls(self, session_id: str) -> list[dict[str, Any]]:
+        resp = self.api("GET", f"/api/tool-calls/{session_id}")
+        assert resp.status_code == 200, resp.text
+        return list(resp.json()["items"])
+
+    def call(self, session_id: str, call_id: str) -> dict[str, Any]:
+        resp = self.api("GET", f"/api/tool-calls/{session_id}/{call_id}")
+        assert resp.status_code == 200, resp.text
+        return dict(resp.json())
+
+    def wait_call(self, session_id: str, timeout: float = 15.0) -> dict[str, Any]:
+        """The first call in flight in the session, once there is one."""
+        calls = wait_for(lambda: self.live_calls(session_id), timeout, "a call in flight")
+        return calls[0]
+
+    def wait_completed(
+        self, session_id: str, call_id: str, timeout: float = 15.0
+    ) -> dict[str, Any]:
+        return wait_for(
+            lambda: (c := self.call(session_id, call_id))["status"] == "completed" and c,
+            timeout,
+            f"call {call_id} to complete",
+        )
+
+    def start_shell(self, command: str, **extra: Any) -> tuple[str, str, dict[str, Any]]:
+        """Have the model run one shell command in a new session and answer "done" after.
+
+        Returns (session id, task id, the call as first listed)."""
+        session_id = new_session()
+        self.model.script(shell_call(command, **extra), {"text": "done"})
+        task_id = self.submit("run it", session_id)
+        return session_id, task_id, self.wait_call(session_id)
+
+    def messages(self, session_id: str) -> list[dict[str, Any]]:
+        resp = self.api("GET", f"/api/chats/{session_id}/messages")
+        assert resp.status_code == 200, resp.text
+        return list(resp.json())
+
+
+def stack_for_module(prefix: str, **env: str) -> Iterator[Stack]:
+    """Body of a module-scoped fixture: a fresh server home, the fake model registered."""
+    home = Path(tempfile.mkdtemp(prefix=f"tether-{prefix}-"))
+    model = FakeModel()
+    server = start_server(home, **{"TETHER_LLM_MAX_RETRIES": "0", **env})
+    try:
+        register_mock_provider(server, model.url)
+        yield Stack(server, model)
+    finally:
+        server.close()
+        model.close()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class SseEvent:
+    id: int | None
+    data: dict[str, Any]
+
+
+def sse_events(lines: Iterator[str]) -> Iterator[SseEvent]:
+    """Parse SSE frames from a line iterator (``response.iter_lines()``)."""
+    event_id: int | None = None
+    data: list[str] = []
+    for line in lines:
+        if line.startswith("id:"):
+            event_id = int(line[3:].strip())
+        elif line.startswith("data:"):
+            data.append(line[5:].strip())
+        elif not line and data:
+            yield SseEvent(event_id, json.loads("\n".join(data)))
+            event_id, data = None, []

@@ -1,0 +1,124 @@
+"""/api/models: custom providers, their write-only keys and the active model."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from core_support import Stack, stack_for_module
+
+pytestmark = pytest.mark.integration
+
+KEY = "sk-very-secret-provider-key-1234567890"
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    yield from stack_for_module("providers")
+
+
+def _provider(provider_id: str, **extra: object) -> dict[str, object]:
+    return {
+        "id": provider_id,
+        "name": "Test provider",
+        "default_base_url": "http://127.0.0.1:9/v1",
+        "chat_model": "m1",
+        "models": [{"id": "m1", "name": "Model one"}, {"id": "m2"}],
+        **extra,
+    }
+
+
+def test_add_provider_201_then_duplicate_409(stack: Stack) -> None:
+    resp = stack.api("POST", "/api/models/custom-providers", json=_provider("p-add"))
+    assert resp.status_code == 201, resp.text
+    body = resp.json()
+    assert body["id"] == "p-add" and body["is_custom"] and not body["has_api_key"]
+    assert [m["id"] for m in body["models"]] == ["m1", "m2"]
+    again = stack.api("POST", "/api/models/custom-providers", json=_provider("p-add"))
+    assert again.status_code == 409
+    assert "p-add" in again.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        _provider("bad id with spaces"),
+        _provider("p-x", default_base_url="not a url"),
+        _provider("p-x", name=""),
+        _provider("p-x", models="m1"),
+        _provider("p-x", models=[{"name": "no id"}]),
+    ],
+    ids=["empty", "bad-id", "bad-url", "empty-name", "models-not-list", "model-without-id"],
+)
+def test_add_provider_422_on_bad_body_and_nothing_is_added(
+    stack: Stack, body: dict[str, object]
+) -> None:
+    resp = stack.api("POST", "/api/models/custom-providers", json=body)
+    assert resp.status_code == 422, resp.text
+    ids = {p["id"] for p in stack.api("GET", "/api/models").json()["providers"]}
+    assert "p-x" not in ids and "bad id with spaces" not in ids
+
+
+def test_configure_200_and_the_key_is_never_returned(stack: Stack) -> None:
+    stack.api("POST", "/api/models/custom-providers", json=_provider("p-key"))
+    resp = stack.api("PUT", "/api/models/p-key/config", json={"api_key": KEY})
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["has_api_key"] is True
+    assert KEY not in resp.text
+    listing = stack.api("GET", "/api/models")
+    assert listing.status_code == 200
+    assert KEY not in listing.text and "api_key_encrypted" not in listing.text
+    entry = next(p for p in listing.json()["providers"] if p["id"] == "p-key")
+    assert entry["has_api_key"] is True
+    assert KEY not in stack.server.logs_tail(1_000_000)
+
+
+def test_configure_unknown_provider_404(stack: Stack) -> None:
+    resp = stack.api("PUT", "/api/models/nope/config", json={"api_key": "x"})
+    assert resp.status_code == 404
+    assert stack.api("PUT", "/api/models/nope/config", json={}).status_code == 404
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"api_key": 123}, {"base_url": "ftp:/x"}, {"unknown": 1}, {"api_key": KEY * 200}],
+    ids=["key-not-string", "bad-url", "unknown-field", "key-too-long"],
+)
+def test_configure_422_never_echoes_a_key(stack: Stack, body: dict[str, object]) -> None:
+    stack.api("POST", "/api/models/custom-providers", json=_provider("p-422"))
+    resp = stack.api("PUT", "/api/models/p-422/config", json=body)
+    assert resp.status_code == 422, resp.text
+    assert KEY not in resp.text
+
+
+def test_clearing_the_key(stack: Stack) -> None:
+    stack.api("POST", "/api/models/custom-providers", json=_provider("p-clear"))
+    stack.api("PUT", "/api/models/p-clear/config", json={"api_key": KEY})
+    resp = stack.api("PUT", "/api/models/p-clear/config", json={"api_key": ""})
+    assert resp.status_code == 200 and resp.json()["has_api_key"] is False
+
+
+def test_delete_200_then_404(stack: Stack) -> None:
+    stack.api("POST", "/api/models/custom-providers", json=_provider("p-del"))
+    assert stack.api("DELETE", "/api/models/custom-providers/p-del").status_code == 200
+    assert stack.api("DELETE", "/api/models/custom-providers/p-del").status_code == 404
+    ids = {p["id"] for p in stack.api("GET", "/api/models").json()["providers"]}
+    assert "p-del" not in ids
+
+
+def test_set_active_200_404_422(stack: Stack) -> None:
+    before = stack.api("GET", "/api/models/active").json()
+    stack.api("POST", "/api/models/custom-providers", json=_provider("p-act"))
+    unknown = stack.api("PUT", "/api/models/active", json={"provider_id": "nope", "model": "m1"})
+    assert unknown.status_code == 404
+    bad_model = stack.api("PUT", "/api/models/active", json={"provider_id": "p-act", "model": "m9"})
+    assert bad_model.status_code == 422
+    assert "m9" in bad_model.json()["detail"]
+    missing = stack.api("PUT", "/api/models/active", json={"provider_id": "p-act"})
+    assert missing.status_code == 422
+    assert stack.api("GET", "/api/models/active").json() == before  # nothing changed
+    ok = stack.api("PUT", "/api/models/active", json={"provider_id": "p-act", "model": "m2"})
+    assert ok.status_code == 200, ok.text
+    assert stack.api("GET", "/api/models/active").json()["active"]["model"] == "m2"
+    assert stack.api("GET", "/api/models").json()["active"]["provider_id"] == "p-act"
