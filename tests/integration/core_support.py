@@ -3,8 +3,10 @@ and tool-call helpers, and the strict role-order check applied to every model re
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -18,8 +20,26 @@ from typing import Any, TypeVar
 import httpx
 from helpers import MockLLMHandler, register_mock_provider
 
-from conftest import AppServer, start_server
 from tether.agent.history import order_problems
+
+
+def _load_harness() -> Any:
+    # The harness lives in this directory's conftest.py. "import conftest" would pick up
+    # whichever conftest pytest imported last (tests/unit/... has its own), so load this
+    # one by path under a name of its own.
+    name = "tether_integration_harness"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("conftest.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+_harness = _load_harness()
+AppServer = _harness.AppServer
+start_server = _harness.start_server
 
 SHELL = "execute_shell_command"
 T = TypeVar("T")
@@ -89,7 +109,7 @@ def chat_body(text: str, session_id: str, **extra: Any) -> dict[str, Any]:
 class Stack:
     """A real server, its fake model, and the calls tests make of both."""
 
-    server: AppServer
+    server: Any
     model: FakeModel
 
     @property
