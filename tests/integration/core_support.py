@@ -180,7 +180,9 @@ def stack_for_module(prefix: str, **env: str) -> Iterator[Stack]:
     """Body of a module-scoped fixture: a fresh server home, the fake model registered."""
     home = Path(tempfile.mkdtemp(prefix=f"tether-{prefix}-"))
     model = FakeModel()
-    server = start_server(home, **{"TETHER_LLM_MAX_RETRIES": "0", **env})
+    # Governance is off: these tests are about the core, not about which calls may run.
+    defaults = {"TETHER_LLM_MAX_RETRIES": "0", "TETHER_DEFAULT_APPROVAL_LEVEL": "off"}
+    server = start_server(home, **{**defaults, **env})
     try:
         register_mock_provider(server, model.url)
         yield Stack(server, model)
@@ -208,3 +210,13 @@ def sse_events(lines: Iterator[str]) -> Iterator[SseEvent]:
         elif not line and data:
             yield SseEvent(event_id, json.loads("\n".join(data)))
             event_id, data = None, []
+
+
+def gated(name: str, before: str = "", after: str = "") -> str:
+    """A shell command that runs ``before``, waits until the file ``name`` exists in its
+    working directory (the test creates it with :func:`open_gate`), then runs ``after``."""
+    return f"{before}; while [ ! -e {name} ]; do sleep 0.02; done; {after}"
+
+
+def open_gate(stack: Stack, name: str) -> None:
+    (stack.workspace / name).touch()

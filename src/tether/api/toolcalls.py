@@ -42,13 +42,14 @@ class ToolCallList(BaseModel):
     total: int
 
 
+# Strict: "yes" or 1 for a boolean, or "5" for seconds, is a mistake to report, not to guess.
 class CancelRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     force: bool = Field(False, description="SIGKILL the process tree at once.")
 
 
 class ExtendRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     seconds: float | None = Field(None, gt=0, description="How much later the deadline moves.")
     no_deadline: bool = Field(False, description="Remove the deadline instead.")
     target: Literal["kill", "offload"] = "kill"
