@@ -18,7 +18,7 @@ def main() -> None:
 @main.command()
 @click.option("--host", default=None, help="Address to bind (default 127.0.0.1).")
 @click.option("--port", default=None, type=int, help="Port to bind (default 8088).")
-@click.option("--log-level", default="info", show_default=True)
+@click.option("--log-level", default="info", show_default=True, envvar="TETHER_LOG_LEVEL")
 @click.option("--no-auth", is_flag=True, help="Serve without a token (loopback only).")
 def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> None:
     """Start the server (SQLite under TETHER_HOME; no other service needed)."""
@@ -46,7 +46,14 @@ def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> 
     url = f"http://{shown}:{settings.port}/"
     if not settings.no_auth:
         configured = settings.token.get_secret_value() if settings.token else None
-        url += f"?token={resolve_token(configured, settings.home)}"
+        token = resolve_token(configured, settings.home)
+        # Only a person at a terminal gets the token; stderr sent to a file or a journal
+        # is a log, and logs never hold secrets.
+        if sys.stderr.isatty():
+            url += f"?token={token}"
+        else:
+            where = "TETHER_TOKEN" if configured else str(settings.home / "token")
+            url += f" (open it with ?token=<the token in {where}>)"
     click.echo(f"Tether {__version__} console: {url}", err=True)
     uvicorn.run(
         app,

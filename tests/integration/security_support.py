@@ -28,17 +28,38 @@ def wait_for(probe: Callable[[], T | None], timeout: float = 15.0, what: str = "
         time.sleep(0.05)
 
 
+class _ModelServer(ThreadingHTTPServer):
+    daemon_threads = True
+    # Hundreds of turns may connect at once (the load test); the default backlog of 5
+    # would make some wait for a SYN retry.
+    request_queue_size = 512
+
+
+class SlowModelHandler(MockLLMHandler):
+    """The fake model, holding every request until the server's ``release`` is set."""
+
+    def do_POST(self) -> None:
+        srv: Any = self.server
+        with srv.arrived_lock:
+            srv.arrived += 1
+        srv.release.wait(60)
+        super().do_POST()
+
+
 @contextmanager
 def mock_model(handler: type[MockLLMHandler] = MockLLMHandler) -> Iterator[tuple[Any, str]]:
     """A fake OpenAI-compatible server in a thread: (server, base URL)."""
-    srv: Any = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    srv.daemon_threads = True
+    srv: Any = _ModelServer(("127.0.0.1", 0), handler)
     srv.replies = []
+    srv.release = threading.Event()
+    srv.arrived = 0
+    srv.arrived_lock = threading.Lock()
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
     try:
         yield srv, f"http://127.0.0.1:{srv.server_address[1]}/v1"
     finally:
+        srv.release.set()
         srv.shutdown()
         srv.server_close()
 
