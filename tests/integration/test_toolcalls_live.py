@@ -1,0 +1,280 @@
+"""Tool calls while they run: live output, replay, cancel of whole process trees,
+offload with a later result, timeouts and extended deadlines."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from core_support import (
+    SseEvent,
+    Stack,
+    gated,
+    new_session,
+    open_gate,
+    shell_call,
+    sse_events,
+    stack_for_module,
+    wait_for,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    yield from stack_for_module("tc-live", TETHER_CANCEL_GRACE_SECONDS="0.5")
+
+
+@pytest.fixture(autouse=True)
+def _every_request_valid(stack: Stack) -> Iterator[None]:
+    yield
+    stack.model.assert_valid()
+
+
+def _stream(stack: Stack, session: str, call_id: str, last_event_id: int | None = None):  # type: ignore[no-untyped-def]
+    headers = {"Authorization": f"Bearer {stack.server.token}"}
+    if last_event_id is not None:
+        headers["Last-Event-ID"] = str(last_event_id)
+    return stack.server._client.stream(
+        "GET", f"/api/tool-calls/{session}/{call_id}/stream", headers=headers
+    )
+
+
+def _all_events(
+    stack: Stack, session: str, call_id: str, last: int | None = None
+) -> list[SseEvent]:
+    with _stream(stack, session, call_id, last) as resp:
+        assert resp.status_code == 200
+        return list(sse_events(resp.iter_lines()))
+
+
+def _output(events: list[SseEvent]) -> str:
+    return "".join(e.data["text"] for e in events if e.data["type"] == "output")
+
+
+# ------------------------------------------------------------------ live output
+
+
+def test_output_is_live_on_the_stream_before_the_call_ends(stack: Stack) -> None:
+    gate = f"g-{uuid.uuid4().hex[:8]}"
+    session, task_id, call = stack.start_shell(gated(gate, "echo first", "echo second"))
+    call_id = call["tool_call_id"]
+    with _stream(stack, session, call_id) as resp:
+        assert resp.status_code == 200
+        assert resp.headers["content-type"].startswith("text/event-stream")
+        events = sse_events(resp.iter_lines())
+        first = next(events)
+        assert first.data == {"type": "output", "stream": "stdout", "text": "first\n"}
+        assert first.id == 1
+        # The line arrived while the call is still running.
+        assert stack.call(session, call_id)["status"] == "running"
+        open_gate(stack, gate)
+        rest = list(events)
+    assert _output(rest) == "second\n"
+    assert rest[-1].data == {"type": "done", "end_state": "success", "status": "completed"}
+    assert stack.wait_task(task_id)["result"]["status"] == "completed"
+    info = stack.call(session, call_id)
+    assert info["status"] == "completed" and info["end_state"] == "success"
+    out = stack.api("GET", f"/api/tool-calls/{session}/{call_id}/output").json()
+    assert out["is_closed"] is True and out["final_state"] == "success"
+    assert out["content"] == [{"type": "text", "text": "first\nsecond\n"}]
+
+
+def test_a_late_subscriber_gets_a_replay_and_last_event_id_resumes(stack: Stack) -> None:
+    gate = f"g-{uuid.uuid4().hex[:8]}"
+    session, task_id, call = stack.start_shell(gated(gate, "echo a; echo b >&2", "echo c"))
+    call_id = call["tool_call_id"]
+    path = f"/api/tool-calls/{session}/{call_id}/output"
+    wait_for(
+        lambda: "b" in json.dumps(stack.api("GET", path).json()["content"]), what="early output"
+    )
+    with _stream(stack, session, call_id) as resp:
+        events = sse_events(resp.iter_lines())
+        first = next(events)
+        assert first.id == 1 and first.data["text"] in ("a\n", "a\nb\n")
+        open_gate(stack, gate)
+        replay = [first, *events]
+    stack.wait_task(task_id)
+    assert sorted(_output(replay)) == sorted("a\nb\nc\n")
+    assert [e.id for e in replay] == list(range(1, len(replay) + 1))
+    # A finished call replays the same, and Last-Event-ID resumes after that event.
+    again = _all_events(stack, session, call_id)
+    assert [(e.id, e.data) for e in again] == [(e.id, e.data) for e in replay]
+    resumed = _all_events(stack, session, call_id, last=1)
+    assert [(e.id, e.data) for e in resumed] == [(e.id, e.data) for e in replay[1:]]
+
+
+# ------------------------------------------------------------------ cancel
+
+
+def _tree_command(stack: Stack, ignore_term: bool) -> tuple[str, Path]:
+    """A command whose shell starts a child shell, which starts a grandchild and a
+    setsid'd descendant (a new session, outside the call's process group)."""
+    workdir = stack.workspace / f"tree-{uuid.uuid4().hex[:8]}"
+    workdir.mkdir()
+    trap = "trap '' TERM\n" if ignore_term else ""
+    (workdir / "tree.sh").write_text(
+        f"{trap}echo $$ > child.pid\n"
+        "sleep 300 &\n"
+        "echo $! > grandchild.pid\n"
+        "setsid sh -c 'echo $$ > setsid.pid; exec sleep 300' &\n"
+        "wait\n"
+    )
+    return f"cd {workdir.name} && sh tree.sh", workdir
+
+
+def _pids(directory: Path) -> dict[str, int]:
+    names = ("child", "grandchild", "setsid")
+    files = {n: directory / f"{n}.pid" for n in names}
+
+    def ready() -> dict[str, int] | None:
+        try:
+            pids = {n: int(f.read_text()) for n, f in files.items()}
+        except (FileNotFoundError, ValueError):
+            return None
+        # The setsid'd shell writes its pid then execs sleep: wait for the exec.
+        setsid_ok = psutil.Process(pids["setsid"]).name() == "sleep"
+        return pids if setsid_ok else None
+
+    return wait_for(ready, what="the process tree to start")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.mark.parametrize(
+    ("force", "ignore_term"),
+    [(False, False), (False, True), (True, True)],
+    ids=["graceful", "graceful-escalates-to-kill", "force"],
+)
+def test_cancel_kills_child_grandchild_and_setsid_descendant(
+    stack: Stack, force: bool, ignore_term: bool
+) -> None:
+    command, workdir = _tree_command(stack, ignore_term)
+    session, task_id, call = stack.start_shell(command)
+    call_id = call["tool_call_id"]
+    pids = _pids(workdir)
+    assert not any(_gone(p) for p in pids.values())
+    # The setsid'd process really left the call's session and process group.
+    assert psutil.Process(pids["setsid"]).ppid() != 0
+    assert os.getsid(pids["setsid"]) != os.getsid(pids["child"])
+    resp = stack.api("POST", f"/api/tool-calls/{session}/{call_id}/cancel", json={"force": force})
+    assert resp.status_code == 202
+    wait_for(lambda: all(_gone(p) for p in pids.values()), timeout=5, what="the tree to die")
+    info = stack.wait_completed(session, call_id)
+    assert info["end_state"] == "cancelled"
+    assert info["force_cancelled"] is force
+    task = stack.wait_task(task_id)
+    assert task["result"]["status"] == "completed"
+    tool_messages = [m for m in task["messages"] if m["role"] == "tool"]
+    assert len(tool_messages) == 1
+    assert "The user cancelled this call" in tool_messages[0]["content"]
+    # The model was told in the next request, and the turn went on.
+    last = stack.model.requests[-1]["messages"]
+    assert any(m["role"] == "tool" and "The user cancelled this call" in m["content"] for m in last)
+
+
+# ------------------------------------------------------------------ offload
+
+
+def test_offloaded_result_reaches_the_model_later_and_wakes_the_session(stack: Stack) -> None:
+    gate = f"g-{uuid.uuid4().hex[:8]}"
+    session = new_session()
+    stack.model.script(
+        shell_call(gated(gate, "echo working", "echo bg-result-42")),
+        {"text": "carrying on without it"},
+        {"text": "the background job said 42"},
+    )
+    task_id = stack.submit("start the job", session)
+    call_id = stack.wait_call(session)["tool_call_id"]
+    resp = stack.api("POST", f"/api/tool-calls/{session}/{call_id}/offload")
+    assert resp.status_code == 202
+    task = stack.wait_task(task_id)
+    # The turn finished while the tool still runs.
+    assert task["result"] == {
+        "status": "completed",
+        "text": "carrying on without it",
+        "steps": 2,
+    }
+    info = stack.call(session, call_id)
+    assert info["status"] == "offloaded" and info["offload_reason"] == "user"
+    assert "moved to the background" in next(
+        m["content"] for m in task["messages"] if m["role"] == "tool"
+    )
+    requests_before = len(stack.model.requests)
+    open_gate(stack, gate)
+    assert stack.wait_completed(session, call_id)["end_state"] == "success"
+
+    def woken() -> list[dict[str, object]] | None:
+        messages = stack.messages(session)
+        kinds = [m["kind"] for m in messages]
+        return messages if kinds[-2:] == ["notification", "assistant"] else None
+
+    messages = wait_for(woken, what="the session to wake")
+    note, answer = messages[-2], messages[-1]
+    assert "bg-result-42" in note["message"]["content"]
+    assert call_id in note["message"]["content"]
+    assert answer["message"]["content"] == "the background job said 42"
+    wake_task = stack.wait_task(str(answer["task_id"]))
+    assert wake_task["trigger"] == "background_result"
+    assert wake_task["result"]["status"] == "completed"
+    later = stack.model.requests[requests_before:]
+    assert len(later) == 1
+    assert "bg-result-42" in later[0]["messages"][-1]["content"]
+
+
+# ------------------------------------------------------------------ deadlines
+
+
+def test_timeout_kills_the_tree(stack: Stack) -> None:
+    workdir = f"to-{uuid.uuid4().hex[:8]}"
+    (stack.workspace / workdir).mkdir()
+    command = f"cd {workdir} && sh -c 'sleep 30 & echo $! > sleeper.pid; wait'"
+    session, task_id, call = stack.start_shell(command, timeout=1)
+    sleeper = wait_for(
+        lambda: (
+            (stack.workspace / workdir / "sleeper.pid").read_text().strip()
+            if (stack.workspace / workdir / "sleeper.pid").exists()
+            else None
+        )
+    )
+    info = stack.wait_completed(session, call["tool_call_id"], timeout=10)
+    assert info["end_state"] == "timeout"
+    assert info["elapsed"] < 5
+    assert _gone(int(sleeper))
+    task = stack.wait_task(task_id)
+    assert task["result"]["status"] == "completed"
+    tool = next(m for m in task["messages"] if m["role"] == "tool")
+    assert "ran past its deadline" in tool["content"]
+
+
+def test_extend_deadline_keeps_a_call_alive_past_its_timeout(stack: Stack) -> None:
+    gate = f"g-{uuid.uuid4().hex[:8]}"
+    session, task_id, call = stack.start_shell(gated(gate, "echo up", "echo survived"), timeout=2)
+    call_id = call["tool_call_id"]
+    resp = stack.api(
+        "POST", f"/api/tool-calls/{session}/{call_id}/extend-deadline", json={"seconds": 10}
+    )
+    assert resp.status_code == 202
+    started = time.monotonic()
+    # Past the original two seconds, the call still runs.
+    wait_for(lambda: stack.call(session, call_id)["elapsed"] > 2.5, what="the old deadline")
+    assert stack.call(session, call_id)["status"] == "running"
+    assert time.monotonic() - started < 10
+    open_gate(stack, gate)
+    info = stack.wait_completed(session, call_id)
+    assert info["end_state"] == "success"
+    out = stack.api("GET", f"/api/tool-calls/{session}/{call_id}/output").json()
+    assert out["content"][0]["text"] == "up\nsurvived\n"
+    assert stack.wait_task(task_id)["result"]["status"] == "completed"
