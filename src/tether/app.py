@@ -26,7 +26,7 @@ from tether.governance.rulebook import RuleBook
 from tether.llm.client import OpenAIChatModel
 from tether.llm.providers import ModelFactory, ProviderService
 from tether.security.environment import secret_variable_policy
-from tether.security.keybox import KeyBox
+from tether.security.keybox import KeyBox, shared_mode
 from tether.security.perimeter import Perimeter, PerimeterPolicy, allowed_host_names
 from tether.security.token import resolve_token
 from tether.services import Services
@@ -62,6 +62,13 @@ async def build_services(
 ) -> Services:
     """Open the store, recover from the last run, and wire every service."""
     settings.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    mode = shared_mode(settings.home)
+    if mode is not None:
+        # Not changed for the operator (the directory may be shared on purpose), but
+        # the database in it holds chat history and tool output.
+        log.warning(
+            "TETHER_HOME %s is open to other users (mode %o); chmod 700 it", settings.home, mode
+        )
     settings.resolved_workspace.mkdir(parents=True, exist_ok=True)
     db = Database(settings.resolved_database_url)
     await db.migrate()

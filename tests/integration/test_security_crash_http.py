@@ -8,7 +8,6 @@ from typing import Any
 
 import psutil
 import pytest
-from conftest import start_server
 from security_support import (
     call_ids,
     call_info,
@@ -18,6 +17,8 @@ from security_support import (
     use_model,
     wait_for,
 )
+
+from conftest import start_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.p0]
 

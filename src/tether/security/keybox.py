@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken
@@ -13,6 +14,12 @@ def _write_private(path: Path, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(data)
+
+
+def shared_mode(directory: Path) -> int | None:
+    """The directory's permission bits if other users may enter it, else None."""
+    mode = stat.S_IMODE(directory.stat().st_mode)
+    return mode if mode & 0o077 else None
 
 
 def read_or_create_private(path: Path, make: bytes) -> bytes:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tether.security.environment import is_secret_variable, secret_variable_policy
-from tether.security.keybox import KeyBox
+from tether.security.keybox import KeyBox, shared_mode
 from tether.security.token import resolve_token
 from tether.tools.shell import shell_environment
 
@@ -84,3 +84,12 @@ def test_shell_environment_drops_secrets_and_keeps_the_rest() -> None:
     env = shell_environment(base, secret_variable_policy(["MY_DB_URL"]))
     assert set(env) == {"PATH", "HOME"}
     assert env["PATH"].endswith("/usr/bin")
+
+
+def test_shared_home_is_detected(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    home.chmod(0o700)
+    assert shared_mode(home) is None
+    home.chmod(0o755)
+    assert shared_mode(home) == 0o755
