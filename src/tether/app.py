@@ -16,7 +16,17 @@ from fastapi import FastAPI
 from tether import __version__
 from tether.agent.ports import Gate
 from tether.agent.turn import Agent
-from tether.api import approvals, chat, chats, errors, governance, health, providers, toolcalls
+from tether.api import (
+    approvals,
+    chat,
+    chats,
+    cron,
+    errors,
+    governance,
+    health,
+    providers,
+    toolcalls,
+)
 from tether.config import Settings
 from tether.governance.analyzer import Analyzer
 from tether.governance.approvals import ApprovalService
@@ -25,6 +35,10 @@ from tether.governance.gate import GovernanceGate
 from tether.governance.rulebook import RuleBook
 from tether.llm.client import OpenAIChatModel
 from tether.llm.providers import ModelFactory, ProviderService
+from tether.scheduler.clock import Clock, utc_now
+from tether.scheduler.jobs import CronJobs
+from tether.scheduler.runner import RunExecutor
+from tether.scheduler.service import CronScheduler
 from tether.security.environment import secret_variable_policy
 from tether.security.keybox import KeyBox, shared_mode
 from tether.security.perimeter import Perimeter, PerimeterPolicy, allowed_host_names
@@ -58,7 +72,10 @@ def _marker_prefix(settings: Settings) -> str:
 
 
 async def build_services(
-    settings: Settings, factory: ModelFactory | None = None, gate: Gate | None = None
+    settings: Settings,
+    factory: ModelFactory | None = None,
+    gate: Gate | None = None,
+    clock: Clock | None = None,
 ) -> Services:
     """Open the store, recover from the last run, and wire every service."""
     settings.home.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -143,9 +160,17 @@ async def build_services(
     )
     holder["tasks"] = tasks
     await tasks.recover()
+    cron = await _build_cron(store, tasks, clock or utc_now)
     return Services(
-        settings, store, provider_service, coordinator, agent, tasks, approval_service, rules
+        settings, store, provider_service, coordinator, agent, tasks, approval_service, rules, cron
     )
+
+
+async def _build_cron(store: Store, tasks: TaskService, clock: Clock) -> CronJobs:
+    executor = RunExecutor(store.cron, store.chats, store.tool_calls, tasks, clock)
+    scheduler = CronScheduler(store.cron, executor, clock)
+    await scheduler.recover()
+    return CronJobs(store.cron, scheduler)
 
 
 def create_app(settings: Settings, factory: ModelFactory | None = None) -> Any:
@@ -155,9 +180,12 @@ def create_app(settings: Settings, factory: ModelFactory | None = None) -> Any:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         services = await build_services(settings, factory)
         app.state.services = services
+        services.cron.scheduler.start()
         try:
             yield
         finally:
+            # No new cron runs; the runs in progress stop their turns.
+            await services.cron.scheduler.shutdown()
             # Turns first (their calls are recorded as stopped by the shutdown), then
             # whatever still runs in the background.
             services.coordinator.begin_shutdown()
@@ -167,7 +195,7 @@ def create_app(settings: Settings, factory: ModelFactory | None = None) -> Any:
 
     app = FastAPI(title="Tether", version=__version__, lifespan=lifespan)
     errors.install(app)
-    for module in (health, providers, chat, chats, toolcalls, approvals, governance):
+    for module in (health, providers, chat, chats, toolcalls, approvals, governance, cron):
         app.include_router(module.router)
     token = (
         None

@@ -9,6 +9,7 @@ from tether.config import Settings
 from tether.governance.approvals import ApprovalService
 from tether.governance.rulebook import RuleBook
 from tether.llm.providers import ProviderService
+from tether.scheduler.jobs import CronJobs
 from tether.store.store import Store
 from tether.tasks.service import TaskService
 from tether.toolcalls.coordinator import ToolCallCoordinator
@@ -24,3 +25,4 @@ class Services:
     tasks: TaskService
     approvals: ApprovalService
     rules: RuleBook
+    cron: CronJobs

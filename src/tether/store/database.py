@@ -24,6 +24,8 @@ def _create_missing_tables(conn: sa.Connection) -> None:
 # table is a new entry here with its own ALTER statements.
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial", _create_missing_tables),
+    # Databases created before the cron tables existed get them here.
+    ("0002_cron_tables", _create_missing_tables),
 ]
 
 _migrations_table = sa.Table(

@@ -130,3 +130,29 @@ class AuditRecord(AuditEntry):
 
     id: int
     created_at: float
+
+
+@dataclass(frozen=True)
+class CronJobRecord:
+    id: str
+    spec: dict[str, Any]
+    enabled: bool
+    revision: int
+    schedule_since: float
+    last_fire: float | None
+    next_run_at: float | None
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class CronRunRecord:
+    id: str
+    job_id: str
+    trigger: str
+    scheduled_for: float | None
+    status: str
+    started_at: float
+    finished_at: float | None
+    task_id: str | None
+    error: str | None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tether.store.chats import ChatRepository
+from tether.store.cron import CronRepository
 from tether.store.database import Database
 from tether.store.deliveries import DeliveryRepository
 from tether.store.governance import GovernanceRepository
@@ -22,3 +23,4 @@ class Store:
         self.tool_calls = ToolCallRepository(db)
         self.deliveries = DeliveryRepository(db)
         self.governance = GovernanceRepository(db)
+        self.cron = CronRepository(db)

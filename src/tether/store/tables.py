@@ -155,3 +155,43 @@ governance_audit = sa.Table(
     sa.Column("request_id", sa.String(64), nullable=True),
     sa.Column("created_at", sa.Float, nullable=False),
 )
+
+cron_jobs = sa.Table(
+    "cron_jobs",
+    metadata,
+    sa.Column("id", sa.String(128), primary_key=True),
+    # The validated JobSpec as JSON (id and session_id filled in).
+    sa.Column("spec", sa.JSON, nullable=False),
+    sa.Column("enabled", sa.Boolean, nullable=False),
+    # Bumped by every change; a scheduler claims a tick only at the revision it planned
+    # from, which is what makes each tick fire once across processes.
+    sa.Column("revision", sa.Integer, nullable=False),
+    # When the current schedule came into force (creation, a schedule edit, a resume):
+    # cron ticks at or before it are never due.
+    sa.Column("schedule_since", sa.Float, nullable=False),
+    # The scheduled time of the last tick handled (run or skipped).
+    sa.Column("last_fire", sa.Float, nullable=True),
+    sa.Column("next_run_at", sa.Float, nullable=True, index=True),
+    sa.Column("claimed_by", sa.String(64), nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+cron_runs = sa.Table(
+    "cron_runs",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("job_id", sa.String(128), nullable=False, index=True),
+    # scheduled | manual
+    sa.Column("trigger", sa.String(16), nullable=False),
+    # The tick this run is for; NULL for manual runs (NULLs never collide in the index).
+    sa.Column("scheduled_for", sa.Float, nullable=True),
+    # running | success | error | timeout | skipped
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("finished_at", sa.Float, nullable=True),
+    sa.Column("task_id", sa.String(64), nullable=True),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("claimed_by", sa.String(64), nullable=True),
+    sa.UniqueConstraint("job_id", "scheduled_for", name="uq_cron_runs_tick"),
+)

@@ -153,6 +153,19 @@ class TaskService:
                 await asyncio.shield(run.job)
         return True
 
+    async def wait(self, task_id: str) -> dict[str, Any] | None:
+        """Wait until the task has ended and return its result.
+
+        None if the task is unknown or ended without a result (the server stopped it).
+        Cancelling the waiter leaves the task running.
+        """
+        run = self._running.get(task_id)
+        if run is not None and run.job is not None:
+            # asyncio.wait neither raises the job's exception nor cancels the job.
+            await asyncio.wait({run.job})
+        record = await self._store.tasks.get(task_id)
+        return record.result if record is not None else None
+
     def follow(self, task_id: str) -> AsyncIterator[dict[str, Any]] | None:
         run = self._running.get(task_id)
         return run.feed.follow() if run else None

@@ -1,0 +1,167 @@
+"""Cron job operations behind the HTTP API: create, replace, pause, run now, inspect."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from tether.scheduler.clock import from_epoch, to_epoch
+from tether.scheduler.models import JobSpec, default_session_id, validate_job_spec
+from tether.scheduler.service import CronScheduler, load_spec, new_run_id, upcoming
+from tether.store.cron import CronRepository
+from tether.store.records import CronJobRecord, CronRunRecord
+
+
+class JobNotFound(LookupError):
+    """No job has this id."""
+
+
+class JobExists(Exception):
+    """A job with this id already exists."""
+
+
+class JobBusy(Exception):
+    """The job has a run in progress."""
+
+
+class JobFieldError(ValueError):
+    """A request field is wrong in a way the model alone cannot see."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class JobState:
+    next_run_at: datetime | None
+    last_run_at: datetime | None
+    last_status: str | None
+    last_error: str | None
+
+
+def _complete(spec: JobSpec, job_id: str) -> JobSpec:
+    """The spec with its id and session filled in, as it is stored and returned."""
+    return spec.model_copy(
+        update={"id": job_id, "session_id": spec.session_id or default_session_id(job_id)}
+    )
+
+
+class CronJobs:
+    """The cron API's use cases; every change wakes the scheduler."""
+
+    def __init__(self, repo: CronRepository, scheduler: CronScheduler) -> None:
+        self._repo = repo
+        self.scheduler = scheduler
+
+    async def list_jobs(self) -> list[JobSpec]:
+        return [load_spec(r) for r in await self._repo.list_jobs()]
+
+    async def get(self, job_id: str) -> JobSpec:
+        return load_spec(await self._record(job_id))
+
+    async def create(self, data: Mapping[str, object]) -> JobSpec:
+        """Validate and store a new job. Raises ValidationError, JobExists."""
+        now = self.scheduler.clock()
+        spec = validate_job_spec(data, now=now)
+        spec = _complete(spec, spec.id or uuid.uuid4().hex[:12])
+        assert spec.id is not None
+        next_run = to_epoch(upcoming(spec, now, None))
+        if not await self._repo.create(
+            spec.id, _dump(spec), spec.enabled, now.timestamp(), next_run
+        ):
+            raise JobExists(f"a cron job with id {spec.id!r} already exists")
+        self.scheduler.wake()
+        return spec
+
+    async def replace(self, job_id: str, data: Mapping[str, object]) -> JobSpec:
+        """Replace a job's definition. Raises ValidationError, JobFieldError, JobNotFound."""
+        record = await self._record(job_id)
+        now = self.scheduler.clock()
+        spec = validate_job_spec(data, now=now)
+        if spec.id is not None and spec.id != job_id:
+            raise JobFieldError("id", f"id {spec.id!r} does not match the job {job_id!r}")
+        spec = _complete(spec, job_id)
+        old = load_spec(record)
+        # A new schedule, or a job coming back from a pause, starts counting from now:
+        # ticks it had before are not owed to it.
+        fresh = old.schedule != spec.schedule or (spec.enabled and not record.enabled)
+        since = now if fresh else datetime.fromtimestamp(record.schedule_since, now.tzinfo)
+        next_run = upcoming(spec, since, from_epoch(record.last_fire))
+        await self._save(record, spec, since, next_run)
+        return spec
+
+    async def set_enabled(self, job_id: str, enabled: bool) -> JobSpec:
+        """Pause or resume a job (a no-op if it already is)."""
+        record = await self._record(job_id)
+        spec = load_spec(record)
+        if record.enabled == enabled:
+            return spec
+        spec = spec.model_copy(update={"enabled": enabled})
+        now = self.scheduler.clock()
+        since = now if enabled else datetime.fromtimestamp(record.schedule_since, now.tzinfo)
+        await self._save(record, spec, since, upcoming(spec, since, from_epoch(record.last_fire)))
+        return spec
+
+    async def delete(self, job_id: str) -> None:
+        """Remove a job and its history, stopping a run in progress."""
+        await self._record(job_id)
+        await self.scheduler.cancel_runs(job_id)
+        if not await self._repo.delete(job_id):
+            raise JobNotFound(job_id)
+        self.scheduler.wake()
+
+    async def run_now(self, job_id: str) -> str:
+        """Start a manual run; returns its id. Raises JobNotFound, JobBusy."""
+        spec = await self.get(job_id)
+        run_id = new_run_id()
+        now = self.scheduler.clock().timestamp()
+        outcome = await self._repo.start_manual(job_id, run_id, now, self.scheduler.owner)
+        if outcome == "missing":
+            raise JobNotFound(job_id)
+        if outcome == "busy":
+            raise JobBusy(f"cron job {job_id!r} already has a run in progress")
+        self.scheduler.launch(spec, run_id)
+        return run_id
+
+    async def state(self, job_id: str) -> JobState:
+        record = await self._record(job_id)
+        history = await self._repo.history(job_id, limit=1)
+        last = history[0] if history else None
+        return JobState(
+            next_run_at=from_epoch(record.next_run_at) if record.enabled else None,
+            last_run_at=from_epoch(last.started_at) if last else None,
+            last_status=last.status if last else None,
+            last_error=last.error if last else None,
+        )
+
+    async def history(self, job_id: str, limit: int = 100) -> list[CronRunRecord]:
+        await self._record(job_id)
+        return await self._repo.history(job_id, limit)
+
+    async def _record(self, job_id: str) -> CronJobRecord:
+        record = await self._repo.get(job_id)
+        if record is None:
+            raise JobNotFound(job_id)
+        return record
+
+    async def _save(
+        self, record: CronJobRecord, spec: JobSpec, since: datetime, next_run: datetime | None
+    ) -> None:
+        saved = await self._repo.update(
+            record.id,
+            self.scheduler.clock().timestamp(),
+            spec=_dump(spec),
+            enabled=spec.enabled,
+            schedule_since=since.timestamp(),
+            next_run_at=to_epoch(next_run),
+        )
+        if not saved:
+            raise JobNotFound(record.id)
+        self.scheduler.wake()
+
+
+def _dump(spec: JobSpec) -> dict[str, object]:
+    return spec.model_dump(mode="json")

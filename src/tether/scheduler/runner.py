@@ -1,0 +1,137 @@
+"""Executing one cron run: a chat turn in the job's session, or a posted text."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from tether.scheduler.models import AgentTask, JobSpec, default_session_id
+from tether.store.chats import ChatRepository
+from tether.store.cron import CronRepository
+from tether.store.toolcalls import ToolCallRepository
+
+log = logging.getLogger(__name__)
+
+CRON_USER = "cron"
+CRON_CHANNEL = "cron"
+#: How a `text` task appears in the session: an assistant message, so the console shows
+#: it as Tether speaking and the model later sees it as something it already said
+#: (a user-role notification would read to the model as a request to act on).
+TEXT_MESSAGE_KIND = "assistant"
+SHUTDOWN_ERROR = "the server stopped during the run"
+
+
+class TaskPort(Protocol):
+    """The part of :class:`tether.tasks.service.TaskService` a run needs."""
+
+    async def submit(
+        self,
+        session_id: str,
+        user_id: str,
+        channel: str,
+        texts: Sequence[str],
+        level: str | None,
+        trigger: str = "user",
+    ) -> str: ...
+
+    async def wait(self, task_id: str) -> dict[str, Any] | None: ...
+
+    async def stop(self, task_id: str) -> bool | None: ...
+
+
+def session_of(spec: JobSpec) -> str:
+    """The session a job's runs talk to."""
+    return spec.session_id or default_session_id(spec.id or "")
+
+
+def outcome_of(result: dict[str, Any] | None) -> tuple[str, str | None]:
+    """Map a chat task's result to a run (status, error)."""
+    if result is None:
+        return "error", "the task ended without a result"
+    status = result.get("status")
+    if status == "completed":
+        return "success", None
+    if status == "cancelled":
+        return "error", str(result.get("error") or "the task was cancelled")
+    return "error", str(result.get("error") or f"the task ended with status {status!r}")
+
+
+class RunExecutor:
+    """Carries a recorded run through to its end state."""
+
+    def __init__(
+        self,
+        runs: CronRepository,
+        chats: ChatRepository,
+        calls: ToolCallRepository,
+        tasks: TaskPort,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._runs = runs
+        self._chats = chats
+        self._calls = calls
+        self._tasks = tasks
+        self._clock = clock
+
+    async def execute(self, spec: JobSpec, run_id: str) -> None:
+        """Perform the run and record how it ended (also when it is cancelled)."""
+        task_ids: list[str] = []
+        try:
+            status, error = await self._perform(spec, run_id, task_ids)
+        except asyncio.CancelledError:
+            # Shutdown or job deletion: the turn must not outlive its run.
+            for task_id in task_ids:
+                await self._tasks.stop(task_id)
+            await self._finish(run_id, "error", SHUTDOWN_ERROR)
+            raise
+        except Exception as exc:
+            log.warning("cron run %s of job %s failed: %s", run_id, spec.id, exc)
+            status, error = "error", str(exc) or type(exc).__name__
+        await self._finish(run_id, status, error)
+
+    async def _perform(
+        self, spec: JobSpec, run_id: str, task_ids: list[str]
+    ) -> tuple[str, str | None]:
+        session_id = session_of(spec)
+        if not isinstance(spec.task, AgentTask):
+            await self._chats.ensure_session(session_id, CRON_USER, CRON_CHANNEL, spec.name)
+            payload = {"role": "assistant", "content": spec.task.text}
+            await self._chats.append(session_id, None, [(TEXT_MESSAGE_KIND, payload)])
+            return "success", None
+        task_id = await self._tasks.submit(
+            session_id,
+            CRON_USER,
+            CRON_CHANNEL,
+            [spec.task.prompt],
+            spec.approval_level,
+            trigger="cron",
+        )
+        task_ids.append(task_id)
+        await self._runs.set_run_task(run_id, task_id)
+        try:
+            result = await asyncio.wait_for(self._tasks.wait(task_id), spec.timeout_seconds)
+        except TimeoutError:
+            # Stopping the task cancels its turn and kills its tool processes.
+            await self._tasks.stop(task_id)
+            return "timeout", f"the run exceeded its timeout of {spec.timeout_seconds:g} s"
+        status, error = outcome_of(result)
+        denied = await self._denied_calls(session_id, task_id)
+        if denied:
+            # A run at a level that asks a human has nobody to answer: its requests
+            # expire and are denied. The run's record must say so.
+            error = "; ".join(filter(None, [error, denied]))
+        return status, error
+
+    async def _denied_calls(self, session_id: str, task_id: str) -> str | None:
+        calls = await self._calls.list_for_session(session_id)
+        denied = [c for c in calls if c.task_id == task_id and c.end_state == "denied"]
+        if not denied:
+            return None
+        parts = [f"{c.tool_name} ({c.end_reason or 'denied'})" for c in reversed(denied)]
+        return f"{len(denied)} tool call(s) denied: " + ", ".join(parts)
+
+    async def _finish(self, run_id: str, status: str, error: str | None) -> None:
+        await self._runs.finish_run(run_id, status, error, self._clock().timestamp())

@@ -1,0 +1,210 @@
+"""The cron job API: CRUD, validation (422 naming the field), pause/resume, state."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from tether.scheduler.models import CronSchedule
+from tether.scheduler.timing import next_fire
+
+pytestmark = pytest.mark.integration
+
+
+def job(job_id: str | None = None, **extra: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": "nightly report",
+        "schedule": {"type": "cron", "cron": "0 3 * * *", "timezone": "UTC"},
+        "task": {"type": "agent", "prompt": "summarise the logs"},
+        **extra,
+    }
+    if job_id is not None:
+        body["id"] = job_id
+    return body
+
+
+def create(app_server: Any, body: dict[str, Any]) -> dict[str, Any]:
+    resp = app_server.api_request("POST", "/api/cron/jobs", json=body)
+    assert resp.status_code == 200, resp.text
+    created: dict[str, Any] = resp.json()
+    return created
+
+
+def parse(value: str) -> datetime:
+    parsed = datetime.fromisoformat(value)
+    assert parsed.utcoffset() is not None, f"{value!r} has no UTC offset"
+    return parsed
+
+
+def test_create_fills_in_the_defaults(app_server: Any) -> None:
+    created = create(app_server, job("defaults"))
+    assert created == {
+        **job("defaults"),
+        "enabled": True,
+        "session_id": "cron:defaults",
+        "approval_level": "auto",
+        "timeout_seconds": 600.0,
+        "misfire_grace_seconds": 300.0,
+    }
+    listed = app_server.api_request("GET", "/api/cron/jobs").json()
+    assert created in listed
+    assert app_server.api_request("GET", "/api/cron/jobs/defaults").json() == created
+
+
+def test_create_without_id_generates_one(app_server: Any) -> None:
+    created = create(app_server, job())
+    assert created["id"]
+    assert created["session_id"] == f"cron:{created['id']}"
+
+
+def test_put_replaces_and_delete_removes(app_server: Any) -> None:
+    create(app_server, job("crud"))
+    changed = job("crud", name="renamed", session_id="ops", timeout_seconds=30)
+    resp = app_server.api_request("PUT", "/api/cron/jobs/crud", json=changed)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["name"] == "renamed"
+    assert resp.json()["session_id"] == "ops"
+    assert app_server.api_request("GET", "/api/cron/jobs/crud").json()["timeout_seconds"] == 30
+
+    assert app_server.api_request("DELETE", "/api/cron/jobs/crud").status_code == 200
+    assert app_server.api_request("GET", "/api/cron/jobs/crud").status_code == 404
+    assert app_server.api_request("DELETE", "/api/cron/jobs/crud").status_code == 404
+
+
+def test_post_with_an_existing_id_is_409(app_server: Any) -> None:
+    create(app_server, job("taken"))
+    resp = app_server.api_request("POST", "/api/cron/jobs", json=job("taken", name="other"))
+    assert resp.status_code == 409
+    assert "taken" in resp.json()["detail"]
+    assert app_server.api_request("GET", "/api/cron/jobs/taken").json()["name"] == "nightly report"
+
+
+@pytest.mark.parametrize(
+    ("method", "suffix"),
+    [
+        ("GET", ""),
+        ("PUT", ""),
+        ("DELETE", ""),
+        ("POST", "/pause"),
+        ("POST", "/resume"),
+        ("POST", "/run"),
+        ("GET", "/state"),
+        ("GET", "/history"),
+    ],
+)
+def test_unknown_job_is_404(app_server: Any, method: str, suffix: str) -> None:
+    kwargs = {"json": job()} if method == "PUT" else {}
+    resp = app_server.api_request(method, f"/api/cron/jobs/no-such-job{suffix}", **kwargs)
+    assert resp.status_code == 404, resp.text
+
+
+def _past() -> str:
+    return (datetime.now(UTC) - timedelta(minutes=5)).isoformat()
+
+
+INVALID = [
+    pytest.param({"colour": "red"}, ["colour"], id="unknown-field"),
+    pytest.param(
+        {"schedule": {"type": "cron", "cron": "61 * * * *"}},
+        ["schedule", "cron", "cron"],
+        id="cron",
+    ),
+    pytest.param(
+        {"schedule": {"type": "cron", "cron": "0 3 * * *", "timezone": "Mars/Olympus"}},
+        ["schedule", "cron", "timezone"],
+        id="zone",
+    ),
+    pytest.param(
+        {"schedule": {"type": "once", "run_at": "PAST"}}, ["schedule", "once", "run_at"], id="past"
+    ),
+    pytest.param(
+        {"schedule": {"type": "once", "run_at": "2031-01-01T10:00:00"}},
+        ["schedule", "once", "run_at"],
+        id="naive-datetime",
+    ),
+    pytest.param(
+        {"schedule": {"type": "cron", "cron": "* * * * *", "every": 5}},
+        ["schedule", "cron", "every"],
+        id="unknown-nested-field",
+    ),
+    pytest.param(
+        {"task": {"type": "agent", "prompt": "  "}}, ["task", "agent", "prompt"], id="task"
+    ),
+    pytest.param({"approval_level": "sometimes"}, ["approval_level"], id="approval-level"),
+    pytest.param({"timeout_seconds": 0}, ["timeout_seconds"], id="timeout"),
+    pytest.param({"misfire_grace_seconds": -1}, ["misfire_grace_seconds"], id="grace"),
+    pytest.param({"name": ""}, ["name"], id="name"),
+]
+
+
+@pytest.mark.parametrize(("change", "field"), INVALID)
+def test_invalid_job_is_422_naming_the_field(
+    app_server: Any, change: dict[str, Any], field: list[str]
+) -> None:
+    if change.get("schedule", {}).get("run_at") == "PAST":
+        change = {"schedule": {"type": "once", "run_at": _past()}}
+    before = app_server.api_request("GET", "/api/cron/jobs").json()
+    resp = app_server.api_request("POST", "/api/cron/jobs", json={**job("bad"), **change})
+    assert resp.status_code == 422, resp.text
+    locations = [e["loc"] for e in resp.json()["detail"]]
+    assert ["body", *field] in locations, locations
+    assert app_server.api_request("GET", "/api/cron/jobs").json() == before
+
+
+def test_put_is_validated_too(app_server: Any) -> None:
+    create(app_server, job("guarded"))
+    for body, field in [
+        ({**job("other-id")}, ["body", "id"]),
+        (
+            {**job(), "schedule": {"type": "cron", "cron": "@daily"}},
+            ["body", "schedule", "cron", "cron"],
+        ),
+    ]:
+        resp = app_server.api_request("PUT", "/api/cron/jobs/guarded", json=body)
+        assert resp.status_code == 422, resp.text
+        assert field in [e["loc"] for e in resp.json()["detail"]]
+    assert (
+        app_server.api_request("GET", "/api/cron/jobs/guarded").json()["name"] == "nightly report"
+    )
+
+
+def test_pause_and_resume(app_server: Any) -> None:
+    create(app_server, job("pausable"))
+    paused = app_server.api_request("POST", "/api/cron/jobs/pausable/pause")
+    assert paused.status_code == 200
+    assert paused.json()["enabled"] is False
+    state = app_server.api_request("GET", "/api/cron/jobs/pausable/state").json()
+    assert state["next_run_at"] is None
+
+    resumed = app_server.api_request("POST", "/api/cron/jobs/pausable/resume")
+    assert resumed.json()["enabled"] is True
+    state = app_server.api_request("GET", "/api/cron/jobs/pausable/state").json()
+    assert parse(state["next_run_at"]).astimezone(UTC).hour == 3
+
+
+def test_state_before_any_run(app_server: Any) -> None:
+    create(app_server, job("fresh"))
+    state = app_server.api_request("GET", "/api/cron/jobs/fresh/state").json()
+    assert state["last_run_at"] is None and state["last_status"] is None
+    assert state["last_error"] is None
+    assert app_server.api_request("GET", "/api/cron/jobs/fresh/history").json() == []
+
+
+@pytest.mark.parametrize("zone", ["Europe/Berlin", "America/New_York", "Australia/Sydney"])
+def test_state_next_run_at_follows_the_zone(app_server: Any, zone: str) -> None:
+    """02:30 local does not exist on a spring-forward day: the next run is still
+    a real instant at 02:30 (or 03:00 on that day) in the zone, given with an offset."""
+    job_id = "dst-" + zone.replace("/", "-").lower()
+    schedule = {"type": "cron", "cron": "30 2 * * *", "timezone": zone}
+    before = datetime.now(UTC)
+    create(app_server, job(job_id, schedule=schedule))
+    raw = app_server.api_request("GET", f"/api/cron/jobs/{job_id}/state").json()["next_run_at"]
+
+    next_run = parse(raw)
+    expected = next_fire(CronSchedule.model_validate(schedule), before)
+    assert next_run == expected
+    local = next_run.astimezone(ZoneInfo(zone))
+    assert (local.hour, local.minute) in ((2, 30), (3, 0))

@@ -1,0 +1,46 @@
+"""In-process cron fixtures: a SQLite file and a clock the test moves."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cron_parts import CronNode, FakeClock, FakeTasks, close_node, open_node
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(datetime(2026, 3, 2, 10, 1, tzinfo=UTC))
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "tether.db"
+
+
+@pytest.fixture
+async def node(db_path: Path, clock: FakeClock) -> AsyncIterator[CronNode]:
+    opened = await open_node(db_path, clock)
+    try:
+        yield opened
+    finally:
+        await close_node(opened)
+
+
+@pytest.fixture
+async def open_cron(db_path: Path, clock: FakeClock) -> AsyncIterator[Any]:
+    """Open more nodes over the same database file (another process, or a restart)."""
+    opened: list[CronNode] = []
+
+    async def open_more(tasks: FakeTasks | None = None) -> CronNode:
+        opened.append(await open_node(db_path, clock, tasks))
+        return opened[-1]
+
+    try:
+        yield open_more
+    finally:
+        for each in opened:
+            await close_node(each)

@@ -1,0 +1,194 @@
+"""The cron scheduler in-process: real SQLite, a clock the test moves, tick() driven directly."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+from cron_parts import CronNode, FakeClock, FakeTasks
+
+from tether.store.cron import BUSY
+
+
+def text_job(job_id: str, cron: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": job_id,
+        "name": f"job {job_id}",
+        "schedule": {"type": "cron", "cron": cron},
+        "task": {"type": "text", "text": f"reminder from {job_id}"},
+        **extra,
+    }
+
+
+def agent_job(job_id: str, cron: str, **extra: Any) -> dict[str, Any]:
+    return {**text_job(job_id, cron, **extra), "task": {"type": "agent", "prompt": "check"}}
+
+
+def at(hour: int, minute: int, second: float = 0) -> datetime:
+    whole = int(second)
+    return datetime(2026, 3, 2, hour, minute, whole, int((second - whole) * 1e6), tzinfo=UTC)
+
+
+async def history(node: CronNode, job_id: str) -> list[tuple[str, str, datetime | None]]:
+    """(status, trigger, scheduled_for) oldest first."""
+    runs = await node.jobs.history(job_id)
+    return [
+        (r.status, r.trigger, r.scheduled_for and datetime.fromtimestamp(r.scheduled_for, UTC))
+        for r in reversed(runs)
+    ]
+
+
+async def test_cron_job_fires_each_tick_once(node: CronNode, clock: FakeClock) -> None:
+    await node.jobs.create(text_job("every5", "*/5 * * * *"))
+    assert await node.scheduler.tick(clock.set(at(10, 4, 59))) == []
+    assert len(await node.scheduler.tick(clock.set(at(10, 5, 0.2)))) == 1
+    await node.scheduler.idle()
+    assert await node.scheduler.tick(clock.set(at(10, 5, 30))) == []
+    assert len(await node.scheduler.tick(clock.set(at(10, 10)))) == 1
+    await node.scheduler.idle()
+
+    assert await history(node, "every5") == [
+        ("success", "scheduled", at(10, 5)),
+        ("success", "scheduled", at(10, 10)),
+    ]
+    messages = await node.store.chats.history("cron:every5")
+    assert [(m.kind, m.payload["content"]) for m in messages] == [
+        ("assistant", "reminder from every5"),
+        ("assistant", "reminder from every5"),
+    ]
+    state = await node.jobs.state("every5")
+    assert state.next_run_at == at(10, 15)
+    assert state.last_status == "success"
+
+
+async def test_missed_tick_within_grace_runs_once_after_restart(
+    node: CronNode, clock: FakeClock, open_cron: Any
+) -> None:
+    await node.jobs.create(text_job("hourly", "0 * * * *", misfire_grace_seconds=300))
+    await node.db.close()  # the server goes down at 10:01 and comes back at 13:02
+
+    clock.set(at(13, 2))
+    restarted: CronNode = await open_cron()
+    started = await restarted.scheduler.tick(clock())
+    await restarted.scheduler.idle()
+
+    assert len(started) == 1
+    assert await history(restarted, "hourly") == [
+        ("skipped", "scheduled", at(11, 0)),
+        ("skipped", "scheduled", at(12, 0)),
+        ("success", "scheduled", at(13, 0)),
+    ]
+    assert (await restarted.jobs.state("hourly")).next_run_at == at(14, 0)
+    assert await restarted.scheduler.tick(clock.set(at(13, 3))) == []
+
+
+async def test_missed_tick_beyond_grace_is_recorded_skipped(
+    node: CronNode, clock: FakeClock, open_cron: Any
+) -> None:
+    await node.jobs.create(text_job("hourly", "0 * * * *", misfire_grace_seconds=300))
+    await node.db.close()
+
+    clock.set(at(11, 10))
+    restarted: CronNode = await open_cron()
+    assert await restarted.scheduler.tick(clock()) == []
+
+    runs = await restarted.jobs.history("hourly")
+    assert [(r.status, r.error is not None) for r in runs] == [("skipped", True)]
+    assert "misfire grace" in (runs[0].error or "")
+    assert await restarted.store.chats.history("cron:hourly") == []
+    assert (await restarted.jobs.state("hourly")).next_run_at == at(12, 0)
+
+
+async def test_two_schedulers_on_one_database_fire_each_tick_once(
+    node: CronNode, clock: FakeClock, open_cron: Any
+) -> None:
+    other: CronNode = await open_cron()
+    await node.jobs.create(text_job("minutely", "* * * * *", misfire_grace_seconds=0))
+
+    for minute in range(2, 12):
+        now = clock.set(at(10, minute, 0.1))
+        first, second = await asyncio.gather(node.scheduler.tick(now), other.scheduler.tick(now))
+        assert len(first) + len(second) == 1, (minute, first, second)
+        await asyncio.gather(node.scheduler.idle(), other.scheduler.idle())
+
+    runs = await history(node, "minutely")
+    assert runs == [("success", "scheduled", at(10, m)) for m in range(2, 12)]
+    assert len(await node.store.chats.history("cron:minutely")) == 10
+
+
+async def test_due_tick_while_a_run_is_in_progress_is_skipped(
+    clock: FakeClock, open_cron: Any
+) -> None:
+    tasks = FakeTasks(instant=False)
+    node: CronNode = await open_cron(tasks)
+    await node.jobs.create(agent_job("slow", "*/5 * * * *", approval_level="strict"))
+
+    assert len(await node.scheduler.tick(clock.set(at(10, 5)))) == 1
+    await tasks.wait_submitted()
+    assert await node.scheduler.tick(clock.set(at(10, 10))) == []
+    tasks.finish("task-0", {"status": "completed", "text": "done"})
+    await node.scheduler.idle()
+
+    runs = await node.jobs.history("slow")
+    assert [(r.status, r.error, r.task_id) for r in runs] == [
+        ("skipped", BUSY, None),
+        ("success", None, "task-0"),
+    ]
+    assert tasks.submitted == [("cron:slow", "strict")]
+
+
+async def test_timeout_stops_the_task(clock: FakeClock, open_cron: Any) -> None:
+    tasks = FakeTasks(instant=False)
+    node: CronNode = await open_cron(tasks)
+    await node.jobs.create(agent_job("stuck", "0 * * * *", timeout_seconds=0.05))
+
+    run_id = await node.jobs.run_now("stuck")
+    await node.scheduler.idle()
+
+    (run,) = await node.jobs.history("stuck")
+    assert (run.id, run.trigger, run.status) == (run_id, "manual", "timeout")
+    assert tasks.stopped == ["task-0"]
+
+
+async def test_failed_task_is_an_error_run(clock: FakeClock, open_cron: Any) -> None:
+    tasks = FakeTasks(instant=False)
+    node: CronNode = await open_cron(tasks)
+    await node.jobs.create(agent_job("flaky", "0 * * * *"))
+    await node.jobs.run_now("flaky")
+    tasks.finish(await tasks.wait_submitted(), {"status": "failed", "error": "model unavailable"})
+    await node.scheduler.idle()
+
+    state = await node.jobs.state("flaky")
+    assert (state.last_status, state.last_error) == ("error", "model unavailable")
+
+
+async def test_paused_job_does_not_fire_and_resume_owes_nothing(
+    node: CronNode, clock: FakeClock
+) -> None:
+    await node.jobs.create(text_job("p", "*/5 * * * *"))
+    await node.jobs.set_enabled("p", False)
+    assert await node.scheduler.tick(clock.set(at(10, 5))) == []
+    assert (await node.jobs.state("p")).next_run_at is None
+
+    clock.set(at(10, 12))
+    await node.jobs.set_enabled("p", True)
+    assert await node.scheduler.tick(clock()) == []
+    assert (await node.jobs.state("p")).next_run_at == at(10, 15)
+    assert len(await node.scheduler.tick(clock.set(at(10, 15)))) == 1
+    await node.scheduler.idle()
+    assert await history(node, "p") == [("success", "scheduled", at(10, 15))]
+
+
+async def test_run_left_running_by_a_crash_is_closed_on_restart(
+    clock: FakeClock, open_cron: Any
+) -> None:
+    tasks = FakeTasks(instant=False)
+    first: CronNode = await open_cron(tasks)
+    await first.jobs.create(agent_job("crash", "0 * * * *"))
+    await first.jobs.run_now("crash")
+    await tasks.wait_submitted()
+
+    restarted: CronNode = await open_cron()
+    (run,) = await restarted.jobs.history("crash")
+    assert (run.status, run.error) == ("error", "server restarted during the run")
