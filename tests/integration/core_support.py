@@ -161,11 +161,12 @@ class Stack:
             f"call {call_id} to complete",
         )
 
-    def start_shell(self, command: str, **extra: Any) -> tuple[str, str, dict[str, Any]]:
-        """Have the model run one shell command in a new session and answer "done" after.
-
-        Returns (session id, task id, the call as first listed)."""
-        session_id = new_session()
+    def start_shell(
+        self, command: str, session_id: str | None = None, **extra: Any
+    ) -> tuple[str, str, dict[str, Any]]:
+        """Have the model run one shell command (in a new session unless given) and answer
+        "done" after. Returns (session id, task id, the call as first listed)."""
+        session_id = session_id or new_session()
         self.model.script(shell_call(command, **extra), {"text": "done"})
         task_id = self.submit("run it", session_id)
         return session_id, task_id, self.wait_call(session_id)
