@@ -44,6 +44,9 @@ class _Pending:
     answer: asyncio.Future[Answer] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
+    # Set (without awaiting) by whoever settles the request first, so a person's answer,
+    # expiry and cancellation can never both settle it.
+    decided: bool = False
 
 
 def findings_data(findings: Sequence[Finding]) -> list[dict[str, str]]:
@@ -117,14 +120,20 @@ class ApprovalService:
             answer = Answer(False, "cancel", "the call was cancelled while awaiting approval")
             await asyncio.shield(self._settle_unless_decided(entry, answer))
             raise
+        finally:
+            self._pending.pop(request_id, None)
 
     async def _settle_unless_decided(self, entry: _Pending, answer: Answer) -> Answer:
-        request_id = entry.record.request_id
-        if self._pending.pop(request_id, None) is None:
+        if entry.decided:
             # A person decided at the same moment; their answer stands.
             return await entry.answer
-        entry.answer.set_result(answer)
-        await self._repo.decide_approval(request_id, "denied", answer.decided_by, answer.reason)
+        entry.decided = True
+        try:
+            await self._repo.decide_approval(
+                entry.record.request_id, "denied", answer.decided_by, answer.reason
+            )
+        finally:
+            entry.answer.set_result(answer)
         return answer
 
     async def resolve(
@@ -132,20 +141,22 @@ class ApprovalService:
     ) -> ApprovalRecord:
         """A person's decision. Raises ApprovalNotFound or ApprovalForbidden."""
         entry = self._pending.get(request_id)
-        if entry is None:
+        if entry is None or entry.decided:
             raise ApprovalNotFound(request_id)
         if entry.record.session_id != session_id:
             raise ApprovalForbidden(request_id)
-        # Taken out before any await, so expiry or a second decision cannot also settle it.
-        del self._pending[request_id]
+        entry.decided = True
         status = "approved" if approve else "denied"
-        await self._repo.decide_approval(request_id, status, "user", reason)
-        entry.answer.set_result(Answer(approve, "user", reason or ""))
+        try:
+            await self._repo.decide_approval(request_id, status, "user", reason)
+        finally:
+            # Even if recording fails, the waiting call must not hang on it.
+            entry.answer.set_result(Answer(approve, "user", reason or ""))
         return entry.record
 
     def list_pending(self, session_id: str | None = None) -> list[ApprovalRecord]:
         """Pending requests, oldest first, for one session or all."""
-        records = [p.record for p in self._pending.values()]
+        records = [p.record for p in self._pending.values() if not p.decided]
         if session_id is not None:
             records = [r for r in records if r.session_id == session_id]
         return sorted(records, key=lambda r: r.created_at)

@@ -1,0 +1,124 @@
+"""ApprovalService over a real SQLite store: decide, expire, cancel, recover."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tether.governance.approvals import (
+    ApprovalForbidden,
+    ApprovalNotFound,
+    ApprovalService,
+    approval_view,
+)
+from tether.governance.findings import Finding, Severity
+from tether.store.database import Database
+from tether.store.governance import GovernanceRepository
+from tether.toolcalls.live import Invocation
+
+FINDING = Finding("git-push", Severity.MEDIUM, "Pushes to a remote")
+
+
+def _inv(call_id: str = "call-1", session_id: str = "s1") -> Invocation:
+    return Invocation(
+        call_id, session_id, "task-1", "default", "execute_shell_command", {"command": "git push"}
+    )
+
+
+@pytest.fixture
+async def repo(tmp_path: Path) -> AsyncIterator[GovernanceRepository]:
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'gov.db'}")
+    await db.migrate()
+    yield GovernanceRepository(db)
+    await db.close()
+
+
+async def test_open_lists_and_stores_the_request(repo: GovernanceRepository) -> None:
+    service = ApprovalService(repo, 300)
+    record = await service.open(_inv(), "smart", [FINDING])
+
+    view = approval_view(record)
+    assert view["findings"] == [
+        {"rule_id": "git-push", "severity": "MEDIUM", "description": "Pushes to a remote"}
+    ]
+    assert view["expires_at"] == pytest.approx(view["created_at"] + 300)
+    assert service.list_pending("s1") == [record]
+    assert service.list_pending("other") == []
+    stored = await repo.get_approval(record.request_id)
+    assert stored is not None and stored.status == "pending"
+
+
+async def test_a_person_approves_and_the_waiter_gets_it(repo: GovernanceRepository) -> None:
+    service = ApprovalService(repo, 300)
+    record = await service.open(_inv(), "strict", [])
+    waiter = asyncio.create_task(service.wait(record.request_id))
+
+    await service.resolve(record.request_id, "s1", True, None)
+
+    answer = await waiter
+    assert (answer.approved, answer.decided_by) == (True, "user")
+    assert service.list_pending() == []
+    stored = await repo.get_approval(record.request_id)
+    assert stored is not None and (stored.status, stored.decided_by) == ("approved", "user")
+    with pytest.raises(ApprovalNotFound):
+        await service.resolve(record.request_id, "s1", False, None)
+
+
+async def test_only_the_owning_session_may_decide(repo: GovernanceRepository) -> None:
+    service = ApprovalService(repo, 300)
+    record = await service.open(_inv(), "strict", [])
+    with pytest.raises(ApprovalForbidden):
+        await service.resolve(record.request_id, "s2", True, None)
+    with pytest.raises(ApprovalNotFound):
+        await service.resolve("nope", "s1", True, None)
+    assert service.list_pending() == [record]
+
+
+async def test_an_unanswered_request_expires_denied(repo: GovernanceRepository) -> None:
+    service = ApprovalService(repo, 0.05)
+    record = await service.open(_inv(), "strict", [])
+
+    answer = await service.wait(record.request_id)
+
+    assert (answer.approved, answer.decided_by) == (False, "timeout")
+    assert "0.05 seconds" in answer.reason
+    stored = await repo.get_approval(record.request_id)
+    assert stored is not None and (stored.status, stored.decided_by) == ("denied", "timeout")
+    with pytest.raises(ApprovalNotFound):
+        await service.resolve(record.request_id, "s1", True, None)
+
+
+async def test_cancelling_the_waiter_denies_the_request(repo: GovernanceRepository) -> None:
+    service = ApprovalService(repo, 300)
+    record = await service.open(_inv(), "strict", [])
+    waiter = asyncio.create_task(service.wait(record.request_id))
+    await asyncio.sleep(0)  # let it start waiting
+
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+
+    assert service.list_pending() == []
+    stored = await repo.get_approval(record.request_id)
+    assert stored is not None and (stored.status, stored.decided_by) == ("denied", "cancel")
+
+
+async def test_requests_left_by_a_previous_run_are_denied(repo: GovernanceRepository) -> None:
+    before = ApprovalService(repo, 300)
+    record = await before.open(_inv(), "strict", [FINDING])
+
+    after = ApprovalService(repo, 300)
+    leftovers = await after.deny_leftovers()
+
+    assert [r.request_id for r in leftovers] == [record.request_id]
+    stored = await repo.get_approval(record.request_id)
+    assert stored is not None
+    assert (stored.status, stored.decided_by, stored.reason) == (
+        "denied",
+        "restart",
+        "server restarted",
+    )
+    assert await after.deny_leftovers() == []
