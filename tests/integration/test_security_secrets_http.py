@@ -111,8 +111,21 @@ def _get_routes(server: Any, ids: dict[str, str]) -> list[str]:
     return paths
 
 
+def _a_cron_job(server: Any) -> str:
+    body = {
+        "name": "secrets probe",
+        "enabled": False,
+        "schedule": {"type": "cron", "cron": "0 3 * * *", "timezone": "UTC"},
+        "task": {"type": "text", "text": "hello"},
+    }
+    resp = server.api_request("POST", "/api/cron/jobs", json=body)
+    assert resp.status_code in (200, 201), resp.text
+    return str(resp.json()["id"])
+
+
 def test_no_response_carries_a_secret(server: Any, turn: dict[str, Any]) -> None:
     ids = {
+        "job_id": _a_cron_job(server),
         "session_id": turn["session_id"],
         "task_id": turn["task_id"],
         "tool_call_id": turn["call_id"],
