@@ -1,0 +1,93 @@
+"""Cron jobs across a restart: jobs and history persist, missed ticks run once or are
+recorded skipped depending on the job's misfire grace."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from core_support import FakeModel, shell_call, start_server, wait_for
+from cron_support import (
+    agent_job,
+    create_job,
+    history,
+    once_at,
+    text_job,
+    wait_runs_finished,
+)
+from helpers import register_mock_provider
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Any]:
+    running = start_server(tmp_path / "home")
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+def test_restart_keeps_jobs_and_handles_missed_ticks(server: Any) -> None:
+    kept = create_job(server, text_job("kept", "still here"))
+    assert server.api_request("POST", "/api/cron/jobs/kept/run").status_code == 200
+    (manual,) = wait_runs_finished(server, "kept")
+    within = create_job(server, text_job("within-grace", "late but fine", schedule=once_at(3)))
+    beyond = create_job(
+        server,
+        text_job("beyond-grace", "too late", schedule=once_at(3), misfire_grace_seconds=0),
+    )
+    server.stop()
+
+    # Stay down until both ticks are well past: 0 s grace plus the 1 s on-time tolerance.
+    due = datetime.fromisoformat(within["schedule"]["run_at"])
+    time.sleep(max(0.0, (due - datetime.now(UTC)).total_seconds() + 2.5))
+    server.start()
+
+    jobs = {j["id"]: j for j in server.api_request("GET", "/api/cron/jobs").json()}
+    assert jobs["kept"] == kept and jobs["beyond-grace"] == beyond
+    assert history(server, "kept") == [manual]
+
+    (caught_up,) = wait_runs_finished(server, "within-grace", timeout=15)
+    assert (caught_up["trigger"], caught_up["status"]) == ("scheduled", "success")
+    assert datetime.fromisoformat(caught_up["started_at"]) > due
+
+    (skipped,) = wait_runs_finished(server, "beyond-grace", timeout=15)
+    assert (skipped["trigger"], skipped["status"]) == ("scheduled", "skipped")
+    assert "misfire grace" in skipped["error"]
+    state = server.api_request("GET", "/api/cron/jobs/beyond-grace/state").json()
+    assert state["last_status"] == "skipped" and state["next_run_at"] is None
+    messages = server.api_request("GET", "/api/chats/cron:beyond-grace/messages")
+    assert messages.status_code == 404  # nothing was ever posted there
+
+    # Once handled, a missed tick is never handled again.
+    server.restart()
+    assert len(history(server, "within-grace")) == 1
+    assert len(history(server, "beyond-grace")) == 1
+
+
+def test_a_run_cut_by_a_crash_is_closed_after_restart(server: Any) -> None:
+    model = FakeModel()
+    try:
+        register_mock_provider(server, model.url)
+        model.script(shell_call("sleep 30"), {"text": "unreachable"})
+        create_job(server, agent_job("crashy", "sleep", approval_level="off"))
+        assert server.api_request("POST", "/api/cron/jobs/crashy/run").status_code == 200
+        wait_for(
+            lambda: server.api_request("GET", "/api/tool-calls/cron:crashy").json()["items"],
+            10,
+            "the shell call",
+        )
+        server.kill()
+        server.start()
+    finally:
+        model.close()
+
+    (run,) = history(server, "crashy")
+    assert (run["status"], run["error"]) == ("error", "server restarted during the run")
+    assert run["finished_at"] is not None
