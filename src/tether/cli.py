@@ -7,6 +7,7 @@ import sys
 import click
 
 from tether import __version__
+from tether.cli_cron import cron
 
 
 @click.group()
@@ -63,6 +64,9 @@ def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> 
         access_log=False,
         timeout_graceful_shutdown=5,
     )
+
+
+main.add_command(cron)
 
 
 if __name__ == "__main__":
