@@ -299,14 +299,22 @@ class ToolCallCoordinator:
         return f"/api/tool-calls/{call.session_id}/{call.call_id}/output"
 
     async def _persist_output(self, call: LiveCall) -> None:
-        pending = call.buffer.unpersisted()
-        if pending:
-            await self.repo.append_output(call.call_id, pending)
-            call.buffer.mark_persisted(pending[-1].seq)
+        # One writer at a time per call: the flusher and the final save must not both
+        # write the same chunks.
+        async with call.persist_lock:
+            pending = call.buffer.unpersisted()
+            if pending:
+                await self.repo.append_output(call.call_id, pending)
+                call.buffer.mark_persisted(pending[-1].seq)
 
     async def _flush_output(self, call: LiveCall) -> None:
-        while not call.buffer.closed:
-            await asyncio.sleep(_FLUSH_INTERVAL)
+        # Wakes at once when the call finishes (its final save is _finish's job), so
+        # a finished call never waits out the rest of a flush interval.
+        while not call.finished.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(call.finished.wait(), _FLUSH_INTERVAL)
+            if call.finished.is_set():
+                return
             try:
                 await self._persist_output(call)
             except Exception:

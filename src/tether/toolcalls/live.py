@@ -47,6 +47,7 @@ class LiveCall:
     released: asyncio.Event = field(default_factory=asyncio.Event)
     deadline_changed: asyncio.Event = field(default_factory=asyncio.Event)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
+    persist_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     work: asyncio.Task[Any] | None = None
 
     @property
