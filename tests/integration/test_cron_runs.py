@@ -144,3 +144,21 @@ def test_deleting_a_job_removes_its_history(stack: Stack) -> None:
     assert stack.api("DELETE", "/api/cron/jobs/gone").status_code == 200
     assert stack.api("GET", "/api/cron/jobs/gone/history").status_code == 404
     assert "gone" not in [j["id"] for j in stack.api("GET", "/api/cron/jobs").json()]
+
+
+def test_a_cron_runs_tool_call_can_be_cancelled_and_the_run_goes_on(stack: Stack) -> None:
+    stack.model.script(shell_call("sleep 30"), {"text": "The user stopped the sleep."})
+    create_job(stack.server, agent_job("cancellable", "sleep"))
+    run_now(stack, "cancellable")
+    (live,) = wait_for(lambda: stack.live_calls("cron:cancellable"), 10, "the shell call")
+
+    resp = stack.api("POST", f"/api/tool-calls/cron:cancellable/{live['tool_call_id']}/cancel")
+    assert resp.status_code == 202, resp.text
+
+    (run,) = wait_runs_finished(stack.server, "cancellable", timeout=15)
+    assert (run["status"], run["error"]) == ("success", None)
+    done = stack.call("cron:cancellable", live["tool_call_id"])
+    assert done["end_state"] == "cancelled"
+    assert stack.messages("cron:cancellable")[-1]["message"]["content"] == (
+        "The user stopped the sleep."
+    )
