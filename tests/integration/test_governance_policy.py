@@ -111,6 +111,12 @@ def test_everyday_commands_run_at_auto_without_asking(stack: Stack) -> None:
     assert {(e["verdict"], e["outcome"], e["decided_by"]) for e in entries} == {
         ("allow", "allowed", "policy")
     }
+    newest = stack.api(
+        "GET", "/api/governance/audit", params={"session_id": session, "limit": 2}
+    ).json()["items"]
+    assert [e["id"] for e in newest] == [e["id"] for e in entries[:2]]
+    assert entries == sorted(entries, key=lambda e: e["id"], reverse=True)
+    assert stack.api("GET", "/api/governance/audit", params={"limit": 0}).status_code == 422
 
 
 @pytest.mark.p1
