@@ -1,31 +1,21 @@
-"""Shared pieces of the security integration tests: a fake model, turns, waiting."""
+"""Shared pieces of the security integration tests: a fake model that can hold its
+answers, turns at approval level off, and reading calls back. Waiting and server start
+come from the core suite's support module."""
 
 from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import ThreadingHTTPServer
-from typing import Any, TypeVar
+from typing import Any
 
+from core_support import start_server, wait_for
 from helpers import MockLLMHandler, register_mock_provider
 
-T = TypeVar("T")
-
-
-def wait_for(probe: Callable[[], T | None], timeout: float = 15.0, what: str = "") -> T:
-    """Poll ``probe`` until it returns something truthy; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or probe}")
-        time.sleep(0.05)
+__all__ = ["start_server", "wait_for"]  # re-exported from the core suite's support
 
 
 class _ModelServer(ThreadingHTTPServer):

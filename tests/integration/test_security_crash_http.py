@@ -12,13 +12,12 @@ from security_support import (
     call_ids,
     call_info,
     mock_model,
+    start_server,
     submit,
     tool_reply,
     use_model,
     wait_for,
 )
-
-from conftest import start_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.p0]
 

@@ -61,8 +61,10 @@ def test_symlink_out_of_the_workspace_is_refused(app_server: Any, tmp_path: Path
         ("read_file", {"path": f"{link.name}/notes.txt"}),
         ("write_file", {"path": f"{link.name}/planted.txt", "content": "x"}),
     )
-    _refused(read, "outside the workspace")
-    _refused(write, "outside the workspace")
+    # Governance sees a path inside the workspace; the tool resolves the link and refuses.
+    for info in (read, write):
+        assert info["end_state"] == "error", info
+        assert "outside the workspace" in info["extra"]["end_reason"]
     assert canary not in read["output"] + read["model_saw"]
     assert not (outside / "planted.txt").exists()
 
@@ -83,6 +85,13 @@ def test_tether_home_is_never_readable(app_server: Any) -> None:
         _refused(info, "Tether's own state")
         assert key not in info["output"]
     assert key not in results[0]["model_saw"]
+    # Governance refuses most of these first; the shell's cwd is refused by the tool.
+    assert results[-1]["end_state"] == "error", results[-1]
+    link = app_server.home / "workspace" / f"home-{uuid.uuid4().hex[:6]}"
+    link.symlink_to(app_server.home)
+    (via_link,) = _run_calls(app_server, ("read_file", {"path": f"{link.name}/secret.key"}))
+    _refused(via_link, "Tether's own state")
+    assert key not in via_link["output"] + via_link["model_saw"]
 
 
 def test_the_workspace_itself_works(app_server: Any) -> None:

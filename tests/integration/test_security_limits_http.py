@@ -20,13 +20,12 @@ from security_support import (
     finished_task,
     mock_model,
     output_text,
+    start_server,
     submit,
     tool_reply,
     use_model,
     wait_for,
 )
-
-from conftest import start_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.p1]
 
