@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 MAX_SLEEP_SECONDS = 30.0
 #: Floor on a sleep, so a tick another process keeps winning cannot spin the loop.
 MIN_SLEEP_SECONDS = 0.05
+#: After a tick that failed for some job, wait at least this long before the next one,
+#: so a job that cannot be handled (say, a database error) is retried without spinning.
+ERROR_BACKOFF_SECONDS = 5.0
 MISSED = "missed: the scheduler was not running within the job's misfire grace"
 RESTARTED = "server restarted during the run"
 
@@ -77,17 +80,20 @@ class CronScheduler:
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
         self._inflight: dict[str, tuple[str, asyncio.Task[None]]] = {}
+        self._tick_failed = False
 
     # ------------------------------------------------------------------ the decision
 
     async def tick(self, now: datetime) -> list[str]:
         """Handle every job due at ``now``; returns the ids of the runs started."""
         started: list[str] = []
+        self._tick_failed = False
         for record in await self._repo.due(now.timestamp()):
             try:
                 run_id = await self._claim(record, now)
             except Exception:
                 log.exception("cron job %s: could not handle its due tick", record.id)
+                self._tick_failed = True
                 continue
             if run_id is not None:
                 started.append(run_id)
@@ -165,7 +171,10 @@ class CronScheduler:
                 delay = await self._delay()
             except Exception:
                 log.exception("cron tick failed")
+                self._tick_failed = True
                 delay = MAX_SLEEP_SECONDS
+            if self._tick_failed:
+                delay = max(delay, ERROR_BACKOFF_SECONDS)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), delay)
 

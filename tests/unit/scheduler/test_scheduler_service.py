@@ -192,3 +192,17 @@ async def test_run_left_running_by_a_crash_is_closed_on_restart(
     restarted: CronNode = await open_cron()
     (run,) = await restarted.jobs.history("crash")
     assert (run.status, run.error) == ("error", "server restarted during the run")
+
+
+async def test_a_job_that_cannot_be_handled_does_not_stop_the_others(
+    node: CronNode, clock: FakeClock
+) -> None:
+    # A row no current JobSpec accepts (say, written by a newer version).
+    broken_at = at(10, 0).timestamp()
+    assert await node.store.cron.create("broken", {"name": "?"}, True, broken_at, broken_at)
+    await node.jobs.create(text_job("fine", "*/5 * * * *"))
+
+    assert len(await node.scheduler.tick(clock.set(at(10, 5)))) == 1
+    await node.scheduler.idle()
+    assert await history(node, "fine") == [("success", "scheduled", at(10, 5))]
+    assert await node.store.cron.history("broken") == []
