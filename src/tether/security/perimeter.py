@@ -77,12 +77,21 @@ async def _refuse(send: Send, status: int, detail: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+def _guarded(scope: Scope) -> bool:
+    """Whether the route needs the token (every /api route but the public ones)."""
+    path: str = scope["path"]
+    return path.startswith("/api/") and path not in _PUBLIC_PATHS
+
+
 class Perimeter:
     def __init__(self, app: ASGIApp, policy: PerimeterPolicy) -> None:
         self.app = app
         self.policy = policy
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self._guard_websocket(scope, receive, send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -93,31 +102,53 @@ class Perimeter:
             return
         await self._forward_limited(scope, receive, send)
 
+    async def _guard_websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The same Host and token checks, and an Origin check on every connection (a
+        browser opens a WebSocket to any site without a preflight)."""
+        headers = _headers(scope)
+        problem = self._check_access(scope, headers) or self._check_origin(headers)
+        if problem is None:
+            await self.app(scope, receive, send)
+            return
+        await receive()  # websocket.connect
+        # Closing before accepting makes the server answer the handshake with 403.
+        await send({"type": "websocket.close", "code": 1008, "reason": problem[1]})
+
     def _check(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str] | None:
+        problem = self._check_access(scope, headers)
+        if problem is None and scope["method"] in _STATE_CHANGING and _guarded(scope):
+            return self._check_write(headers)
+        return problem
+
+    def _check_access(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str] | None:
         host = _host_name(headers.get("host", ""))
         if host not in self.policy.allowed_hosts:
             return 403, "Host not allowed (set TETHER_ALLOWED_HOSTS to accept it)"
-        path: str = scope["path"]
-        if not path.startswith("/api/") or path in _PUBLIC_PATHS:
+        if not _guarded(scope):
             return None
         if self.policy.token is not None and not token_matches(
             self.policy.token, presented_token(headers)
         ):
             return 401, "Missing or invalid token"
-        method: str = scope["method"]
-        if method in _STATE_CHANGING:
-            return self._check_write(headers)
+        return None
+
+    def _check_origin(self, headers: dict[str, str]) -> tuple[int, str] | None:
+        origin = headers.get("origin")
+        if origin is None:
+            return None
+        netloc = urlsplit(origin).netloc
+        if (
+            origin == "null"
+            or _host_name(netloc) not in self.policy.allowed_hosts
+            or netloc.lower() != headers.get("host", "").lower()
+        ):
+            return 403, "Cross-origin request refused"
         return None
 
     def _check_write(self, headers: dict[str, str]) -> tuple[int, str] | None:
-        origin = headers.get("origin")
-        if origin and origin != "null":
-            if _host_name(urlsplit(origin).netloc) not in self.policy.allowed_hosts or (
-                urlsplit(origin).netloc.lower() != headers.get("host", "").lower()
-            ):
-                return 403, "Cross-origin request refused"
-        elif origin == "null":
-            return 403, "Cross-origin request refused"
+        problem = self._check_origin(headers)
+        if problem is not None:
+            return problem
         length = headers.get("content-length")
         has_body = (length is not None and length != "0") or "transfer-encoding" in headers
         if length is not None and length.isdigit() and int(length) > self.policy.max_body_bytes:

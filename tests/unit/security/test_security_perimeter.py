@@ -6,7 +6,8 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from fastapi import FastAPI
+from fastapi import FastAPI, WebSocket, WebSocketDisconnect
+from fastapi.testclient import TestClient
 
 from tether.security.perimeter import (
     Perimeter,
@@ -187,3 +188,51 @@ async def test_no_auth_policy_still_checks_host_and_origin() -> None:
         assert (await c.get("/api/things", headers={"Host": "evil.example"})).status_code == 403
         resp = await c.post("/api/things/poke", headers={"Origin": "http://evil.example"})
         assert resp.status_code == 403
+
+
+def _ws_app() -> Perimeter:
+    app = FastAPI()
+
+    @app.websocket("/api/ws")
+    async def echo(ws: WebSocket) -> None:
+        await ws.accept()
+        await ws.send_text(await ws.receive_text())
+        await ws.close()
+
+    return Perimeter(app, PerimeterPolicy(TOKEN, allowed_host_names("127.0.0.1", ()), LIMIT))
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Host": "127.0.0.1:8088"},
+        {"Host": "127.0.0.1:8088", "Authorization": "Bearer wrong"},
+        {"Host": "evil.example", "Authorization": f"Bearer {TOKEN}"},
+        {
+            "Host": "127.0.0.1:8088",
+            "Authorization": f"Bearer {TOKEN}",
+            "Origin": "http://x.example",
+        },
+        {"Host": "127.0.0.1:8088", "Authorization": f"Bearer {TOKEN}", "Origin": "null"},
+    ],
+)
+def test_websockets_get_the_same_checks(headers: dict[str, str]) -> None:
+    client = TestClient(_ws_app(), base_url="http://127.0.0.1:8088")
+    with (
+        pytest.raises(WebSocketDisconnect) as refused,
+        client.websocket_connect("/api/ws", headers=headers),
+    ):
+        pass
+    assert refused.value.code == 1008
+
+
+def test_websocket_with_token_and_own_origin_connects() -> None:
+    client = TestClient(_ws_app(), base_url="http://127.0.0.1:8088")
+    headers = {
+        "Authorization": f"Bearer {TOKEN}",
+        "Origin": "http://127.0.0.1:8088",
+        "Host": "127.0.0.1:8088",
+    }
+    with client.websocket_connect("/api/ws", headers=headers) as ws:
+        ws.send_text("hi")
+        assert ws.receive_text() == "hi"
