@@ -26,6 +26,9 @@ from tether.store.tables import cron_jobs, cron_runs
 
 ManualStart = Literal["started", "busy", "missing"]
 BUSY = "the previous run was still in progress"
+#: Runs kept per job; older finished ones are dropped as new ones are recorded, so a
+#: per-minute job (or a long downtime's skipped ticks) cannot grow the table forever.
+HISTORY_KEEP = 1000
 
 
 @dataclass(frozen=True)
@@ -96,26 +99,26 @@ class CronRepository:
         now: float,
         next_run_at: float | None,
     ) -> bool:
-        """Insert a job; False if the id is taken."""
-        async with self._db.write() as conn:
-            taken = await conn.execute(sa.select(cron_jobs.c.id).where(cron_jobs.c.id == job_id))
-            if taken.first() is not None:
-                return False
-            await conn.execute(
-                cron_jobs.insert().values(
-                    id=job_id,
-                    spec=spec,
-                    enabled=enabled,
-                    revision=1,
-                    schedule_since=now,
-                    last_fire=None,
-                    next_run_at=next_run_at,
-                    claimed_by=None,
-                    created_at=now,
-                    updated_at=now,
+        """Insert a job; False if the id is taken (also by a concurrent insert)."""
+        try:
+            async with self._db.write() as conn:
+                await conn.execute(
+                    cron_jobs.insert().values(
+                        id=job_id,
+                        spec=spec,
+                        enabled=enabled,
+                        revision=1,
+                        schedule_since=now,
+                        last_fire=None,
+                        next_run_at=next_run_at,
+                        claimed_by=None,
+                        created_at=now,
+                        updated_at=now,
+                    )
                 )
-            )
-            return True
+        except sa.exc.IntegrityError:
+            return False
+        return True
 
     async def get(self, job_id: str) -> CronJobRecord | None:
         async with self._db.read() as conn:
@@ -195,6 +198,7 @@ class CronRepository:
                 elif run.status == "running":
                     started.append(run.id)
                 await _insert_run(conn, job_id, run, claim.now, claim.owner)
+            await _prune(conn, job_id)
             return started
 
     async def start_manual(self, job_id: str, run_id: str, now: float, owner: str) -> ManualStart:
@@ -212,6 +216,7 @@ class CronRepository:
             if await _has_running(conn, job_id):
                 return "busy"
             await _insert_run(conn, job_id, NewRun(run_id, "manual", None, "running"), now, owner)
+            await _prune(conn, job_id)
             return "started"
 
     async def set_run_task(self, run_id: str, task_id: str) -> None:
@@ -285,5 +290,21 @@ async def _insert_run(
             task_id=None,
             error=run.error,
             claimed_by=owner,
+        )
+    )
+
+
+async def _prune(conn: AsyncConnection, job_id: str) -> None:
+    newest = (
+        sa.select(cron_runs.c.id)
+        .where(cron_runs.c.job_id == job_id)
+        .order_by(cron_runs.c.started_at.desc())
+        .limit(HISTORY_KEEP)
+    )
+    await conn.execute(
+        sa.delete(cron_runs).where(
+            cron_runs.c.job_id == job_id,
+            cron_runs.c.status != "running",
+            cron_runs.c.id.not_in(newest.scalar_subquery()),
         )
     )

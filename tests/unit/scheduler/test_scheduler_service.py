@@ -6,8 +6,10 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from cron_parts import CronNode, FakeClock, FakeTasks
 
+from tether.store import cron as cron_store
 from tether.store.cron import BUSY
 
 
@@ -206,3 +208,17 @@ async def test_a_job_that_cannot_be_handled_does_not_stop_the_others(
     await node.scheduler.idle()
     assert await history(node, "fine") == [("success", "scheduled", at(10, 5))]
     assert await node.store.cron.history("broken") == []
+
+
+async def test_history_keeps_the_newest_runs_only(
+    node: CronNode, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cron_store, "HISTORY_KEEP", 3)
+    await node.jobs.create(text_job("chatty", "0 * * * *"))
+    run_ids = []
+    for _ in range(5):
+        clock.advance(60)
+        run_ids.append(await node.jobs.run_now("chatty"))
+        await node.scheduler.idle()
+
+    assert [r.id for r in await node.jobs.history("chatty")] == run_ids[:1:-1]
