@@ -10,30 +10,8 @@ import sqlalchemy as sa
 
 from tether.store.database import Database
 from tether.store.records import MessageRecord, SessionRecord
+from tether.store.rows import to_record
 from tether.store.tables import chat_sessions, deliveries, messages, tasks, tool_calls, tool_output
-
-
-def _session(row: sa.Row[Any]) -> SessionRecord:
-    return SessionRecord(
-        id=row.id,
-        user_id=row.user_id,
-        channel=row.channel,
-        title=row.title,
-        approval_level=row.approval_level,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-    )
-
-
-def _message(row: sa.Row[Any]) -> MessageRecord:
-    return MessageRecord(
-        id=row.id,
-        session_id=row.session_id,
-        task_id=row.task_id,
-        kind=row.kind,
-        payload=dict(row.payload),
-        created_at=row.created_at,
-    )
 
 
 class ChatRepository:
@@ -69,14 +47,14 @@ class ChatRepository:
             row = (
                 await conn.execute(sa.select(chat_sessions).where(chat_sessions.c.id == session_id))
             ).first()
-            return _session(row) if row else None
+            return to_record(SessionRecord, row) if row else None
 
     async def list_sessions(self) -> list[SessionRecord]:
         async with self._db.read() as conn:
             rows = await conn.execute(
                 sa.select(chat_sessions).order_by(chat_sessions.c.updated_at.desc())
             )
-            return [_session(r) for r in rows]
+            return [to_record(SessionRecord, r) for r in rows]
 
     async def set_approval_level(self, session_id: str, level: str | None) -> bool:
         async with self._db.write() as conn:
@@ -130,11 +108,11 @@ class ChatRepository:
                 .where(messages.c.session_id == session_id)
                 .order_by(messages.c.id)
             )
-            return [_message(r) for r in rows]
+            return [to_record(MessageRecord, r) for r in rows]
 
     async def task_messages(self, task_id: str) -> list[MessageRecord]:
         async with self._db.read() as conn:
             rows = await conn.execute(
                 sa.select(messages).where(messages.c.task_id == task_id).order_by(messages.c.id)
             )
-            return [_message(r) for r in rows]
+            return [to_record(MessageRecord, r) for r in rows]

@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import sqlalchemy as sa
 
 from tether.store.database import Database
 from tether.store.records import DeliveryRecord
+from tether.store.rows import to_record
 from tether.store.tables import deliveries
-
-
-def _record(row: sa.Row[Any]) -> DeliveryRecord:
-    return DeliveryRecord(
-        id=row.id,
-        session_id=row.session_id,
-        tool_call_id=row.tool_call_id,
-        content=row.content,
-        created_at=row.created_at,
-    )
 
 
 class DeliveryRepository:
@@ -44,7 +34,7 @@ class DeliveryRepository:
                 .where(deliveries.c.session_id == session_id, deliveries.c.delivered_at.is_(None))
                 .order_by(deliveries.c.id)
             )
-            return [_record(r) for r in rows]
+            return [to_record(DeliveryRecord, r) for r in rows]
 
     async def sessions_with_pending(self) -> list[str]:
         async with self._db.read() as conn:

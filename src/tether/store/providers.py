@@ -9,21 +9,10 @@ import sqlalchemy as sa
 
 from tether.store.database import Database
 from tether.store.records import ProviderRecord
+from tether.store.rows import record_values, to_record
 from tether.store.tables import app_settings, providers
 
 _ACTIVE_MODEL_KEY = "active_model"
-
-
-def _record(row: sa.Row[Any]) -> ProviderRecord:
-    return ProviderRecord(
-        id=row.id,
-        name=row.name,
-        base_url=row.base_url,
-        api_key_encrypted=row.api_key_encrypted,
-        chat_model=row.chat_model,
-        models=list(row.models),
-        is_custom=bool(row.is_custom),
-    )
 
 
 class ProviderRepository:
@@ -33,14 +22,14 @@ class ProviderRepository:
     async def list(self) -> list[ProviderRecord]:
         async with self._db.read() as conn:
             rows = await conn.execute(sa.select(providers).order_by(providers.c.created_at))
-            return [_record(r) for r in rows]
+            return [to_record(ProviderRecord, r) for r in rows]
 
     async def get(self, provider_id: str) -> ProviderRecord | None:
         async with self._db.read() as conn:
             row = (
                 await conn.execute(sa.select(providers).where(providers.c.id == provider_id))
             ).first()
-            return _record(row) if row else None
+            return to_record(ProviderRecord, row) if row else None
 
     async def insert(self, record: ProviderRecord) -> bool:
         """Add a provider; False if the id is taken."""
@@ -49,16 +38,7 @@ class ProviderRepository:
             if taken:
                 return False
             await conn.execute(
-                providers.insert().values(
-                    id=record.id,
-                    name=record.name,
-                    base_url=record.base_url,
-                    api_key_encrypted=record.api_key_encrypted,
-                    chat_model=record.chat_model,
-                    models=record.models,
-                    is_custom=record.is_custom,
-                    created_at=time.time(),
-                )
+                providers.insert().values(**record_values(record), created_at=time.time())
             )
             return True
 
@@ -67,16 +47,7 @@ class ProviderRepository:
         async with self._db.write() as conn:
             await conn.execute(sa.delete(providers).where(providers.c.id == record.id))
             await conn.execute(
-                providers.insert().values(
-                    id=record.id,
-                    name=record.name,
-                    base_url=record.base_url,
-                    api_key_encrypted=record.api_key_encrypted,
-                    chat_model=record.chat_model,
-                    models=record.models,
-                    is_custom=record.is_custom,
-                    created_at=time.time(),
-                )
+                providers.insert().values(**record_values(record), created_at=time.time())
             )
 
     async def update(self, provider_id: str, **values: Any) -> bool:

@@ -9,22 +9,8 @@ import sqlalchemy as sa
 
 from tether.store.database import Database
 from tether.store.records import TaskRecord
+from tether.store.rows import to_record
 from tether.store.tables import tasks
-
-
-def _record(row: sa.Row[Any]) -> TaskRecord:
-    return TaskRecord(
-        id=row.id,
-        session_id=row.session_id,
-        user_id=row.user_id,
-        status=row.status,
-        trigger=row.trigger,
-        approval_level=row.approval_level,
-        result=row.result,
-        created_at=row.created_at,
-        started_at=row.started_at,
-        finished_at=row.finished_at,
-    )
 
 
 class TaskRepository:
@@ -67,7 +53,7 @@ class TaskRepository:
     async def get(self, task_id: str) -> TaskRecord | None:
         async with self._db.read() as conn:
             row = (await conn.execute(sa.select(tasks).where(tasks.c.id == task_id))).first()
-            return _record(row) if row else None
+            return to_record(TaskRecord, row) if row else None
 
     async def list_for_session(self, session_id: str) -> list[TaskRecord]:
         async with self._db.read() as conn:
@@ -76,7 +62,7 @@ class TaskRepository:
                 .where(tasks.c.session_id == session_id)
                 .order_by(tasks.c.created_at)
             )
-            return [_record(r) for r in rows]
+            return [to_record(TaskRecord, r) for r in rows]
 
     async def fail_unfinished(self, reason: str) -> int:
         """Mark every task a previous process left pending or running as failed."""

@@ -10,29 +10,10 @@ import sqlalchemy as sa
 
 from tether.store.database import Database
 from tether.store.records import OutputChunk, ToolCallRecord
+from tether.store.rows import record_values, to_record
 from tether.store.tables import tool_calls, tool_output
 
 _UNFINISHED = ("running", "offloaded", "awaiting_approval")
-
-
-def _record(row: sa.Row[Any]) -> ToolCallRecord:
-    return ToolCallRecord(
-        id=row.id,
-        session_id=row.session_id,
-        task_id=row.task_id,
-        agent_id=row.agent_id,
-        tool_name=row.tool_name,
-        arguments=dict(row.arguments),
-        status=row.status,
-        end_state=row.end_state,
-        end_reason=row.end_reason,
-        force_cancelled=bool(row.force_cancelled),
-        offload_reason=row.offload_reason,
-        max_timeout=row.max_timeout,
-        result=row.result,
-        started_at=row.started_at,
-        finished_at=row.finished_at,
-    )
 
 
 class ToolCallRepository:
@@ -41,25 +22,7 @@ class ToolCallRepository:
 
     async def insert(self, record: ToolCallRecord) -> None:
         async with self._db.write() as conn:
-            await conn.execute(
-                tool_calls.insert().values(
-                    id=record.id,
-                    session_id=record.session_id,
-                    task_id=record.task_id,
-                    agent_id=record.agent_id,
-                    tool_name=record.tool_name,
-                    arguments=record.arguments,
-                    status=record.status,
-                    end_state=record.end_state,
-                    end_reason=record.end_reason,
-                    force_cancelled=record.force_cancelled,
-                    offload_reason=record.offload_reason,
-                    max_timeout=record.max_timeout,
-                    result=record.result,
-                    started_at=record.started_at,
-                    finished_at=record.finished_at,
-                )
-            )
+            await conn.execute(tool_calls.insert().values(**record_values(record)))
 
     async def update(self, call_id: str, **values: Any) -> None:
         async with self._db.write() as conn:
@@ -76,7 +39,7 @@ class ToolCallRepository:
                     )
                 )
             ).first()
-            return _record(row) if row else None
+            return to_record(ToolCallRecord, row) if row else None
 
     async def exists(self, call_id: str) -> bool:
         async with self._db.read() as conn:
@@ -91,7 +54,7 @@ class ToolCallRepository:
                 .order_by(tool_calls.c.started_at.desc())
                 .limit(limit)
             )
-            return [_record(r) for r in rows]
+            return [to_record(ToolCallRecord, r) for r in rows]
 
     async def append_output(self, call_id: str, chunks: Sequence[OutputChunk]) -> None:
         if not chunks:
