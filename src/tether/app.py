@@ -53,6 +53,7 @@ from tether.tools.clock import TIME_TOOL
 from tether.tools.files import FILE_TOOLS
 from tether.tools.registry import ToolRegistry
 from tether.tools.shell import make_shell_tool, shell_environment
+from tether.web.routes import mount_console
 
 log = logging.getLogger(__name__)
 
@@ -204,6 +205,7 @@ def create_app(settings: Settings, factory: ModelFactory | None = None) -> Any:
             settings.token.get_secret_value() if settings.token else None, settings.home
         )
     )
+    mount_console(app, token)
     policy = PerimeterPolicy(
         token=token,
         allowed_hosts=allowed_host_names(settings.host, settings.allowed_hosts),

@@ -100,6 +100,24 @@ async def delete_provider(provider_id: str, services: ServicesDep) -> dict[str, 
     return {"deleted": provider_id}
 
 
+class ConnectionTestOut(BaseModel):
+    ok: bool
+    model: str
+    latency_ms: int
+    error: str | None
+
+
+@router.post("/{provider_id}/test", response_model=ConnectionTestOut)
+async def test_provider(provider_id: str, services: ServicesDep) -> ConnectionTestOut:
+    """Make a 1-token completion through the provider; ``ok`` or the error it gave."""
+    timeout = min(services.settings.llm_timeout_seconds, 30.0)
+    try:
+        result = await services.providers.test_connection(provider_id, timeout)
+    except UnknownProvider:
+        raise HTTPException(404, f"Provider {provider_id!r} not found") from None
+    return ConnectionTestOut(**result.__dict__)
+
+
 @router.put("/active")
 async def set_active(body: ActiveModelIn, services: ServicesDep) -> dict[str, Any]:
     try:

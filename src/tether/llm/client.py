@@ -72,7 +72,7 @@ class OpenAIChatModel:
             return await self._stream(messages, tools, on_text)
         except openai.APIStatusError as exc:
             raise ModelError(
-                f"the model provider answered {exc.status_code}: {_message(exc)}"
+                f"the model provider answered {exc.status_code}: {provider_message(exc)}"
             ) from exc
         except openai.APIError as exc:
             raise ModelError(f"the model provider failed: {exc.message}") from exc
@@ -121,7 +121,8 @@ def _finish_call(index: int, partial: _PartialCall) -> RequestedCall:
     )
 
 
-def _message(exc: Any) -> str:
+def provider_message(exc: Any) -> str:
+    """The readable part of an SDK error (the provider's own message when it sent one)."""
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
         err = body.get("error", body)

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tether.llm.client import ChatModel, ModelError
+from tether.llm.probe import ProbeResult, probe_model
 from tether.security.keybox import KeyBox
 from tether.store.providers import ProviderRepository
 from tether.store.records import ProviderRecord
@@ -133,6 +134,24 @@ class ProviderService:
             model = self._factory(record.base_url, key, active["model"])
             self._models = {cache_key: model}  # one active model at a time
         return model
+
+    async def test_connection(self, provider_id: str, time_limit: float) -> ProbeResult:
+        """Make a 1-token completion through the provider with its stored key.
+
+        The model tried is the active one when this provider is active, else the
+        provider's chat model, else the first model it lists."""
+        record = await self._repo.get(provider_id)
+        if record is None:
+            raise UnknownProvider(provider_id)
+        active = await self._repo.get_active()
+        if active is not None and active["provider_id"] == provider_id:
+            model = active["model"]
+        else:
+            model = record.chat_model or next((m["id"] for m in record.models), "")
+        if not model:
+            return ProbeResult(False, "", 0, "the provider lists no model to try")
+        key = self._keybox.open(record.api_key_encrypted) if record.api_key_encrypted else ""
+        return await probe_model(record.base_url, key, model, time_limit)
 
     async def bootstrap_from_env(self, env: Mapping[str, str]) -> None:
         """Register the provider given by OPENAI_API_KEY / OPENAI_BASE_URL / TETHER_MODEL."""

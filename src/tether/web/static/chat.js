@@ -1,0 +1,391 @@
+// Chat: the session list, the conversation (history and the streamed turn), the
+// composer, and the per-session approval level. Tool calls render through toolcalls.js.
+
+import { api, postStream } from "./api.js";
+import { clearApprovals, refreshApprovals } from "./approvals.js";
+import { act, enc, h, randomId, showStatus } from "./dom.js";
+import { renderMarkdown } from "./markdown.js";
+import { callCard, callModel, liveModels, pollCalls, refreshInfo } from "./toolcalls.js";
+
+const NOTE_PREFIX = /^\[tether notification\]\s*/;
+
+const state = {
+  sessionId: null,
+  sessions: [],
+  streaming: false,
+  taskId: null,
+  bgBusy: false,
+  updatedAt: null,
+  panelIds: new Set(),
+};
+
+const $ = (id) => document.getElementById(id);
+
+function currentSession() {
+  return state.sessions.find((s) => s.session_id === state.sessionId) || null;
+}
+
+// ---------------------------------------------------------------- sessions
+
+function renderSessions() {
+  const list = $("session-list");
+  list.replaceChildren(
+    ...state.sessions.map((s) => {
+      const title = s.title || s.session_id;
+      return h(
+        "li",
+        { class: s.busy ? "busy" : "" },
+        h(
+          "button",
+          {
+            type: "button",
+            class: "session-open",
+            "aria-current": s.session_id === state.sessionId ? "true" : null,
+            onclick: act(() => selectSession(s.session_id)),
+          },
+          title,
+        ),
+        h(
+          "button",
+          {
+            type: "button",
+            class: "session-delete small",
+            "aria-label": `Delete session ${title}`,
+            title: "Delete",
+            onclick: act(() => deleteSession(s.session_id, title)),
+          },
+          "✕",
+        ),
+      );
+    }),
+  );
+}
+
+async function loadSessions() {
+  state.sessions = await api("GET", "/api/chats");
+  renderSessions();
+}
+
+async function deleteSession(sessionId, title) {
+  await api("DELETE", `/api/chats/${enc(sessionId)}`);
+  showStatus(`Deleted “${title}”.`);
+  await loadSessions();
+  if (sessionId === state.sessionId) newSession();
+}
+
+function resetSide() {
+  state.panelIds = new Set();
+  $("calls-in-flight").replaceChildren(h("p", { class: "muted empty" }, "No tool call is running."));
+  clearApprovals($("approvals"));
+}
+
+export function newSession() {
+  state.sessionId = `console:${randomId()}`;
+  state.updatedAt = null;
+  state.bgBusy = false;
+  $("conv-title").textContent = "New chat";
+  $("approval-level").value = "";
+  $("messages").replaceChildren(h("li", { class: "muted empty" }, "Say something to start."));
+  resetSide();
+  renderSessions();
+  $("message-input").focus();
+}
+
+async function selectSession(sessionId) {
+  state.sessionId = sessionId;
+  const session = currentSession();
+  state.updatedAt = session ? session.updated_at : null;
+  state.bgBusy = Boolean(session && session.busy);
+  $("conv-title").textContent = session?.title || sessionId;
+  $("approval-level").value = session?.approval_level || "";
+  resetSide();
+  renderSessions();
+  await loadHistory();
+  await refreshSide();
+}
+
+// ---------------------------------------------------------------- messages
+
+function bubble(kind, label, body) {
+  return h("li", { class: `msg ${kind}` }, h("div", { class: "msg-who" }, label), body);
+}
+
+function attachCall(slot, model) {
+  slot.dataset.callId = model.id;
+  slot.replaceChildren(callCard(model, { open: model.live }));
+}
+
+function callSlot(call) {
+  let args = {};
+  try {
+    args = JSON.parse(call.function.arguments || "{}");
+  } catch {
+    args = { raw: call.function.arguments };
+  }
+  const slot = h(
+    "div",
+    { class: "call-slot", "data-model-call-id": call.id, "data-tool": call.function.name },
+    h("p", { class: "muted" }, `${call.function.name} requested…`),
+  );
+  slot.requested = { tool_name: call.function.name, extra: { arguments: args } };
+  return slot;
+}
+
+function assistantBubble(message) {
+  const body = h("div", { class: "msg-body" });
+  if (message.content) body.append(renderMarkdown(message.content));
+  for (const call of message.tool_calls || []) body.append(callSlot(call));
+  return bubble("assistant", "Tether", body);
+}
+
+function notificationBubble(message) {
+  const text = String(message.content || "").replace(NOTE_PREFIX, "");
+  return bubble(
+    "notification",
+    "Background result",
+    h("div", { class: "msg-body" }, h("pre", { class: "note-text" }, text)),
+  );
+}
+
+function userBubble(message) {
+  const text = typeof message.content === "string" ? message.content : "";
+  return bubble("user", "You", h("div", { class: "msg-body" }, renderMarkdown(text)));
+}
+
+function findSlot(callId, toolName) {
+  const list = $("messages");
+  const exact = list.querySelector(`.call-slot[data-model-call-id="${CSS.escape(callId)}"]`);
+  if (exact) return exact;
+  return [...list.querySelectorAll(".call-slot:not([data-call-id])")].find(
+    (slot) => slot.dataset.tool === toolName,
+  );
+}
+
+/** Bind a tool message (it names the call's id in Tether) to its slot. */
+function bindToolMessage(message) {
+  const callId = message.x_tether_call_id || message.tool_call_id;
+  const slot = findSlot(message.tool_call_id, null) || findSlot(callId, null);
+  if (!slot || slot.dataset.callId) return;
+  const model = callModel(state.sessionId, callId);
+  if (model.info.tool_name === undefined) model.update(slot.requested);
+  attachCall(slot, model);
+  if (model.info.status === "unknown") act(() => refreshInfo(model))();
+}
+
+function appendMessage(kind, message) {
+  const list = $("messages");
+  list.querySelector(".empty")?.remove();
+  if (kind === "user") list.append(userBubble(message));
+  else if (kind === "assistant") list.append(assistantBubble(message));
+  else if (kind === "notification") list.append(notificationBubble(message));
+  else if (kind === "tool") bindToolMessage(message);
+}
+
+async function loadHistory() {
+  const sessionId = state.sessionId;
+  let history = [];
+  if (currentSession()) history = await api("GET", `/api/chats/${enc(sessionId)}/messages`);
+  if (sessionId !== state.sessionId) return;
+  $("messages").replaceChildren();
+  for (const entry of history) appendMessage(entry.kind, entry.message);
+  if (!history.length) {
+    $("messages").append(h("li", { class: "muted empty" }, "Say something to start."));
+  }
+  // Calls still in flight (their turn goes on elsewhere) get live cards too.
+  for (const model of liveModels(sessionId)) {
+    const slot = findSlot(model.id, model.info.tool_name);
+    if (slot && !slot.dataset.callId) attachCall(slot, model);
+  }
+  scrollToEnd();
+}
+
+function scrollToEnd() {
+  const list = $("messages");
+  list.scrollTop = list.scrollHeight;
+}
+
+// ---------------------------------------------------------------- side panel
+
+function showInPanel(model) {
+  if (state.panelIds.has(model.id)) return;
+  state.panelIds.add(model.id);
+  const panel = $("calls-in-flight");
+  panel.querySelector(".empty")?.remove();
+  panel.prepend(callCard(model));
+}
+
+async function refreshSide() {
+  const sessionId = state.sessionId;
+  if (!currentSession()) return;
+  const items = await pollCalls(sessionId);
+  if (sessionId !== state.sessionId) return;
+  for (const info of items) {
+    const model = callModel(sessionId, info.tool_call_id);
+    showInPanel(model);
+    const slot = findSlot(model.id, model.info.tool_name);
+    if (slot && !slot.dataset.callId) attachCall(slot, model);
+  }
+  await refreshApprovals(sessionId, $("approvals"), refreshSide);
+}
+
+// ---------------------------------------------------------------- the turn
+
+function onEvent(event, turn) {
+  switch (event.type) {
+    case "task":
+      state.taskId = event.task_id;
+      $("stop").hidden = false;
+      act(() => afterSessionCreated())();
+      break;
+    case "text_delta":
+      turn.text += event.text;
+      turn.live.querySelector(".msg-body").textContent = turn.text;
+      scrollToEnd();
+      break;
+    case "message":
+      if (event.kind === "assistant") {
+        turn.live.replaceWith(assistantBubble(event.message));
+        turn.text = "";
+        turn.live = liveBubble();
+        $("messages").append(turn.live);
+      } else if (event.kind !== "user") {
+        if (event.kind === "notification") turn.live.before(notificationBubble(event.message));
+        else appendMessage(event.kind, event.message);
+      }
+      scrollToEnd();
+      break;
+    case "tool_call_started": {
+      const model = callModel(state.sessionId, event.tool_call.tool_call_id, event.tool_call);
+      model.follow();
+      showInPanel(model);
+      const slot = findSlot(model.id, model.info.tool_name);
+      if (slot && !slot.dataset.callId) attachCall(slot, model);
+      break;
+    }
+    case "tool_call_ended":
+      callModel(state.sessionId, event.tool_call.tool_call_id, event.tool_call);
+      break;
+    case "final":
+      if (event.result?.status && event.result.status !== "completed") {
+        turn.error = event.result.error || event.result.status;
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+function liveBubble() {
+  return bubble("assistant streaming", "Tether", h("div", { class: "msg-body" }));
+}
+
+async function afterSessionCreated() {
+  const pending = state.pendingLevel;
+  await loadSessions();
+  const session = currentSession();
+  if (session) $("conv-title").textContent = session.title || session.session_id;
+  if (pending && session && session.approval_level !== pending) await saveLevel(pending);
+  state.pendingLevel = undefined;
+}
+
+async function send(text) {
+  if (state.streaming || !text.trim()) return;
+  state.streaming = true;
+  $("send").disabled = true;
+  const list = $("messages");
+  list.querySelector(".empty")?.remove();
+  list.append(userBubble({ content: text }));
+  const turn = { text: "", live: liveBubble(), error: null };
+  list.append(turn.live);
+  scrollToEnd();
+  const level = $("approval-level").value;
+  if (!currentSession() && level) state.pendingLevel = level;
+  const body = {
+    session_id: state.sessionId,
+    input: [{ role: "user", type: "message", content: [{ type: "text", text }] }],
+    request_context: level ? { approval_level: level } : {},
+  };
+  try {
+    await postStream("/api/console/chat", body, (event) => onEvent(event, turn));
+  } finally {
+    state.streaming = false;
+    state.taskId = null;
+    $("send").disabled = false;
+    $("stop").hidden = true;
+  }
+  await loadSessions();
+  state.updatedAt = currentSession()?.updated_at ?? null;
+  await loadHistory();
+  if (turn.error) {
+    list.append(bubble("error", "Error", h("div", { class: "msg-body" }, turn.error)));
+    scrollToEnd();
+    showStatus(turn.error, "error");
+  }
+}
+
+async function saveLevel(level) {
+  await api("PUT", `/api/chats/${enc(state.sessionId)}/settings`, {
+    approval_level: level || null,
+  });
+  showStatus(`Approval level: ${level || "server default"}.`);
+  await loadSessions();
+}
+
+// ---------------------------------------------------------------- polling
+
+/** Once a second: notice background work in the current session (a woken turn, an
+ * offloaded call's late result) and keep the side panel fresh while anything runs. */
+export async function poll() {
+  if (document.hidden) return;
+  await loadSessions();
+  const session = currentSession();
+  if (!session) return;
+  const active = state.streaming || session.busy || liveModels(state.sessionId).length > 0;
+  if (active) await refreshSide();
+  if (state.streaming) return;
+  if (session.busy) {
+    state.bgBusy = true;
+  } else if (state.bgBusy || session.updated_at !== state.updatedAt) {
+    state.bgBusy = false;
+    state.updatedAt = session.updated_at;
+    await loadHistory();
+  }
+}
+
+export function initChat() {
+  const input = $("message-input");
+  $("composer").addEventListener(
+    "submit",
+    act(async (event) => {
+      event.preventDefault();
+      const text = input.value;
+      input.value = "";
+      await send(text);
+    }),
+  );
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      $("composer").requestSubmit();
+    }
+  });
+  $("new-session").addEventListener("click", () => newSession());
+  $("stop").addEventListener(
+    "click",
+    act(async () => {
+      if (state.taskId) await api("POST", `/api/console/chat/task/${enc(state.taskId)}/stop`);
+    }),
+  );
+  $("approval-level").addEventListener(
+    "change",
+    act(async (event) => {
+      if (currentSession()) await saveLevel(event.target.value);
+      else state.pendingLevel = event.target.value;
+    }),
+  );
+  return loadSessions().then(() => {
+    if (state.sessions.length) return selectSession(state.sessions[0].session_id);
+    newSession();
+    return undefined;
+  });
+}

@@ -1,0 +1,42 @@
+// The console's entry point: view switching, start-up and the shared timers.
+
+import { tickApprovals } from "./approvals.js";
+import { initChat, poll } from "./chat.js";
+import { act } from "./dom.js";
+import { initSettings, showSettings } from "./settings.js";
+import { tickAll } from "./toolcalls.js";
+
+const views = { chat: "view-chat", settings: "view-settings" };
+
+function show(view) {
+  for (const [name, id] of Object.entries(views)) {
+    document.getElementById(id).hidden = name !== view;
+    document.getElementById(`nav-${name}`).setAttribute("aria-pressed", String(name === view));
+  }
+  if (view === "settings") act(showSettings)();
+}
+
+function schedulePolling() {
+  const loop = act(poll);
+  const again = async () => {
+    await loop();
+    setTimeout(again, 1000);
+  };
+  setTimeout(again, 1000);
+}
+
+async function start() {
+  for (const name of Object.keys(views)) {
+    document.getElementById(`nav-${name}`).addEventListener("click", () => show(name));
+  }
+  initSettings();
+  await act(initChat)();
+  // Countdowns tick locally between polls.
+  setInterval(() => {
+    tickAll();
+    tickApprovals(document.getElementById("approvals"));
+  }, 250);
+  schedulePolling();
+}
+
+start();

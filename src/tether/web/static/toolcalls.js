@@ -1,0 +1,249 @@
+// Tool calls: one model per call (info, output, deadlines), shown as cards inline in the
+// conversation and in the side panel. Output comes from the call's SSE stream (one
+// EventSource per call in flight) or, for finished calls, from /output.
+
+import { api } from "./api.js";
+import { act, enc, formatSeconds, h } from "./dom.js";
+
+const LIVE = new Set(["awaiting_approval", "running", "offloaded"]);
+const models = new Map();
+
+function base(sessionId, callId) {
+  return `/api/tool-calls/${enc(sessionId)}/${enc(callId)}`;
+}
+
+export function describeArguments(toolName, args) {
+  if (args && typeof args === "object" && typeof args.command === "string") return args.command;
+  return JSON.stringify(args ?? {}, null, 1);
+}
+
+class CallModel {
+  constructor(sessionId, callId) {
+    this.sessionId = sessionId;
+    this.id = callId;
+    this.info = { tool_call_id: callId, status: "unknown", extra: {} };
+    this.seenAt = performance.now();
+    this.output = "";
+    this.outputState = "none"; // none | loading | streaming | loaded
+    this.source = null;
+    this.cards = new Set();
+  }
+
+  get live() {
+    return LIVE.has(this.info.status);
+  }
+
+  update(info) {
+    this.info = { ...this.info, ...info };
+    this.seenAt = performance.now();
+    if (!this.live && this.source && this.outputState === "loaded") this.closeStream();
+    this.render();
+  }
+
+  remaining(field) {
+    const value = this.info[field];
+    if (value === null || value === undefined) return null;
+    if (!this.live) return value;
+    return Math.max(0, value - (performance.now() - this.seenAt) / 1000);
+  }
+
+  elapsed() {
+    const value = this.info.elapsed ?? 0;
+    return this.live ? value + (performance.now() - this.seenAt) / 1000 : value;
+  }
+
+  /** Follow the live output (the stream replays what came before, then goes on). */
+  follow() {
+    if (this.source || this.outputState === "loaded") return;
+    this.output = "";
+    this.outputState = "streaming";
+    this.source = new EventSource(`${base(this.sessionId, this.id)}/stream`);
+    this.source.onmessage = (event) => {
+      const data = JSON.parse(event.data);
+      if (data.type === "output") this.appendOutput(data.text);
+      else if (data.type === "done") {
+        this.outputState = "loaded";
+        this.closeStream();
+        this.update({ status: data.status || "completed", end_state: data.end_state });
+      }
+    };
+  }
+
+  closeStream() {
+    if (this.source) this.source.close();
+    this.source = null;
+  }
+
+  /** Fetch the whole output once (a finished call). */
+  async load() {
+    if (this.outputState !== "none") return;
+    this.outputState = "loading";
+    const data = await api("GET", `${base(this.sessionId, this.id)}/output`);
+    this.output = data.content.map((part) => part.text).join("");
+    this.outputState = "loaded";
+    this.render();
+  }
+
+  appendOutput(text) {
+    this.output += text;
+    for (const card of this.cards) {
+      const pre = card.querySelector(".call-output");
+      const atBottom = pre.scrollHeight - pre.scrollTop - pre.clientHeight < 24;
+      pre.append(text);
+      if (atBottom) pre.scrollTop = pre.scrollHeight;
+    }
+  }
+
+  render() {
+    for (const card of [...this.cards]) {
+      if (!card.isConnected && card.dataset.attached === "1") this.cards.delete(card);
+      else renderCard(this, card);
+    }
+  }
+
+  tick() {
+    for (const card of this.cards) renderTimers(this, card);
+  }
+}
+
+/** The model of a call (created on first sight). */
+export function callModel(sessionId, callId, info) {
+  const key = `${sessionId}\n${callId}`;
+  let model = models.get(key);
+  if (!model) {
+    model = new CallModel(sessionId, callId);
+    models.set(key, model);
+  }
+  if (info) model.update(info);
+  return model;
+}
+
+export function liveModels(sessionId) {
+  return [...models.values()].filter((m) => m.sessionId === sessionId && m.live);
+}
+
+/** Refresh the in-flight list; calls that left it are fetched once more for their end. */
+export async function pollCalls(sessionId) {
+  const data = await api("GET", `/api/tool-calls/${enc(sessionId)}`);
+  const seen = new Set();
+  for (const info of data.items) {
+    seen.add(info.tool_call_id);
+    const model = callModel(sessionId, info.tool_call_id, info);
+    model.follow();
+  }
+  for (const model of liveModels(sessionId)) {
+    if (!seen.has(model.id)) await refreshInfo(model);
+  }
+  return data.items;
+}
+
+export async function refreshInfo(model) {
+  model.update(await api("GET", base(model.sessionId, model.id)));
+}
+
+export function tickAll() {
+  for (const model of models.values()) if (model.live) model.tick();
+}
+
+function button(label, title, cls, handler) {
+  return h("button", { type: "button", class: `small ${cls}`, title, onclick: act(handler) }, label);
+}
+
+function actions(model) {
+  const path = base(model.sessionId, model.id);
+  return h(
+    "div",
+    { class: "call-actions" },
+    button("Cancel", "Stop the command (SIGTERM, then SIGKILL)", "cancel", async () => {
+      await api("POST", `${path}/cancel`, { force: false });
+    }),
+    button("Force kill", "SIGKILL the whole process tree now", "force-kill", async () => {
+      await api("POST", `${path}/cancel`, { force: true });
+    }),
+    button("Background", "Let the agent go on; the result arrives later", "offload", async () => {
+      await api("POST", `${path}/offload`);
+      await refreshInfo(model);
+    }),
+    button("+60 s", "Give the command another minute", "extend", async () => {
+      const data = await api("POST", `${path}/extend-deadline`, { seconds: 60 });
+      model.update({ kill_remaining: data.kill_remaining, offload_remaining: data.offload_remaining });
+    }),
+  );
+}
+
+function statusText(info) {
+  if (info.status === "completed") return info.end_state || "completed";
+  if (info.status === "awaiting_approval") return "awaiting approval";
+  return info.status;
+}
+
+function renderTimers(model, card) {
+  card.querySelector(".call-elapsed").textContent = formatSeconds(model.elapsed());
+  card.querySelector(".kill-remaining").textContent = formatSeconds(model.remaining("kill_remaining"));
+  card.querySelector(".offload-remaining").textContent = formatSeconds(
+    model.remaining("offload_remaining"),
+  );
+}
+
+function renderCard(model, card) {
+  const { info } = model;
+  card.dataset.status = info.status;
+  card.dataset.endState = info.end_state || "";
+  card.querySelector(".call-tool").textContent = info.tool_name || "tool";
+  card.querySelector(".call-state").textContent = statusText(info);
+  const args = info.extra?.arguments;
+  if (args !== undefined) {
+    card.querySelector(".call-args").textContent = describeArguments(info.tool_name, args);
+  }
+  card.querySelector(".call-deadlines").hidden = !model.live;
+  card.querySelector(".call-actions").hidden = !model.live;
+  const offloadButton = card.querySelector(".call-actions .offload");
+  offloadButton.disabled = info.status !== "running";
+  const pre = card.querySelector(".call-output");
+  if (model.outputState === "loaded" || model.outputState === "streaming") {
+    if (pre.textContent !== model.output) pre.textContent = model.output;
+  }
+  renderTimers(model, card);
+}
+
+/** A new card showing `model`; it stays up to date while it is in the page. */
+export function callCard(model, { open = true } = {}) {
+  const output = h("pre", { class: "call-output", tabindex: "0", "aria-label": "Output" });
+  const details = h(
+    "details",
+    { class: "call-output-box", open: open || model.live },
+    h("summary", {}, "Output"),
+    output,
+  );
+  details.addEventListener(
+    "toggle",
+    act(async () => {
+      if (details.open && !model.live) await model.load();
+    }),
+  );
+  const card = h(
+    "article",
+    { class: "call", "data-call-id": model.id },
+    h(
+      "header",
+      {},
+      h("span", { class: "call-tool" }),
+      h("span", { class: "call-state badge" }),
+      h("span", { class: "call-elapsed", title: "Elapsed" }),
+    ),
+    h("pre", { class: "call-args" }),
+    h(
+      "dl",
+      { class: "call-deadlines" },
+      h("div", {}, h("dt", {}, "Kill in"), h("dd", { class: "kill-remaining" })),
+      h("div", {}, h("dt", {}, "Background in"), h("dd", { class: "offload-remaining" })),
+    ),
+    actions(model),
+    details,
+  );
+  card.dataset.attached = "1";
+  model.cards.add(card);
+  renderCard(model, card);
+  if (details.open && !model.live) act(() => model.load())();
+  return card;
+}

@@ -1,0 +1,118 @@
+"""Fixtures for the console's browser tests: one real server and fake model per module,
+Debian's headless Chromium driven by Playwright, and a page that fails its test on any
+browser console error."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from browser_support import ConsoleErrors, watch
+
+_INTEGRATION = Path(__file__).resolve().parent.parent / "integration"
+sys.path.insert(0, str(_INTEGRATION))
+
+from helpers import MockLLMHandler  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def _load_server_module() -> ModuleType:
+    # The integration conftest stays standalone (the conformance suite copies it), so it
+    # is loaded here by path under its own name rather than imported as "conftest".
+    spec = importlib.util.spec_from_file_location("tether_it_server", _INTEGRATION / "conftest.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_server_module = _load_server_module()
+AppServer = _server_module.AppServer
+start_server = _server_module.start_server
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if Path(CHROMIUM).exists():
+        return
+    skip = pytest.mark.skip(reason=f"{CHROMIUM} is missing (scripts/ensure-chromium installs it)")
+    for item in items:
+        if item.get_closest_marker("browser"):
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="module")
+def mock_llm() -> Iterator[Any]:
+    """The OpenAI-compatible fake model; set ``.replies`` to script its answers."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), MockLLMHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    server.url = f"http://127.0.0.1:{server.server_address[1]}/v1"  # type: ignore[attr-defined]
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def console_server() -> Iterator[Any]:
+    home = Path(tempfile.mkdtemp(prefix="tether-browser-"))
+    server = start_server(home)
+    try:
+        yield server
+    finally:
+        server.close()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
+        )
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def console_errors() -> ConsoleErrors:
+    return ConsoleErrors()
+
+
+@pytest.fixture
+def page(browser: Any, console_server: Any, console_errors: ConsoleErrors) -> Iterator[Any]:
+    """A logged-in page (by the token URL) at 1280x800."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = watch(context.new_page(), console_errors)
+    page.set_default_timeout(20_000)
+    page.goto(f"{console_server.base_url}/?token={console_server.token}")
+    page.wait_for_selector("#messages")
+    try:
+        yield page
+    finally:
+        context.close()
+    assert list(console_errors) == []

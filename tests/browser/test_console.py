@@ -1,0 +1,160 @@
+"""The web console, driven in headless Chromium against a real server and a fake model.
+
+The tests share one server per module and build on each other in file order: the
+provider added through the settings UI in the second test serves every chat after it."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from typing import Any
+
+import pytest
+from browser_support import ConsoleErrors, screenshot, watch
+from playwright.sync_api import expect
+
+pytestmark = pytest.mark.browser
+
+MOCK_PROVIDER = "browser-mock"
+
+
+def _loop_command(lines: int, every: float = 0.2) -> str:
+    script = (
+        f"import time\nfor i in range({lines}):\n"
+        f"    print(f'tick {{i}}', flush=True)\n    time.sleep({every})"
+    )
+    return f"python -u -c {shlex.quote(script)}"
+
+
+def _shell_call(command: str, timeout: int = 120) -> dict[str, Any]:
+    args = json.dumps({"command": command, "timeout": timeout})
+    return {"tool_calls": [["execute_shell_command", args]]}
+
+
+def _new_chat(page: Any) -> None:
+    page.get_by_role("button", name="New chat").click()
+    expect(page.locator("#conv-title")).to_have_text("New chat")
+
+
+def _send(page: Any, text: str) -> None:
+    box = page.get_by_label("Message")
+    box.fill(text)
+    box.press("Enter")
+
+
+def _seconds(text: str) -> float:
+    minutes = re.match(r"(\d+)m (\d+)s", text)
+    if minutes:
+        return int(minutes[1]) * 60 + int(minutes[2])
+    return float(text.rstrip("s"))
+
+
+def test_token_url_logs_in_with_a_cookie_and_cleans_the_url(
+    browser: Any, console_server: Any, console_errors: ConsoleErrors
+) -> None:
+    context = browser.new_context()
+    page = watch(context.new_page(), console_errors)
+    page.goto(console_server.base_url + "/")
+    expect(page.get_by_text("Open the URL printed by")).to_be_visible()
+
+    page.goto(f"{console_server.base_url}/?token={console_server.token}")
+    expect(page.get_by_role("heading", name="Sessions")).to_be_visible()
+    assert page.url == console_server.base_url + "/"
+    (cookie,) = [c for c in context.cookies() if c["name"] == "tether_token"]
+    assert cookie["httpOnly"] is True
+    assert cookie["sameSite"] == "Strict"
+    stored = page.evaluate("JSON.stringify({...localStorage, ...sessionStorage})")
+    assert console_server.token not in stored
+    assert console_server.token not in page.content()
+    context.close()
+    assert list(console_errors) == []
+
+
+def test_add_the_fake_provider_through_the_settings(page: Any, mock_llm: Any) -> None:
+    page.get_by_role("button", name="Settings").click()
+    form = page.locator("#provider-form")
+    form.get_by_label("Id", exact=True).fill(MOCK_PROVIDER)
+    form.get_by_label("Name", exact=True).fill("Browser mock")
+    form.get_by_label("Base URL").fill(mock_llm.url)
+    form.get_by_label("Model", exact=True).fill("mock-model")
+    form.get_by_label("API key").fill("sk-browser")
+    form.get_by_role("button", name="Add provider").click()
+
+    row = page.locator(f'.provider[data-provider-id="{MOCK_PROVIDER}"]')
+    expect(row).to_have_class(re.compile(r"\bactive\b"))
+    expect(row.get_by_text("active: mock-model")).to_be_visible()
+    row.get_by_role("button", name="Test connection").click()
+    expect(row.locator(".test-result")).to_have_text(re.compile(r"^ok \(mock-model"))
+    screenshot(page, "settings")
+
+
+def test_a_message_streams_its_answer_as_safe_markdown(page: Any, mock_llm: Any) -> None:
+    mock_llm.replies = [{"text": "Hello **world** <img src=x onerror=alert(1)> `code`"}]
+    _new_chat(page)
+    _send(page, "Say hello")
+    answer = page.locator(".msg.assistant:not(.streaming)").last
+    expect(answer.locator("strong")).to_have_text("world")
+    expect(answer).to_contain_text("<img src=x onerror=alert(1)>")
+    assert answer.locator("img").count() == 0
+    expect(page.locator("#session-list")).to_contain_text("Say hello")
+    expect(page.get_by_label("Message")).to_have_value("")
+
+
+def test_a_long_command_streams_live_then_gets_a_minute_and_goes_to_the_background(
+    page: Any, mock_llm: Any
+) -> None:
+    mock_llm.replies = [
+        _shell_call(_loop_command(60)),
+        {"text": "It runs in the background now."},
+        {"text": "The background command has finished."},
+    ]
+    _new_chat(page)
+    _send(page, "Count slowly")
+    card = page.locator("#calls-in-flight .call").first
+    expect(card).to_have_attribute("data-status", "running")
+    output = card.locator(".call-output")
+    expect(output).to_contain_text("tick 3")
+    expect(output).not_to_contain_text("tick 40")  # the lines arrive while it runs
+    inline = page.locator("#messages .call").first
+    expect(inline.locator(".call-output")).to_contain_text("tick 3")
+    screenshot(page, "chat-live-tool-call")
+
+    before = _seconds(card.locator(".kill-remaining").inner_text())
+    card.get_by_role("button", name="+60 s").click()
+    expect(card.locator(".kill-remaining")).to_have_text(re.compile(r"^\d+m \d+s$"))
+    after = _seconds(card.locator(".kill-remaining").inner_text())
+    assert after > before + 45
+
+    card.get_by_role("button", name="Background").click()
+    expect(
+        page.locator(".msg.assistant").filter(has_text="It runs in the background now.")
+    ).to_be_visible()
+    expect(page.locator("#send")).to_be_enabled()
+    expect(card).to_have_attribute("data-status", "offloaded")
+    expect(output).to_contain_text("tick 20")
+
+    note = page.locator(".msg.notification")
+    expect(note).to_contain_text("tick 59", timeout=40_000)
+    expect(
+        page.locator(".msg.assistant").filter(has_text="The background command has finished.")
+    ).to_be_visible()
+    expect(card).to_have_attribute("data-end-state", "success")
+    expect(output).to_contain_text("tick 59")
+
+
+def test_cancel_ends_a_running_command_as_cancelled(page: Any, mock_llm: Any) -> None:
+    mock_llm.replies = [_shell_call(_loop_command(300)), {"text": "Understood, it was cancelled."}]
+    _new_chat(page)
+    _send(page, "Run something long")
+    card = page.locator("#calls-in-flight .call").first
+    expect(card.locator(".call-output")).to_contain_text("tick 2")
+    card.get_by_role("button", name="Cancel").click()
+    expect(card).to_have_attribute("data-end-state", "cancelled")
+    expect(card.locator(".call-state")).to_have_text("cancelled")
+    expect(
+        page.locator(".msg.assistant").filter(has_text="Understood, it was cancelled.")
+    ).to_be_visible()
+    inline = page.locator("#messages .call").first
+    expect(inline).to_have_attribute("data-end-state", "cancelled")
+    expect(inline.locator(".call-output")).to_contain_text("tick 2")
