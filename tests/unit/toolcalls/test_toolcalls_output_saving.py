@@ -1,0 +1,60 @@
+"""Saving a call's output: the periodic flush and the final save may overlap, and each
+chunk must still be written once (a duplicate broke the turn with an IntegrityError)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from tether.store.records import OutputChunk
+from tether.toolcalls import deadlines
+from tether.toolcalls.coordinator import CoordinatorConfig, ToolCallCoordinator
+from tether.toolcalls.live import Invocation, LiveCall
+from tether.toolcalls.output import OutputBuffer
+
+
+class SlowOutputStore:
+    """Records saved sequence numbers; each write yields, as a real database write does."""
+
+    def __init__(self) -> None:
+        self.saved: list[int] = []
+
+    async def append_output(self, call_id: str, chunks: list[OutputChunk]) -> None:
+        await asyncio.sleep(0)
+        self.saved.extend(c.seq for c in chunks)
+
+
+async def _no_delivery(session_id: str, call_id: str, text: str) -> None:
+    return None
+
+
+def _coordinator(repo: Any, tmp_path: Path) -> ToolCallCoordinator:
+    config = CoordinatorConfig(
+        offload_after=None,
+        cancel_grace=1.0,
+        model_output_chars=1000,
+        output_memory_bytes=10_000,
+        max_per_session=4,
+        max_total=8,
+        marker_prefix="test",
+    )
+    return ToolCallCoordinator(repo, config, tmp_path, (), _no_delivery)
+
+
+async def test_overlapping_saves_write_each_chunk_once(tmp_path: Path) -> None:
+    repo = SlowOutputStore()
+    coordinator = _coordinator(repo, tmp_path)
+    call = LiveCall(
+        invocation=Invocation("c1", "s1", "t1", "default", "execute_shell_command", {}),
+        status="running",
+        deadlines=deadlines.initial(0.0, None, None, None),
+        buffer=OutputBuffer(10_000, 1000),
+        marker="test:c1",
+    )
+    call.buffer.append("stdout", "one\n")
+    call.buffer.append("stdout", "two\n")
+
+    await asyncio.gather(coordinator._persist_output(call), coordinator._persist_output(call))
+
+    assert repo.saved == [1, 2]
