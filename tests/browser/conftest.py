@@ -110,7 +110,7 @@ def page(browser: Any, console_server: Any, console_errors: ConsoleErrors) -> It
     page = watch(context.new_page(), console_errors)
     page.set_default_timeout(20_000)
     page.goto(f"{console_server.base_url}/?token={console_server.token}")
-    page.wait_for_selector("#messages")
+    page.wait_for_selector("body[data-ready]")
     try:
         yield page
     finally:

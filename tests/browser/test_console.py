@@ -105,7 +105,7 @@ def test_a_long_command_streams_live_then_gets_a_minute_and_goes_to_the_backgrou
     page: Any, mock_llm: Any
 ) -> None:
     mock_llm.replies = [
-        _shell_call(_loop_command(60)),
+        _shell_call(_loop_command(60), timeout=40),
         {"text": "It runs in the background now."},
         {"text": "The background command has finished."},
     ]
@@ -120,10 +120,12 @@ def test_a_long_command_streams_live_then_gets_a_minute_and_goes_to_the_backgrou
     expect(inline.locator(".call-output")).to_contain_text("tick 3")
     screenshot(page, "chat-live-tool-call")
 
-    before = _seconds(card.locator(".kill-remaining").inner_text())
+    kill = card.locator(".kill-remaining")
+    expect(kill).to_have_text(re.compile(r"^\d+s$"))  # under a minute
+    before = _seconds(kill.inner_text())
     card.get_by_role("button", name="+60 s").click()
     expect(card.locator(".kill-remaining")).to_have_text(re.compile(r"^\d+m \d+s$"))
-    after = _seconds(card.locator(".kill-remaining").inner_text())
+    after = _seconds(kill.inner_text())
     assert after > before + 45
 
     card.get_by_role("button", name="Background").click()

@@ -384,6 +384,7 @@ export function initChat() {
     }),
   );
   return loadSessions().then(() => {
+    if (state.sessionId) return undefined; // the person already chose
     if (state.sessions.length) return selectSession(state.sessions[0].session_id);
     newSession();
     return undefined;

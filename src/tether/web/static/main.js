@@ -31,6 +31,7 @@ async function start() {
   }
   initSettings();
   await act(initChat)();
+  document.body.dataset.ready = "1";
   // Countdowns tick locally between polls.
   setInterval(() => {
     tickAll();
