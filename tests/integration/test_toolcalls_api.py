@@ -6,7 +6,15 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from core_support import SHELL, Stack, gated, new_session, open_gate, stack_for_module
+from core_support import (
+    SHELL,
+    Stack,
+    gated,
+    new_session,
+    open_gate,
+    stack_for_module,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -231,8 +239,10 @@ def test_bad_cancel_bodies_are_422_and_the_call_keeps_running(
     assert stack.call(session, call_id)["status"] == "running"
 
 
-def test_offload_twice_is_409_the_second_time(stack: Stack, running: tuple[str, str]) -> None:
-    session, call_id = running
+def test_offload_twice_is_409_the_second_time(stack: Stack) -> None:
+    gate = f"gate-{uuid.uuid4().hex[:8]}"
+    session, task_id, call = stack.start_shell(gated(gate, "echo started"))
+    call_id = call["tool_call_id"]
     first = stack.api("POST", _path(session, call_id, "offload"))
     assert first.status_code == 202
     assert stack.call(session, call_id)["status"] == "offloaded"
@@ -242,6 +252,15 @@ def test_offload_twice_is_409_the_second_time(stack: Stack, running: tuple[str, 
         "POST", _path(session, call_id, "extend-deadline"), json={"seconds": 5, "target": "offload"}
     )
     assert later.status_code == 409
+    stack.wait_task(task_id)
+    # The result wakes the session for one more turn: let it finish before the next test
+    # scripts the model.
+    stack.model.script({"text": "noted"})
+    open_gate(stack, gate)
+    wait_for(
+        lambda: stack.messages(session)[-1]["message"].get("content") == "noted",
+        what="the wake-up turn",
+    )
 
 
 def test_malformed_json_body_is_422(stack: Stack, running: tuple[str, str]) -> None:

@@ -308,13 +308,21 @@ class ToolCallCoordinator:
                 call.buffer.mark_persisted(pending[-1].seq)
 
     async def _flush_output(self, call: LiveCall) -> None:
-        # Wakes at once when the call finishes (its final save is _finish's job), so
-        # a finished call never waits out the rest of a flush interval.
-        while not call.finished.is_set():
+        """Save output to the store in batches while the call runs.
+
+        A quiet call parks on its buffer at no cost (a thousand sleeping calls must not
+        wake the loop); a finished call is saved by _finish, so this returns at once.
+        """
+        flushed = 0
+        while True:
+            await call.buffer.wait(flushed)
+            if call.buffer.closed:
+                return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(call.finished.wait(), _FLUSH_INTERVAL)
             if call.finished.is_set():
                 return
+            flushed = call.buffer.last_seq
             try:
                 await self._persist_output(call)
             except Exception:
@@ -416,27 +424,38 @@ class ToolCallCoordinator:
         return live_info(call)
 
     async def _stop(self, call: LiveCall, reason: str, force: bool) -> None:
-        if call.finished.is_set():
-            return
-        if call.stop_reason is None or force:
-            call.stop_reason = call.stop_reason or reason
-            call.force_cancelled = call.force_cancelled or force
-        if call.pid is not None:
-            await asyncio.to_thread(
-                process_tree.terminate,
-                call.pid,
-                call.pgid,
-                call.marker,
-                self.config.cancel_grace,
-                force,
+        await self._stop_many([call], reason, force)
+
+    async def _stop_many(self, calls: list[LiveCall], reason: str, force: bool) -> None:
+        """Stop calls together: one scan of the process table for all their trees."""
+        targets: list[process_tree.Target] = []
+        for call in calls:
+            if call.finished.is_set():
+                continue
+            if call.stop_reason is None or force:
+                call.stop_reason = call.stop_reason or reason
+                call.force_cancelled = call.force_cancelled or force
+            if call.pid is None:
+                if call.work is not None:
+                    call.work.cancel()
+                continue
+            # A graceful stop already under way ends in SIGKILL after the grace period;
+            # asking again (the task stopped too, say) needs no second pass.
+            if call.signalled and not force:
+                continue
+            call.signalled = True
+            targets.append(
+                process_tree.Target(call.pid, call.pgid, call.marker, since=call.started_at)
             )
-        elif call.work is not None:
-            call.work.cancel()
+        if targets:
+            await asyncio.to_thread(
+                process_tree.terminate_many, targets, self.config.cancel_grace, force
+            )
 
     async def stop_task(self, task_id: str, reason: str) -> None:
         """Stop every call a task started, including ones in the background."""
         calls = [c for c in self._live.values() if c.invocation.task_id == task_id]
-        await asyncio.gather(*(self._stop(c, reason, force=False) for c in calls))
+        await self._stop_many(calls, reason, force=False)
 
     # ----------------------------------------------------------------- output
 
@@ -495,6 +514,7 @@ class ToolCallCoordinator:
         """Stop every call in flight and record it as cancelled (reason: shutdown)."""
         self._closing = True
         calls = list(self._live.values())
+        await self._stop_many(calls, "server shutdown", force=False)
         await asyncio.gather(
             *(self._stop_and_finish(c, "server shutdown", None) for c in calls),
             return_exceptions=True,

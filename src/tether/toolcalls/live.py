@@ -41,6 +41,8 @@ class LiveCall:
     end_reason: str | None = None
     stop_reason: str | None = None
     force_cancelled: bool = False
+    # Whether its process tree was already sent a stop (see ToolCallCoordinator._stop_many).
+    signalled: bool = False
     timed_out: bool = False
     offload_reason: str | None = None
     human_approved: bool = False

@@ -12,33 +12,69 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import psutil
 
 from tether.tools.base import MARKER_VAR
 
+# psutil's create_time and time.time() come from different clocks (boot time plus
+# jiffies versus the wall clock); allow this much disagreement when filtering by age.
+_CLOCK_SLACK = 2.0
 
-def find_tree(root_pid: int | None, pgid: int | None, marker: str | None) -> list[psutil.Process]:
-    """Every live process that belongs to the call, the server itself excluded."""
+
+@dataclass(frozen=True)
+class Target:
+    """One call's processes: its root, its process group, its environment marker, and
+    when it started (processes older than that cannot be the call's)."""
+
+    root_pid: int | None
+    pgid: int | None
+    marker: str | None
+    since: float | None = None
+
+
+def find_trees(targets: Sequence[Target]) -> list[psutil.Process]:
+    """Every live process that belongs to any of ``targets``, the server excluded.
+
+    One pass over the process table serves all targets, so stopping many calls at once
+    costs one scan, not one per call. The environment (the costly read) is only looked
+    at for processes young enough to belong to a call.
+    """
     found: dict[int, psutil.Process] = {}
     me = os.getpid()
-    if root_pid is not None:
+    for target in targets:
+        if target.root_pid is None:
+            continue
         with contextlib.suppress(psutil.Error):
-            root = psutil.Process(root_pid)
+            root = psutil.Process(target.root_pid)
             found[root.pid] = root
             for child in root.children(recursive=True):
                 found[child.pid] = child
-    for proc in psutil.process_iter(["pid"]):
+    pgids = {t.pgid for t in targets if t.pgid is not None}
+    markers = {t.marker for t in targets if t.marker is not None}
+    starts = [t.since for t in targets]
+    oldest = None if None in starts or not starts else min(s for s in starts if s is not None)
+    for proc in psutil.process_iter(["create_time"]):
         if proc.pid in found or proc.pid == me:
             continue
         with contextlib.suppress(psutil.Error, OSError):
-            if pgid is not None and os.getpgid(proc.pid) == pgid:
+            if pgids and os.getpgid(proc.pid) in pgids:
                 found[proc.pid] = proc
                 continue
-            if marker is not None and proc.environ().get(MARKER_VAR) == marker:
+            created = proc.info.get("create_time")
+            if not markers or (oldest is not None and created and created < oldest - _CLOCK_SLACK):
+                continue
+            if proc.environ().get(MARKER_VAR) in markers:
                 found[proc.pid] = proc
     found.pop(me, None)
     return list(found.values())
+
+
+def find_tree(root_pid: int | None, pgid: int | None, marker: str | None) -> list[psutil.Process]:
+    """Every live process that belongs to the call, the server itself excluded."""
+    return find_trees([Target(root_pid, pgid, marker)])
 
 
 def signal_all(procs: list[psutil.Process], sig: signal.Signals) -> None:
@@ -48,14 +84,13 @@ def signal_all(procs: list[psutil.Process], sig: signal.Signals) -> None:
             proc.send_signal(sig)
 
 
-def terminate(
-    root_pid: int | None, pgid: int | None, marker: str | None, grace: float, force: bool
-) -> None:
-    """Stop the whole tree: SIGTERM, then SIGKILL for survivors after ``grace`` seconds.
+def terminate_many(targets: Sequence[Target], grace: float, force: bool) -> None:
+    """Stop the trees of ``targets``: SIGTERM, then SIGKILL for survivors after ``grace``
+    seconds (``force``: SIGKILL at once).
 
     Blocking (it waits for processes to exit): call it from a worker thread.
     """
-    procs = find_tree(root_pid, pgid, marker)
+    procs = find_trees(targets)
     if not procs:
         return
     if force:
@@ -66,10 +101,17 @@ def terminate(
     _, alive = psutil.wait_procs(procs, timeout=grace)
     # Look again: a process may have forked while being told to stop.
     survivors = {p.pid: p for p in alive}
-    survivors.update({p.pid: p for p in find_tree(root_pid, pgid, marker)})
+    survivors.update({p.pid: p for p in find_trees(targets)})
     if survivors:
         signal_all(list(survivors.values()), signal.SIGKILL)
         psutil.wait_procs(list(survivors.values()), timeout=1.0)
+
+
+def terminate(
+    root_pid: int | None, pgid: int | None, marker: str | None, grace: float, force: bool
+) -> None:
+    """Stop one call's tree (see :func:`terminate_many`)."""
+    terminate_many([Target(root_pid, pgid, marker)], grace, force)
 
 
 def reap_groups(pgids: list[int], marker_prefix: str | None = None) -> int:
