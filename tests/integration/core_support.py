@@ -40,6 +40,7 @@ def _load_harness() -> Any:
 _harness = _load_harness()
 AppServer = _harness.AppServer
 start_server = _harness.start_server
+free_port = _harness.free_port
 
 SHELL = "execute_shell_command"
 T = TypeVar("T")

@@ -12,10 +12,10 @@ from contextlib import contextmanager
 from http.server import ThreadingHTTPServer
 from typing import Any
 
-from core_support import start_server, wait_for
+from core_support import free_port, start_server, wait_for
 from helpers import MockLLMHandler, register_mock_provider
 
-__all__ = ["start_server", "wait_for"]  # re-exported from the core suite's support
+__all__ = ["free_port", "start_server", "wait_for"]  # re-exported from the core suite's support
 
 
 class _ModelServer(ThreadingHTTPServer):

@@ -4,10 +4,15 @@ Schemathesis generates valid and invalid requests for each operation (bounded an
 derandomized so the run is repeatable and takes well under a minute). Nothing is
 excluded: the SSE routes end on their own here (no model is configured, so a chat turn
 fails at once; a stream of an unknown call is a 404), and every call has a timeout.
+
+The fuzzer can register a provider at a made-up URL and then start a turn or a
+connection test with it, so the server runs with its HTTP proxy set to a closed local
+port: nothing it sends leaves the machine (loopback is exempt).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,6 +21,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 from schemathesis.generation.modes import GenerationMode
+from security_support import free_port, start_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.p1]
 
@@ -40,7 +46,25 @@ def _fuzz(operation: Any, base_url: str, headers: dict[str, str], mode: Generati
     run()
 
 
-def test_no_route_answers_500(app_server: Any) -> None:
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    dead_proxy = f"http://127.0.0.1:{free_port()}"
+    srv = start_server(
+        tmp_path_factory.mktemp("fuzz") / "home",
+        HTTP_PROXY=dead_proxy,
+        HTTPS_PROXY=dead_proxy,
+        ALL_PROXY=dead_proxy,
+        NO_PROXY="127.0.0.1,localhost",
+        TETHER_LLM_MAX_RETRIES="0",
+    )
+    try:
+        yield srv
+    finally:
+        srv.close()
+
+
+def test_no_route_answers_500(server: Any) -> None:
+    app_server = server
     headers = {"Authorization": f"Bearer {app_server.token}"}
     schema = schemathesis.openapi.from_url(f"{app_server.base_url}/openapi.json", headers=headers)
     operations = [result.ok() for result in schema.get_all_operations()]

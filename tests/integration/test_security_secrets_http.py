@@ -138,6 +138,12 @@ def test_no_response_carries_a_secret(server: Any, turn: dict[str, Any]) -> None
         for secret in (PROVIDER_KEY, server.token, *ENV_SECRETS.values()):
             assert secret not in resp.text, path
             assert secret not in str(resp.headers), path
+    # The connection test uses the stored key; its answer must not show it.
+    with mock_model(KeyRecordingHandler) as (_, url):
+        use_model(server, url, api_key=PROVIDER_KEY)
+        probe = server.api_request("POST", "/api/models/integ-mock-llm/test")
+    assert probe.status_code == 200, probe.text
+    assert PROVIDER_KEY not in probe.text
     providers = server.api_request("GET", "/api/models").json()["providers"]
     mock = next(p for p in providers if p["id"] == "integ-mock-llm")
     assert mock["has_api_key"] is True
