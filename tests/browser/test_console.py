@@ -86,7 +86,6 @@ def test_add_the_fake_provider_through_the_settings(page: Any, mock_llm: Any) ->
     expect(row.get_by_text("active: mock-model")).to_be_visible()
     row.get_by_role("button", name="Test connection").click()
     expect(row.locator(".test-result")).to_have_text(re.compile(r"^ok \(mock-model"))
-    screenshot(page, "settings")
 
 
 def test_a_message_streams_its_answer_as_safe_markdown(page: Any, mock_llm: Any) -> None:
@@ -160,3 +159,83 @@ def test_cancel_ends_a_running_command_as_cancelled(page: Any, mock_llm: Any) ->
     inline = page.locator("#messages .call").first
     expect(inline).to_have_attribute("data-end-state", "cancelled")
     expect(inline.locator(".call-output")).to_contain_text("tick 2")
+
+
+def _approvals_api_exists(server: Any) -> bool:
+    return server.api_request("GET", "/api/approval/list").status_code == 200
+
+
+def test_a_strict_session_asks_and_the_approved_call_runs(
+    page: Any, mock_llm: Any, console_server: Any
+) -> None:
+    if not _approvals_api_exists(console_server):
+        pytest.skip("this server has no /api/approval routes")
+    command = "mkdir -p scratch && chmod -R 755 scratch && echo approved-run"
+    mock_llm.replies = [_shell_call(command), {"text": "The approved command ran."}]
+    _new_chat(page)
+    page.get_by_label("Approval level", exact=True).select_option("strict")
+    _send(page, "Prepare the scratch folder")
+
+    card = page.locator("#approvals .approval")
+    expect(card).to_be_visible()
+    expect(card.locator(".approval-command")).to_have_text(command)
+    expect(card.locator(".finding")).to_contain_text("chmod-chown-recursive")
+    expect(card.locator(".time-left")).to_have_text(re.compile(r"\d+m \d+s left"))
+    call = page.locator("#calls-in-flight .call").first
+    expect(call).to_have_attribute("data-status", "awaiting_approval")
+    screenshot(page, "approvals")
+
+    card.get_by_role("button", name="Approve").click()
+    expect(
+        page.locator(".msg.assistant").filter(has_text="The approved command ran.")
+    ).to_be_visible()
+    expect(call).to_have_attribute("data-end-state", "success")
+    expect(call.locator(".call-output")).to_contain_text("approved-run")
+    expect(page.locator("#approvals .approval")).to_have_count(0)
+    session = page.locator("#session-list [aria-current=true]").inner_text()
+    sessions = console_server.api_request("GET", "/api/chats").json()
+    (chosen,) = [s for s in sessions if s["title"] == session]
+    assert chosen["approval_level"] == "strict"
+
+
+def test_cron_jobs_are_created_paused_resumed_and_run_from_the_settings(
+    page: Any, mock_llm: Any
+) -> None:
+    mock_llm.replies = [{"text": "Morning report done."}]
+    page.get_by_role("button", name="Settings").click()
+    form = page.locator("#cron-form")
+    form.get_by_label("Name").fill("Morning report")
+    form.get_by_label("Schedule (5-field cron)").fill("0 9 * * 1-5")
+    form.get_by_label("Prompt").fill("Write the morning report")
+    form.get_by_role("button", name="Create job").click()
+
+    job = page.locator(".job").filter(has_text="Morning report")
+    expect(job.locator(".badge")).to_have_text("active")
+    expect(job.locator(".job-next")).to_contain_text("next")
+    job.get_by_role("button", name="Pause").click()
+    expect(job.locator(".badge")).to_have_text("paused")
+    job.get_by_role("button", name="Resume").click()
+    expect(job.locator(".badge")).to_have_text("active")
+    job.get_by_role("button", name="Run now").click()
+    history = job.locator(".job-history")
+    expect(history.locator(".job-run[data-status=success]")).to_have_count(1)
+    screenshot(page, "settings")
+
+
+def test_the_console_fits_a_phone_screen(
+    browser: Any, console_server: Any, console_errors: ConsoleErrors
+) -> None:
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    page = watch(context.new_page(), console_errors)
+    page.goto(f"{console_server.base_url}/?token={console_server.token}")
+    page.wait_for_selector("body[data-ready]")
+    for view in ("Chat", "Settings"):
+        page.get_by_role("button", name=view, exact=True).click()
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"{view} is wider than the screen by {overflow}px"
+    page.get_by_role("button", name="Chat", exact=True).click()
+    page.locator("#session-list .session-open").first.click()
+    expect(page.locator(".msg").first).to_be_visible()
+    screenshot(page, "phone-chat")
+    context.close()
+    assert list(console_errors) == []

@@ -71,7 +71,8 @@ def console_router(token: str | None) -> APIRouter:
     @router.get("/api/console/features")
     async def features(request: Request) -> dict[str, bool]:
         """Which optional APIs this server has (the perimeter guards this like all /api)."""
-        paths = {getattr(route, "path", None) for route in request.app.routes}
+        # The OpenAPI document lists every route, however the routers were included.
+        paths = request.app.openapi().get("paths", {})
         return {name: path in paths for name, path in _OPTIONAL_APIS.items()}
 
     return router

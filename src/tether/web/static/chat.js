@@ -265,6 +265,10 @@ function onEvent(event, turn) {
     case "tool_call_ended":
       callModel(state.sessionId, event.tool_call.tool_call_id, event.tool_call);
       break;
+    case "approval_requested":
+    case "approval_resolved":
+      act(() => refreshApprovals(state.sessionId, $("approvals"), refreshSide))();
+      break;
     case "final":
       if (event.result?.status && event.result.status !== "completed") {
         turn.error = event.result.error || event.result.status;

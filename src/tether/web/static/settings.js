@@ -120,23 +120,51 @@ function scheduleText(job) {
   return JSON.stringify(s);
 }
 
+function when(iso) {
+  if (!iso) return "";
+  const date = new Date(iso);
+  return Number.isNaN(date.getTime()) ? String(iso) : date.toLocaleString();
+}
+
+async function showNextRun(job, row) {
+  const state = await api("GET", `/api/cron/jobs/${enc(job.id)}/state`);
+  const parts = [];
+  if (state.next_run_at) parts.push(`next ${when(state.next_run_at)}`);
+  if (state.last_status) parts.push(`last ${state.last_status}`);
+  row.querySelector(".job-next").textContent = parts.length ? ` · ${parts.join(" · ")}` : "";
+}
+
+async function showHistory(path, list) {
+  const runs = await api("GET", `${path}/history`);
+  if (!list.isConnected) return;
+  list.replaceChildren(
+    ...runs.map((r) =>
+      h(
+        "li",
+        { class: "job-run", "data-status": r.status },
+        `${when(r.started_at)} · ${r.trigger} · ${r.status}`,
+        r.error ? ` · ${r.error}` : "",
+      ),
+    ),
+  );
+  if (!runs.length) list.replaceChildren(h("li", { class: "muted" }, "No run yet."));
+  // A run still going: look again shortly, so its end shows without a click.
+  if (runs.some((r) => r.status === "running")) {
+    setTimeout(act(() => showHistory(path, list)), 1000);
+  }
+}
+
 function jobRow(job) {
   const path = `/api/cron/jobs/${enc(job.id)}`;
-  const history = h("ol", { class: "job-history" });
-  const run = (verb, label) =>
-    h(
-      "button",
-      {
-        type: "button",
-        class: `small ${verb}`,
-        onclick: act(async () => {
-          await api("POST", `${path}/${verb}`);
-          showStatus(`${label}: ${job.name}.`);
-          await loadCron();
-        }),
-      },
-      label,
-    );
+  const history = h("ol", { class: "job-history", "aria-label": `Runs of ${job.name}` });
+  const button = (cls, label, handler) =>
+    h("button", { type: "button", class: `small ${cls}`, onclick: act(handler) }, label);
+  const toggle = (verb, label) =>
+    button(verb, label, async () => {
+      await api("POST", `${path}/${verb}`);
+      showStatus(`${label}: ${job.name}.`);
+      await loadCron();
+    });
   const enabled = job.enabled !== false;
   return h(
     "article",
@@ -147,28 +175,17 @@ function jobRow(job) {
       h("strong", {}, job.name),
       h("span", { class: `badge ${enabled ? "ok" : ""}` }, enabled ? "active" : "paused"),
     ),
-    h("p", { class: "muted" }, scheduleText(job), job.next_run_at ? ` · next ${job.next_run_at}` : ""),
+    h("p", { class: "muted" }, scheduleText(job), h("span", { class: "job-next" })),
     h(
       "div",
       { class: "job-actions" },
-      enabled ? run("pause", "Pause") : run("resume", "Resume"),
-      run("run", "Run now"),
-      h(
-        "button",
-        {
-          type: "button",
-          class: "small",
-          onclick: act(async () => {
-            const data = await api("GET", `${path}/history`);
-            const runs = Array.isArray(data) ? data : data.runs || data.items || data.history || [];
-            history.replaceChildren(
-              ...runs.map((r) => h("li", {}, `${r.started_at ?? r.fired_at ?? ""} ${r.status ?? ""} ${r.error ?? ""}`)),
-            );
-            if (!runs.length) history.replaceChildren(h("li", { class: "muted" }, "No run yet."));
-          }),
-        },
-        "History",
-      ),
+      enabled ? toggle("pause", "Pause") : toggle("resume", "Resume"),
+      button("run", "Run now", async () => {
+        await api("POST", `${path}/run`);
+        showStatus(`Started: ${job.name}.`);
+        await showHistory(path, history);
+      }),
+      button("history", "History", () => showHistory(path, history)),
     ),
     history,
   );
@@ -183,9 +200,10 @@ async function loadCron() {
     return;
   }
   const data = await api("GET", "/api/cron/jobs");
-  const jobs = Array.isArray(data) ? data : data.jobs || data.items || [];
-  list.replaceChildren(...jobs.map(jobRow));
-  if (!jobs.length) list.append(h("p", { class: "muted" }, "No cron job yet."));
+  const rows = data.map((job) => [job, jobRow(job)]);
+  list.replaceChildren(...rows.map(([, row]) => row));
+  if (!data.length) list.append(h("p", { class: "muted" }, "No cron job yet."));
+  await Promise.all(rows.map(([job, row]) => showNextRun(job, row)));
 }
 
 async function addJob(event) {
