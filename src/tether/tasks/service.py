@@ -92,9 +92,15 @@ class TaskService:
 
     async def _run(self, run: _Running, level: str | None) -> None:
         try:
-            async with self._session_turn(run.session_id):
-                result = await self._turn(run, level)
-                await self._store.tasks.finish(run.task_id, result)
+            try:
+                async with self._session_turn(run.session_id):
+                    result = await self._turn(run, level)
+            except asyncio.CancelledError:
+                # Stopped while waiting for the session or in the middle of the turn.
+                if run.stop_reason is None:
+                    raise
+                result = {"status": "cancelled", "error": run.stop_reason}
+            await self._store.tasks.finish(run.task_id, result)
             run.feed.emit({"type": "final", "task_id": run.task_id, "result": result})
         finally:
             run.feed.close()
@@ -124,10 +130,6 @@ class TaskService:
         )
         try:
             outcome = await self._agent.run_turn(req, run.feed)
-        except asyncio.CancelledError:
-            if run.stop_reason is None:
-                raise
-            return {"status": "cancelled", "error": run.stop_reason}
         except Exception as exc:
             log.warning("task %s failed: %s", run.task_id, exc)
             return {"status": "failed", "error": str(exc) or type(exc).__name__}
@@ -146,11 +148,14 @@ class TaskService:
         if run is None:
             return None if await self._store.tasks.get(task_id) is None else False
         run.stop_reason = "the task was stopped"
-        await self._coordinator.stop_task(task_id, run.stop_reason)
+        # Cancel the turn first: its calls in flight are stopped and recorded on the way
+        # out, and it cannot slip in another model step. Then stop what it left running
+        # in the background.
         if run.job is not None:
             run.job.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(run.job)
+        await self._coordinator.stop_task(task_id, run.stop_reason)
+        if run.job is not None:
+            await asyncio.wait({run.job})
         return True
 
     async def wait(self, task_id: str) -> dict[str, Any] | None:
