@@ -239,3 +239,17 @@ def test_the_console_fits_a_phone_screen(
     screenshot(page, "phone-chat")
     context.close()
     assert list(console_errors) == []
+
+
+def test_sessions_switch_and_delete_by_keyboard(page: Any) -> None:
+    session = page.get_by_role("button", name="Say hello", exact=True)
+    session.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#conv-title")).to_have_text("Say hello")
+    expect(page.locator(".msg.assistant strong")).to_have_text("world")
+
+    page.get_by_role("button", name="Delete session Say hello").focus()
+    page.keyboard.press("Enter")
+    expect(session).to_have_count(0)
+    expect(page.locator("#conv-title")).to_have_text("New chat")
+    expect(page.get_by_label("Message")).to_be_focused()

@@ -62,8 +62,11 @@ function renderSessions() {
 }
 
 async function loadSessions() {
-  state.sessions = await api("GET", "/api/chats");
-  renderSessions();
+  const sessions = await api("GET", "/api/chats");
+  const changed = JSON.stringify(sessions) !== JSON.stringify(state.sessions);
+  state.sessions = sessions;
+  // Re-rendering only on change keeps keyboard focus on the list between polls.
+  if (changed) renderSessions();
 }
 
 async function deleteSession(sessionId, title) {
