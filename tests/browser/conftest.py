@@ -21,7 +21,7 @@ from browser_support import ConsoleErrors, watch
 _INTEGRATION = Path(__file__).resolve().parent.parent / "integration"
 sys.path.insert(0, str(_INTEGRATION))
 
-from helpers import MockLLMHandler  # noqa: E402
+from helpers import MockLLMHandler, default_http_timeout  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -86,7 +86,10 @@ def console_server() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
+
+    # Page conditions get time to come true on a loaded two-core CI machine.
+    expect.set_options(timeout=default_http_timeout(15) * 1000)
 
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(

@@ -314,6 +314,8 @@ async function send(text) {
   };
   try {
     await postStream("/api/console/chat", body, (event) => onEvent(event, turn));
+  } catch (err) {
+    turn.error = err.message || String(err);
   } finally {
     state.streaming = false;
     state.taskId = null;

@@ -7,6 +7,7 @@ import { act, enc, formatSeconds, h } from "./dom.js";
 
 const LIVE = new Set(["awaiting_approval", "running", "offloaded"]);
 const models = new Map();
+const MAX_OUTPUT_CHARS = 200_000;
 
 function base(sessionId, callId) {
   return `/api/tool-calls/${enc(sessionId)}/${enc(callId)}`;
@@ -86,6 +87,13 @@ class CallModel {
 
   appendOutput(text) {
     this.output += text;
+    if (this.output.length > MAX_OUTPUT_CHARS) {
+      // Keep the page light on chatty commands: show the tail; /output has it all.
+      const tail = this.output.slice(-MAX_OUTPUT_CHARS / 2);
+      this.output = `[… earlier output not shown here: ${base(this.sessionId, this.id)}/output]\n${tail}`;
+      this.render();
+      return;
+    }
     for (const card of this.cards) {
       const pre = card.querySelector(".call-output");
       const atBottom = pre.scrollHeight - pre.scrollTop - pre.clientHeight < 24;
