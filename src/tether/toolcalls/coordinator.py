@@ -359,9 +359,12 @@ class ToolCallCoordinator:
     # ----------------------------------------------------------------- user actions
 
     def list_live(self, session_id: str) -> list[CallInfo]:
-        """Calls in flight for a session, oldest first."""
+        """Calls in flight for a session, oldest first.
+
+        A call that has ended is left out even while its end is still being saved."""
         calls = self._by_session.get(session_id, {}).values()
-        return sorted((live_info(c) for c in calls), key=lambda i: i.started_at)
+        in_flight = (live_info(c) for c in calls if c.status != "completed")
+        return sorted(in_flight, key=lambda i: i.started_at)
 
     def _live_call(self, session_id: str, call_id: str) -> LiveCall | None:
         call = self._live.get(call_id)
