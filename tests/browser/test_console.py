@@ -19,9 +19,12 @@ pytestmark = pytest.mark.browser
 MOCK_PROVIDER = "browser-mock"
 
 
-def _loop_command(lines: int, every: float = 0.2) -> str:
+def _loop_command(lines: int, every: float = 0.2, ignore_term: bool = False) -> str:
+    prelude = (
+        "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if ignore_term else ""
+    )
     script = (
-        f"import time\nfor i in range({lines}):\n"
+        f"{prelude}import time\nfor i in range({lines}):\n"
         f"    print(f'tick {{i}}', flush=True)\n    time.sleep({every})"
     )
     return f"python -u -c {shlex.quote(script)}"
@@ -196,6 +199,39 @@ def test_a_strict_session_asks_and_the_approved_call_runs(
     sessions = console_server.api_request("GET", "/api/chats").json()
     (chosen,) = [s for s in sessions if s["title"] == session]
     assert chosen["approval_level"] == "strict"
+
+
+def test_a_denied_call_never_runs_and_ends_denied(
+    page: Any, mock_llm: Any, console_server: Any
+) -> None:
+    if not _approvals_api_exists(console_server):
+        pytest.skip("this server has no /api/approval routes")
+    mock_llm.replies = [_shell_call("echo should-never-run"), {"text": "Denied, moving on."}]
+    _new_chat(page)
+    page.get_by_label("Approval level", exact=True).select_option("strict")
+    _send(page, "Try something")
+    card = page.locator("#approvals .approval")
+    card.get_by_role("button", name="Deny").click()
+    expect(page.locator(".msg.assistant").filter(has_text="Denied, moving on.")).to_be_visible()
+    call = page.locator("#messages .call").first
+    expect(call).to_have_attribute("data-end-state", "denied")
+    expect(page.locator("#approvals .approval")).to_have_count(0)
+
+
+def test_force_kill_ends_a_command_at_once(page: Any, mock_llm: Any, console_server: Any) -> None:
+    mock_llm.replies = [_shell_call(_loop_command(300, ignore_term=True)), {"text": "Killed it."}]
+    _new_chat(page)
+    _send(page, "Run a stubborn command")
+    card = page.locator("#calls-in-flight .call").first
+    expect(card.locator(".call-output")).to_contain_text("tick 1")
+    card.get_by_role("button", name="Force kill").click()
+    expect(card).to_have_attribute("data-end-state", "cancelled")
+    expect(page.locator(".msg.assistant").filter(has_text="Killed it.")).to_be_visible()
+    sessions = console_server.api_request("GET", "/api/chats").json()
+    (sid,) = [s["session_id"] for s in sessions if s["title"] == "Run a stubborn command"]
+    call_id = card.get_attribute("data-call-id")
+    info = console_server.api_request("GET", f"/api/tool-calls/{sid}/{call_id}").json()
+    assert info["force_cancelled"] is True
 
 
 def test_cron_jobs_are_created_paused_resumed_and_run_from_the_settings(
