@@ -246,3 +246,16 @@ def test_no_usable_provider_fails_with_a_message(stack: Stack) -> None:
         assert "no model is configured" in task["result"]["error"]
     finally:
         register_mock_provider(stack.server, stack.model.url)
+
+
+def test_stopping_a_task_with_parallel_calls_just_started_leaves_none_running(
+    stack: Stack,
+) -> None:
+    # Stop as soon as the calls are listed: some may not have a process yet.
+    session = new_session()
+    stack.model.script({"tool_calls": [("execute_shell_command", '{"command": "sleep 30"}')] * 4})
+    task_id = stack.submit("go", session)
+    wait_for(lambda: len(stack.live_calls(session)) == 4, what="four calls listed")
+    assert stack.api("POST", f"/api/console/chat/task/{task_id}/stop").json()["stopped"] is True
+    assert stack.wait_task(task_id)["result"]["status"] == "cancelled"
+    wait_for(lambda: stack.live_calls(session) == [], timeout=5, what="no call left running")

@@ -82,8 +82,14 @@ class _Context:
             self._observer.output(self.call_id, chunk)
 
     def attach_process(self, pid: int, pgid: int) -> None:
-        self._call.pid, self._call.pgid = pid, pgid
+        call = self._call
+        call.pid, call.pgid = pid, pgid
         self._coordinator.spawn(self._coordinator.repo.update(self.call_id, pgid=pgid))
+        if call.stop_reason is not None and not call.signalled:
+            # A stop arrived between the spawn and now, when there was no tree to signal.
+            self._coordinator.spawn(
+                self._coordinator.stop_again(call, call.stop_reason, call.force_cancelled)
+            )
 
 
 class ToolCallCoordinator:
@@ -119,6 +125,24 @@ class ToolCallCoordinator:
     ) -> CallOutcome:
         """Run one call to its end (or until it is offloaded) and say what the model sees."""
         self._check_capacity(inv.session_id)
+        try:
+            return await self._run(inv, tool, admission, observer)
+        except asyncio.CancelledError:
+            # The turn was stopped, perhaps before the tool even started: never leave the
+            # call registered as running.
+            call = self._live.get(inv.call_id)
+            if call is not None and not call.finished.is_set():
+                reason = call.stop_reason or "the task was stopped"
+                await asyncio.shield(self._stop_and_finish(call, reason, observer))
+            raise
+
+    async def _run(
+        self,
+        inv: Invocation,
+        tool: Tool,
+        admission: Callable[[], Awaitable[Admission]] | None,
+        observer: CallObserver | None,
+    ) -> CallOutcome:
         call = await self._register(inv, tool, "awaiting_approval" if admission else "running")
         if observer:
             observer.started(live_info(call))
@@ -150,6 +174,8 @@ class ToolCallCoordinator:
     async def _execute(
         self, call: LiveCall, tool: Tool, observer: CallObserver | None
     ) -> CallOutcome:
+        if call.stop_reason is not None:  # stopped while it was being set up
+            return await self._finish(call, None, "cancelled", call.stop_reason, observer)
         ctx = _Context(self, call, observer)
         call.work = asyncio.ensure_future(tool.run(call.invocation.arguments, ctx))
         watcher = self.spawn(self._watch_deadlines(call))
@@ -427,6 +453,10 @@ class ToolCallCoordinator:
         return live_info(call)
 
     async def _stop(self, call: LiveCall, reason: str, force: bool) -> None:
+        await self._stop_many([call], reason, force)
+
+    async def stop_again(self, call: LiveCall, reason: str, force: bool) -> None:
+        """Stop a call whose process appeared after it was told to stop."""
         await self._stop_many([call], reason, force)
 
     async def _stop_many(self, calls: list[LiveCall], reason: str, force: bool) -> None:
