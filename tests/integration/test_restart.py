@@ -18,6 +18,12 @@ def stack() -> Iterator[Stack]:
     yield from stack_for_module("restart", TETHER_CANCEL_GRACE_SECONDS="0.3")
 
 
+@pytest.fixture(autouse=True)
+def _every_request_valid(stack: Stack) -> Iterator[None]:
+    yield
+    stack.model.assert_valid()
+
+
 def _start_sleeper(stack: Stack) -> tuple[str, str, str, int]:
     """A chat with one finished turn, then a turn whose call sleeps: (session, first
     task, second task, the sleeper's pid)."""
