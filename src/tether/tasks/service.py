@@ -56,6 +56,8 @@ class TaskService:
         self._max_tasks = max_tasks
         self._running: dict[str, _Running] = {}
         self._session_locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        # Sessions a wake-up is being submitted for (the check and the submit await).
+        self._waking: set[str] = set()
 
     async def submit(
         self,
@@ -184,17 +186,22 @@ class TaskService:
         await self._wake_if_pending(session_id)
 
     async def _wake_if_pending(self, session_id: str) -> None:
-        if self.session_busy(session_id):
-            return  # the running turn takes it at its next step
-        if not await self._store.deliveries.pending(session_id):
-            return
-        session = await self._store.chats.get_session(session_id)
-        if session is None:
-            return
-        with contextlib.suppress(TooManyTasks):
-            await self.submit(
-                session_id, session.user_id, session.channel, [], None, "background_result"
-            )
+        if session_id in self._waking or self.session_busy(session_id):
+            return  # the running (or starting) turn takes it at its next step
+        # Two results ending together must wake the session once, not start two turns.
+        self._waking.add(session_id)
+        try:
+            if not await self._store.deliveries.pending(session_id):
+                return
+            session = await self._store.chats.get_session(session_id)
+            if session is None:
+                return
+            with contextlib.suppress(TooManyTasks):
+                await self.submit(
+                    session_id, session.user_id, session.channel, [], None, "background_result"
+                )
+        finally:
+            self._waking.discard(session_id)
 
     async def recover(self) -> None:
         """After a restart: nothing claims to run, and waiting results get delivered."""
