@@ -41,8 +41,13 @@ async def test_parallel_calls_run_together_and_keep_the_model_order(env: AgentEn
     await env.say("two things")
     env.model.replies = [
         calls(
-            ("c_slow", "execute_shell_command", _shell("sleep 0.3; echo slow")),
-            ("c_fast", "execute_shell_command", _shell("echo fast")),
+            # The first call cannot end before the second: it waits for its file.
+            (
+                "c_slow",
+                "execute_shell_command",
+                _shell("while [ ! -e fast.done ]; do sleep 0.01; done; sleep 0.05; echo slow"),
+            ),
+            ("c_fast", "execute_shell_command", _shell("echo fast; touch fast.done")),
         ),
         AssistantReply(text="both done"),
     ]
