@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tether.store.database import Database
 from tether.store.records import CronJobRecord, CronRunRecord
+from tether.store.rows import to_record
 from tether.store.tables import cron_jobs, cron_runs
 
 ManualStart = Literal["started", "busy", "missing"]
@@ -55,34 +56,6 @@ class TickClaim:
     next_run_at: float | None
     last_fire: float | None
     runs: Sequence[NewRun] = field(default_factory=tuple)
-
-
-def _job(row: sa.Row[Any]) -> CronJobRecord:
-    return CronJobRecord(
-        id=row.id,
-        spec=dict(row.spec),
-        enabled=row.enabled,
-        revision=row.revision,
-        schedule_since=row.schedule_since,
-        last_fire=row.last_fire,
-        next_run_at=row.next_run_at,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-    )
-
-
-def _run(row: sa.Row[Any]) -> CronRunRecord:
-    return CronRunRecord(
-        id=row.id,
-        job_id=row.job_id,
-        trigger=row.trigger,
-        scheduled_for=row.scheduled_for,
-        status=row.status,
-        started_at=row.started_at,
-        finished_at=row.finished_at,
-        task_id=row.task_id,
-        error=row.error,
-    )
 
 
 class CronRepository:
@@ -123,12 +96,12 @@ class CronRepository:
     async def get(self, job_id: str) -> CronJobRecord | None:
         async with self._db.read() as conn:
             row = (await conn.execute(sa.select(cron_jobs).where(cron_jobs.c.id == job_id))).first()
-            return _job(row) if row else None
+            return to_record(CronJobRecord, row) if row else None
 
     async def list_jobs(self) -> list[CronJobRecord]:
         async with self._db.read() as conn:
             rows = await conn.execute(sa.select(cron_jobs).order_by(cron_jobs.c.created_at))
-            return [_job(r) for r in rows]
+            return [to_record(CronJobRecord, r) for r in rows]
 
     async def update(self, job_id: str, now: float, **values: Any) -> bool:
         """Change a job's columns (spec, enabled, schedule_since, next_run_at); bumps its
@@ -156,7 +129,7 @@ class CronRepository:
                 .where(cron_jobs.c.enabled.is_(True), cron_jobs.c.next_run_at <= now)
                 .order_by(cron_jobs.c.next_run_at)
             )
-            return [_job(r) for r in rows]
+            return [to_record(CronJobRecord, r) for r in rows]
 
     async def earliest_next_run(self) -> float | None:
         """The soonest tick of any enabled job."""
@@ -257,12 +230,12 @@ class CronRepository:
                 )
                 .limit(limit)
             )
-            return [_run(r) for r in rows]
+            return [to_record(CronRunRecord, r) for r in rows]
 
     async def get_run(self, run_id: str) -> CronRunRecord | None:
         async with self._db.read() as conn:
             row = (await conn.execute(sa.select(cron_runs).where(cron_runs.c.id == run_id))).first()
-            return _run(row) if row else None
+            return to_record(CronRunRecord, row) if row else None
 
 
 async def _has_running(conn: AsyncConnection, job_id: str) -> bool:

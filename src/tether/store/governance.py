@@ -10,45 +10,10 @@ import sqlalchemy as sa
 
 from tether.store.database import Database
 from tether.store.records import ApprovalRecord, AuditEntry, AuditRecord
+from tether.store.rows import record_values, to_record
 from tether.store.tables import app_settings, approvals, governance_audit
 
 _USER_RULES_KEY = "governance.user_rules"
-
-
-def _approval(row: sa.Row[Any]) -> ApprovalRecord:
-    return ApprovalRecord(
-        request_id=row.request_id,
-        session_id=row.session_id,
-        tool_call_id=row.tool_call_id,
-        tool_name=row.tool_name,
-        arguments=dict(row.arguments),
-        level=row.level,
-        findings=list(row.findings),
-        status=row.status,
-        decided_by=row.decided_by,
-        reason=row.reason,
-        created_at=row.created_at,
-        expires_at=row.expires_at,
-        decided_at=row.decided_at,
-    )
-
-
-def _audit(row: sa.Row[Any]) -> AuditRecord:
-    return AuditRecord(
-        id=row.id,
-        session_id=row.session_id,
-        tool_call_id=row.tool_call_id,
-        tool_name=row.tool_name,
-        arguments=dict(row.arguments),
-        level=row.level,
-        findings=list(row.findings),
-        verdict=row.verdict,
-        outcome=row.outcome,
-        decided_by=row.decided_by,
-        reason=row.reason,
-        request_id=row.request_id,
-        created_at=row.created_at,
-    )
 
 
 class GovernanceRepository:
@@ -59,7 +24,7 @@ class GovernanceRepository:
 
     async def add_approval(self, record: ApprovalRecord) -> None:
         async with self._db.write() as conn:
-            await conn.execute(approvals.insert().values(**dataclasses.asdict(record)))
+            await conn.execute(approvals.insert().values(**record_values(record)))
 
     async def decide_approval(
         self, request_id: str, status: str, decided_by: str, reason: str | None
@@ -78,13 +43,13 @@ class GovernanceRepository:
             row = (
                 await conn.execute(sa.select(approvals).where(approvals.c.request_id == request_id))
             ).first()
-            return _approval(row) if row else None
+            return to_record(ApprovalRecord, row) if row else None
 
     async def deny_pending_approvals(self, decided_by: str, reason: str) -> list[ApprovalRecord]:
         """Deny every request still pending (after a restart) and return them as they were."""
         async with self._db.write() as conn:
             rows = await conn.execute(sa.select(approvals).where(approvals.c.status == "pending"))
-            pending = [_approval(r) for r in rows]
+            pending = [to_record(ApprovalRecord, r) for r in rows]
             if pending:
                 await conn.execute(
                     sa.update(approvals)
@@ -114,7 +79,7 @@ class GovernanceRepository:
         if session_id is not None:
             query = query.where(governance_audit.c.session_id == session_id)
         async with self._db.read() as conn:
-            return [_audit(r) for r in await conn.execute(query)]
+            return [to_record(AuditRecord, r) for r in await conn.execute(query)]
 
     # ----------------------------------------------------------------- user rules
 
