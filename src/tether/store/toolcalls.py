@@ -77,18 +77,18 @@ class ToolCallRepository:
             )
             return [OutputChunk(seq=r.seq, stream=r.stream, text=r.text) for r in rows]
 
-    async def interrupt_unfinished(self, reason: str) -> list[int]:
+    async def interrupt_unfinished(self, reason: str) -> list[tuple[int, float]]:
         """Record calls a previous process left unfinished as cancelled.
 
-        Returns the process groups they ran in, so the caller can reap any survivor.
+        Returns (process group, start time) of each, so the caller can reap survivors.
         """
         async with self._db.write() as conn:
             rows = await conn.execute(
-                sa.select(tool_calls.c.pgid).where(
+                sa.select(tool_calls.c.pgid, tool_calls.c.started_at).where(
                     tool_calls.c.status.in_(_UNFINISHED), tool_calls.c.pgid.is_not(None)
                 )
             )
-            pgids = [int(r.pgid) for r in rows]
+            pgids = [(int(r.pgid), float(r.started_at)) for r in rows]
             await conn.execute(
                 sa.update(tool_calls)
                 .where(tool_calls.c.status.in_(_UNFINISHED))

@@ -114,10 +114,17 @@ def terminate(
     terminate_many([Target(root_pid, pgid, marker)], grace, force)
 
 
-def reap_groups(pgids: list[int], marker_prefix: str | None = None) -> int:
-    """Kill process groups (and marked processes) a crashed server left behind."""
+def reap_groups(groups: list[tuple[int, float]], marker_prefix: str | None = None) -> int:
+    """Kill process groups (and marked processes) a crashed server left behind.
+
+    ``groups`` holds (process group, epoch time the call started). A group recorded before
+    the machine last booted is skipped: its number may now belong to something else.
+    """
     killed = 0
-    for pgid in pgids:
+    booted = psutil.boot_time()
+    for pgid, started_at in groups:
+        if started_at < booted:
+            continue
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
             killed += 1
