@@ -12,6 +12,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -178,20 +179,29 @@ class Stack:
         return list(resp.json())
 
 
+@contextmanager
+def temporary_server(prefix: str, **env: str) -> Iterator[Any]:
+    """A server in a fresh home, stopped and removed afterwards."""
+    home = Path(tempfile.mkdtemp(prefix=f"tether-{prefix}-"))
+    server = start_server(home, **env)
+    try:
+        yield server
+    finally:
+        server.close()
+        shutil.rmtree(home, ignore_errors=True)
+
+
 def stack_for_module(prefix: str, **env: str) -> Iterator[Stack]:
     """Body of a module-scoped fixture: a fresh server home, the fake model registered."""
-    home = Path(tempfile.mkdtemp(prefix=f"tether-{prefix}-"))
     model = FakeModel()
     # Governance is off: these tests are about the core, not about which calls may run.
     defaults = {"TETHER_LLM_MAX_RETRIES": "0", "TETHER_DEFAULT_APPROVAL_LEVEL": "off"}
-    server = start_server(home, **{**defaults, **env})
     try:
-        register_mock_provider(server, model.url)
-        yield Stack(server, model)
+        with temporary_server(prefix, **{**defaults, **env}) as server:
+            register_mock_provider(server, model.url)
+            yield Stack(server, model)
     finally:
-        server.close()
         model.close()
-        shutil.rmtree(home, ignore_errors=True)
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,7 @@ model reads), output stored per call, and a server that stays responsive under l
 
 from __future__ import annotations
 
-import shutil
 import statistics
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -14,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from core_support import temporary_server
 from security_support import (
     SlowModelHandler,
     call_ids,
@@ -32,18 +31,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.p1]
 
 @pytest.fixture(scope="module")
 def limited() -> Iterator[Any]:
-    home = Path(tempfile.mkdtemp(prefix="tether-limits-"))
-    srv = start_server(
-        home,
+    with temporary_server(
+        "limits",
         TETHER_MAX_CONCURRENT_TASKS="2",
         TETHER_MAX_CALLS_PER_SESSION="1",
         TETHER_OUTPUT_STORE_BYTES="8192",
-    )
-    try:
+    ) as srv:
         yield srv
-    finally:
-        srv.close()
-        shutil.rmtree(home, ignore_errors=True)
 
 
 def _task_body() -> dict[str, Any]:

@@ -3,21 +3,18 @@ shell tool's environment carries no credential."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+from core_support import temporary_server
 from helpers import MockLLMHandler
 from security_support import (
     call_ids,
     finished_task,
     mock_model,
     output_text,
-    start_server,
     submit,
     tool_reply,
     use_model,
@@ -44,18 +41,13 @@ class KeyRecordingHandler(MockLLMHandler):
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[Any]:
-    home = Path(tempfile.mkdtemp(prefix="tether-secrets-"))
-    srv = start_server(
-        home,
+    with temporary_server(
+        "secrets",
         TETHER_LOG_LEVEL="debug",
         TETHER_SECRET_ENV_VARS='["CORP_VAULT_ADDR"]',
         **ENV_SECRETS,
-    )
-    try:
+    ) as srv:
         yield srv
-    finally:
-        srv.close()
-        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
