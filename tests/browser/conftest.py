@@ -4,15 +4,9 @@ browser console error."""
 
 from __future__ import annotations
 
-import importlib.util
-import shutil
 import sys
-import tempfile
-import threading
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -21,7 +15,8 @@ from browser_support import ConsoleErrors, watch
 _INTEGRATION = Path(__file__).resolve().parent.parent / "integration"
 sys.path.insert(0, str(_INTEGRATION))
 
-from helpers import MockLLMHandler, default_http_timeout  # noqa: E402
+from core_support import FakeModel, temporary_server  # noqa: E402
+from helpers import default_http_timeout  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -35,21 +30,6 @@ CHROMIUM_ARGS = [
 ]
 
 
-def _load_server_module() -> ModuleType:
-    # The integration conftest stays standalone (the conformance suite copies it), so it
-    # is loaded here by path under its own name rather than imported as "conftest".
-    spec = importlib.util.spec_from_file_location("tether_it_server", _INTEGRATION / "conftest.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_server_module = _load_server_module()
-AppServer = _server_module.AppServer
-start_server = _server_module.start_server
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if Path(CHROMIUM).exists():
         return
@@ -60,28 +40,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="module")
-def mock_llm() -> Iterator[Any]:
-    """The OpenAI-compatible fake model; set ``.replies`` to script its answers."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), MockLLMHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    server.url = f"http://127.0.0.1:{server.server_address[1]}/v1"  # type: ignore[attr-defined]
+def mock_llm() -> Iterator[FakeModel]:
+    """The OpenAI-compatible fake model; ``.script(...)`` sets its answers."""
+    model = FakeModel()
     try:
-        yield server
+        yield model
     finally:
-        server.shutdown()
-        server.server_close()
+        model.close()
 
 
 @pytest.fixture(scope="module")
 def console_server() -> Iterator[Any]:
-    home = Path(tempfile.mkdtemp(prefix="tether-browser-"))
-    server = start_server(home)
-    try:
+    with temporary_server("browser") as server:
         yield server
-    finally:
-        server.close()
-        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

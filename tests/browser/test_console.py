@@ -5,13 +5,13 @@ provider added through the settings UI in the second test serves every chat afte
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from typing import Any
 
 import pytest
 from browser_support import ConsoleErrors, screenshot, watch
+from core_support import shell_call
 from playwright.sync_api import expect
 
 pytestmark = pytest.mark.browser
@@ -28,11 +28,6 @@ def _loop_command(lines: int, every: float = 0.2, ignore_term: bool = False) -> 
         f"    print(f'tick {{i}}', flush=True)\n    time.sleep({every})"
     )
     return f"python -u -c {shlex.quote(script)}"
-
-
-def _shell_call(command: str, timeout: int = 120) -> dict[str, Any]:
-    args = json.dumps({"command": command, "timeout": timeout})
-    return {"tool_calls": [["execute_shell_command", args]]}
 
 
 def _new_chat(page: Any) -> None:
@@ -92,7 +87,7 @@ def test_add_the_fake_provider_through_the_settings(page: Any, mock_llm: Any) ->
 
 
 def test_a_message_streams_its_answer_as_safe_markdown(page: Any, mock_llm: Any) -> None:
-    mock_llm.replies = [{"text": "Hello **world** <img src=x onerror=alert(1)> `code`"}]
+    mock_llm.script({"text": "Hello **world** <img src=x onerror=alert(1)> `code`"})
     _new_chat(page)
     _send(page, "Say hello")
     answer = page.locator(".msg.assistant:not(.streaming)").last
@@ -106,11 +101,11 @@ def test_a_message_streams_its_answer_as_safe_markdown(page: Any, mock_llm: Any)
 def test_a_long_command_streams_live_then_gets_a_minute_and_goes_to_the_background(
     page: Any, mock_llm: Any
 ) -> None:
-    mock_llm.replies = [
-        _shell_call(_loop_command(60), timeout=40),
+    mock_llm.script(
+        shell_call(_loop_command(60), timeout=40),
         {"text": "It runs in the background now."},
         {"text": "The background command has finished."},
-    ]
+    )
     _new_chat(page)
     _send(page, "Count slowly")
     card = page.locator("#calls-in-flight .call").first
@@ -148,7 +143,9 @@ def test_a_long_command_streams_live_then_gets_a_minute_and_goes_to_the_backgrou
 
 
 def test_cancel_ends_a_running_command_as_cancelled(page: Any, mock_llm: Any) -> None:
-    mock_llm.replies = [_shell_call(_loop_command(300)), {"text": "Understood, it was cancelled."}]
+    mock_llm.script(
+        shell_call(_loop_command(300), timeout=120), {"text": "Understood, it was cancelled."}
+    )
     _new_chat(page)
     _send(page, "Run something long")
     card = page.locator("#calls-in-flight .call").first
@@ -164,17 +161,11 @@ def test_cancel_ends_a_running_command_as_cancelled(page: Any, mock_llm: Any) ->
     expect(inline.locator(".call-output")).to_contain_text("tick 2")
 
 
-def _approvals_api_exists(server: Any) -> bool:
-    return server.api_request("GET", "/api/approval/list").status_code == 200
-
-
 def test_a_strict_session_asks_and_the_approved_call_runs(
     page: Any, mock_llm: Any, console_server: Any
 ) -> None:
-    if not _approvals_api_exists(console_server):
-        pytest.skip("this server has no /api/approval routes")
     command = "mkdir -p scratch && chmod -R 755 scratch && echo approved-run"
-    mock_llm.replies = [_shell_call(command), {"text": "The approved command ran."}]
+    mock_llm.script(shell_call(command, timeout=120), {"text": "The approved command ran."})
     _new_chat(page)
     page.get_by_label("Approval level", exact=True).select_option("strict")
     _send(page, "Prepare the scratch folder")
@@ -204,9 +195,9 @@ def test_a_strict_session_asks_and_the_approved_call_runs(
 def test_a_denied_call_never_runs_and_ends_denied(
     page: Any, mock_llm: Any, console_server: Any
 ) -> None:
-    if not _approvals_api_exists(console_server):
-        pytest.skip("this server has no /api/approval routes")
-    mock_llm.replies = [_shell_call("echo should-never-run"), {"text": "Denied, moving on."}]
+    mock_llm.script(
+        shell_call("echo should-never-run", timeout=120), {"text": "Denied, moving on."}
+    )
     _new_chat(page)
     page.get_by_label("Approval level", exact=True).select_option("strict")
     _send(page, "Try something")
@@ -219,7 +210,9 @@ def test_a_denied_call_never_runs_and_ends_denied(
 
 
 def test_force_kill_ends_a_command_at_once(page: Any, mock_llm: Any, console_server: Any) -> None:
-    mock_llm.replies = [_shell_call(_loop_command(300, ignore_term=True)), {"text": "Killed it."}]
+    mock_llm.script(
+        shell_call(_loop_command(300, ignore_term=True), timeout=120), {"text": "Killed it."}
+    )
     _new_chat(page)
     _send(page, "Run a stubborn command")
     card = page.locator("#calls-in-flight .call").first
@@ -237,7 +230,7 @@ def test_force_kill_ends_a_command_at_once(page: Any, mock_llm: Any, console_ser
 def test_cron_jobs_are_created_paused_resumed_and_run_from_the_settings(
     page: Any, mock_llm: Any
 ) -> None:
-    mock_llm.replies = [{"text": "Morning report done."}]
+    mock_llm.script({"text": "Morning report done."})
     page.get_by_role("button", name="Settings").click()
     form = page.locator("#cron-form")
     form.get_by_label("Name").fill("Morning report")
