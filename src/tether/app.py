@@ -72,6 +72,14 @@ def _marker_prefix(settings: Settings) -> str:
     return f"tether-{digest}"
 
 
+def _output_location() -> str:
+    """The output route's path, as a template the coordinator fills in per call."""
+    path = toolcalls.router.url_path_for(
+        "get_output", session_id="{session_id}", tool_call_id="{call_id}"
+    )
+    return str(path)
+
+
 async def build_services(
     settings: Settings,
     factory: ModelFactory | None = None,
@@ -134,6 +142,7 @@ async def build_services(
             max_per_session=settings.max_calls_per_session,
             max_total=settings.max_calls_total,
             marker_prefix=prefix,
+            output_location=_output_location(),
             output_store_bytes=settings.output_store_bytes,
         ),
         workspace=settings.resolved_workspace,

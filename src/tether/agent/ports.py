@@ -2,25 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
-from tether.toolcalls.coordinator import Admission
-from tether.toolcalls.live import Invocation
-
-
-@dataclass(frozen=True)
-class Review:
-    """Governance's answer for one call.
-
-    ``allow`` runs it, ``deny`` refuses it with ``reason``, ``ask`` waits on ``admission``
-    (a person's decision) before it may run.
-    """
-
-    verdict: Literal["allow", "ask", "deny"]
-    reason: str = ""
-    admission: Callable[[], Awaitable[Admission]] | None = None
+from tether.toolcalls.call import AdmissionPlan, Invocation
 
 
 class TurnEvents(Protocol):
@@ -35,4 +19,6 @@ class Gate(Protocol):
     ``events`` is the turn's event sink, so a request for approval shows on its stream.
     """
 
-    async def review(self, inv: Invocation, level: str, events: TurnEvents) -> Review: ...
+    async def plan_admission(
+        self, inv: Invocation, level: str, events: TurnEvents
+    ) -> AdmissionPlan: ...

@@ -14,8 +14,8 @@ from tether.llm.providers import ProviderService
 from tether.store.chats import ChatRepository
 from tether.store.deliveries import DeliveryRepository
 from tether.store.records import OutputChunk
+from tether.toolcalls.call import CallInfo, Invocation
 from tether.toolcalls.coordinator import ToolCallCoordinator
-from tether.toolcalls.live import CallInfo, Invocation
 from tether.tools.base import ToolInputError
 from tether.tools.registry import ToolRegistry
 
@@ -174,14 +174,12 @@ class Agent:
         except ToolInputError as exc:
             return f"[tether] The call was not run: {exc}"
         inv = Invocation(call_id, req.session_id, req.task_id, AGENT_ID, call.name, arguments)
-        review = await self._gate.review(inv, req.approval_level, events)
-        if review.verdict == "deny":
-            return (await self._coordinator.record_denied(inv, review.reason)).model_text
+        plan = await self._gate.plan_admission(inv, req.approval_level, events)
+        if plan.mode == "deny":
+            return (await self._coordinator.record_denied(inv, plan.reason)).model_text
         observer = _CallObserver(events)
         try:
-            outcome = await self._coordinator.run(
-                inv, tool, admission=review.admission, observer=observer
-            )
+            outcome = await self._coordinator.run(inv, tool, ask=plan.ask, observer=observer)
         except ToolInputError as exc:
             return f"[tether] The call was not run: {exc}"
         return outcome.model_text

@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tether.api.deps import ServicesDep
 from tether.api.sse import SSE_HEADERS, sse_event
 from tether.store.records import OutputChunk
+from tether.toolcalls.call import CallInfo
 from tether.toolcalls.errors import ToolCallConflict, ToolCallNotFound
-from tether.toolcalls.live import CallInfo
 
 router = APIRouter(prefix="/api/tool-calls", tags=["tool-calls"])
 

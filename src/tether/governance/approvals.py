@@ -9,14 +9,12 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from tether.governance.findings import Finding
 from tether.store.governance import GovernanceRepository
 from tether.store.records import ApprovalRecord
-from tether.toolcalls.live import Invocation
-
-DecidedBy = Literal["user", "timeout", "cancel", "restart"]
+from tether.toolcalls.call import Admission, Invocation
 
 RESTART_REASON = "server restarted"
 
@@ -29,19 +27,10 @@ class ApprovalForbidden(Exception):
     """The request belongs to another session."""
 
 
-@dataclass(frozen=True)
-class Answer:
-    """How a request was settled."""
-
-    approved: bool
-    decided_by: DecidedBy
-    reason: str = ""
-
-
 @dataclass
 class _Pending:
     record: ApprovalRecord
-    answer: asyncio.Future[Answer] = field(
+    answer: asyncio.Future[Admission] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
     # Set (without awaiting) by whoever settles the request first, so a person's answer,
@@ -103,7 +92,7 @@ class ApprovalService:
         self._pending[record.request_id] = _Pending(record)
         return record
 
-    async def wait(self, request_id: str) -> Answer:
+    async def wait(self, request_id: str) -> Admission:
         """Wait for a decision on an open request; expiry denies it.
 
         If the waiter is cancelled (the call was cancelled or its task stopped), the
@@ -115,15 +104,15 @@ class ApprovalService:
             return await asyncio.wait_for(asyncio.shield(entry.answer), delay)
         except TimeoutError:
             reason = f"no one approved it within {self.timeout_seconds:g} seconds"
-            return await self._settle_unless_decided(entry, Answer(False, "timeout", reason))
+            return await self._settle_unless_decided(entry, Admission(False, reason, "timeout"))
         except asyncio.CancelledError:
-            answer = Answer(False, "cancel", "the call was cancelled while awaiting approval")
+            answer = Admission(False, "the call was cancelled while awaiting approval", "cancel")
             await asyncio.shield(self._settle_unless_decided(entry, answer))
             raise
         finally:
             self._pending.pop(request_id, None)
 
-    async def _settle_unless_decided(self, entry: _Pending, answer: Answer) -> Answer:
+    async def _settle_unless_decided(self, entry: _Pending, answer: Admission) -> Admission:
         if entry.decided:
             # A person decided at the same moment; their answer stands.
             return await entry.answer
@@ -151,7 +140,7 @@ class ApprovalService:
             await self._repo.decide_approval(request_id, status, "user", reason)
         finally:
             # Even if recording fails, the waiting call must not hang on it.
-            entry.answer.set_result(Answer(approve, "user", reason or ""))
+            entry.answer.set_result(Admission(approve, reason or "", "user"))
         return entry.record
 
     def list_pending(self, session_id: str | None = None) -> list[ApprovalRecord]:

@@ -7,16 +7,15 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tether.agent.ports import Review, TurnEvents
+from tether.agent.ports import TurnEvents
 from tether.governance.analyzer import Analyzer
-from tether.governance.approvals import Answer, ApprovalService, approval_view, findings_data
+from tether.governance.approvals import ApprovalService, approval_view, findings_data
 from tether.governance.context import AnalysisContext
 from tether.governance.findings import Finding, Severity
-from tether.governance.levels import ApprovalLevel, Verdict, decide, parse_level
+from tether.governance.levels import ApprovalLevel, decide, parse_level
 from tether.store.governance import GovernanceRepository
 from tether.store.records import ApprovalRecord, AuditEntry
-from tether.toolcalls.coordinator import Admission
-from tether.toolcalls.live import Invocation
+from tether.toolcalls.call import Admission, AdmissionMode, AdmissionPlan, Invocation
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +28,7 @@ class _Decision:
     inv: Invocation
     level: str
     findings: Sequence[Finding]
-    verdict: Verdict
+    mode: AdmissionMode
 
 
 def rule_denial(findings: Sequence[Finding]) -> str:
@@ -38,9 +37,9 @@ def rule_denial(findings: Sequence[Finding]) -> str:
     return f"Refused by governance rule {worst.rule_id!r}: {worst.description}. {NO_RETRY}"
 
 
-def answer_denial(answer: Answer) -> str:
+def answer_denial(answer: Admission) -> str:
     """What the model is told when a request for approval ends in a refusal."""
-    if answer.decided_by == "user":
+    if answer.by_human:
         why = f" (reason: {answer.reason})" if answer.reason else ""
         return f"A person denied this call{why}. {NO_RETRY}"
     return f"Approval was not given: {answer.reason}. {NO_RETRY}"
@@ -61,23 +60,25 @@ class GovernanceGate:
         self._approvals = approvals
         self._repo = repo
 
-    async def review(self, inv: Invocation, level: str, events: TurnEvents) -> Review:
+    async def plan_admission(
+        self, inv: Invocation, level: str, events: TurnEvents
+    ) -> AdmissionPlan:
         """allow, deny (with the text the model sees) or ask (a person decides)."""
         parsed, findings = self._analyse(inv, level)
-        verdict: Verdict = "deny" if parsed is None else decide(parsed, findings)
-        decision = _Decision(inv, parsed or level, findings, verdict)
-        if verdict == "allow":
+        mode: AdmissionMode = "deny" if parsed is None else decide(parsed, findings)
+        decision = _Decision(inv, parsed or level, findings, mode)
+        if mode == "allow":
             await self._audit(decision, "allowed", "policy", None)
-            return Review("allow")
-        if verdict == "deny":
+            return AdmissionPlan("allow")
+        if mode == "deny":
             reason = rule_denial(findings)
             await self._audit(decision, "denied", "policy", reason)
-            return Review("deny", reason)
+            return AdmissionPlan("deny", reason)
 
-        async def admission() -> Admission:
+        async def ask() -> Admission:
             return await self._ask(decision, events)
 
-        return Review("ask", admission=admission)
+        return AdmissionPlan("ask", ask=ask)
 
     def _analyse(self, inv: Invocation, level: str) -> tuple[ApprovalLevel | None, list[Finding]]:
         # Fail closed: a level or an analysis we cannot trust refuses the call.
@@ -104,16 +105,16 @@ class GovernanceGate:
                 "type": "approval_resolved",
                 "request_id": record.request_id,
                 "tool_call_id": record.tool_call_id,
-                "approved": answer.approved,
+                "approved": answer.allowed,
                 "decided_by": answer.decided_by,
             }
         )
-        if answer.approved:
+        if answer.allowed:
             await self._audit(decision, "allowed", answer.decided_by, answer.reason or None, record)
-            return Admission(True, by_human=True)
+            return answer
         text = answer_denial(answer)
         await self._audit(decision, "denied", answer.decided_by, text, record)
-        return Admission(False, text)
+        return Admission(False, text, answer.decided_by)
 
     async def deny_leftovers(self) -> int:
         """At start-up: deny (and audit) approvals a previous run left pending."""
@@ -138,7 +139,7 @@ class GovernanceGate:
             arguments=inv.arguments,
             level=decision.level,
             findings=findings_data(decision.findings),
-            verdict=decision.verdict,
+            verdict=decision.mode,
             outcome=outcome,
             decided_by=decided_by,
             reason=reason,

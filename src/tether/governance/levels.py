@@ -6,11 +6,10 @@ from collections.abc import Sequence
 from typing import Literal, cast, get_args
 
 from tether.governance.findings import Finding, Severity, worst
+from tether.toolcalls.call import AdmissionMode
 
 ApprovalLevel = Literal["off", "auto", "smart", "strict"]
 APPROVAL_LEVELS: tuple[str, ...] = get_args(ApprovalLevel)
-
-Verdict = Literal["allow", "ask", "deny"]
 
 # Lowest severity that makes a level ask a human; None means "never asks".
 # strict is handled separately because it asks even with no findings at all.
@@ -33,8 +32,8 @@ def parse_level(value: str) -> ApprovalLevel:
     return cast(ApprovalLevel, normalised)
 
 
-def decide(level: ApprovalLevel, findings: Sequence[Finding]) -> Verdict:
-    """Turn analysis findings into a verdict for the given approval level.
+def decide(level: ApprovalLevel, findings: Sequence[Finding]) -> AdmissionMode:
+    """How a call is admitted at the given approval level, from its analysis findings.
 
     CRITICAL findings are denied at every level, ``off`` included: they describe
     actions no human approval should be able to wave through by accident.

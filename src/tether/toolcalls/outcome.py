@@ -2,19 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from tether.toolcalls.live import LiveCall
-from tether.toolcalls.state import EndState
-
-
-@dataclass(frozen=True)
-class CallOutcome:
-    """The tool message content for the model, and how the call ended (None: offloaded)."""
-
-    end_state: EndState | None
-    offloaded: bool
-    model_text: str
+from tether.toolcalls.live_call import LiveCall
 
 
 def describe_offload(call: LiveCall) -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from tether.tools.base import MARKER_VAR
+from tether.toolcalls.launcher import MARKER_VAR
 
 # psutil's create_time and time.time() come from different clocks (boot time plus
 # jiffies versus the wall clock); allow this much disagreement when filtering by age.
@@ -72,11 +72,6 @@ def find_trees(targets: Sequence[Target]) -> list[psutil.Process]:
     return list(found.values())
 
 
-def find_tree(root_pid: int | None, pgid: int | None, marker: str | None) -> list[psutil.Process]:
-    """Every live process that belongs to the call, the server itself excluded."""
-    return find_trees([Target(root_pid, pgid, marker)])
-
-
 def signal_all(procs: list[psutil.Process], sig: signal.Signals) -> None:
     """Send ``sig`` to each process, ignoring ones already gone."""
     for proc in procs:
@@ -105,13 +100,6 @@ def terminate_many(targets: Sequence[Target], grace: float, force: bool) -> None
     if survivors:
         signal_all(list(survivors.values()), signal.SIGKILL)
         psutil.wait_procs(list(survivors.values()), timeout=1.0)
-
-
-def terminate(
-    root_pid: int | None, pgid: int | None, marker: str | None, grace: float, force: bool
-) -> None:
-    """Stop one call's tree (see :func:`terminate_many`)."""
-    terminate_many([Target(root_pid, pgid, marker)], grace, force)
 
 
 def reap_groups(groups: list[tuple[int, float]], marker_prefix: str | None = None) -> int:

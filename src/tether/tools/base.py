@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-# Environment variable set on every process a call starts, so its whole tree can be found.
-MARKER_VAR = "TETHER_TOOL_CALL"
+from tether.toolcalls.launcher import LaunchedProcess
 
 
 class ToolInputError(ValueError):
@@ -28,8 +27,6 @@ class RunContext(Protocol):
 
     call_id: str
     workspace: Path
-    # Value of MARKER_VAR for this call's processes.
-    marker: str
     # Paths the tools must never touch (Tether's own state).
     protected: tuple[Path, ...]
     # Whether a person approved this call (lets file tools leave the workspace).
@@ -38,8 +35,11 @@ class RunContext(Protocol):
     def emit(self, stream: str, text: str) -> None:
         """Append output (``stdout`` or ``stderr``) that readers see at once."""
 
-    def attach_process(self, pid: int, pgid: int) -> None:
-        """Tell the coordinator which process tree to signal on cancel or timeout."""
+    async def launch(
+        self, argv: Sequence[str], cwd: Path, env: Mapping[str, str]
+    ) -> LaunchedProcess:
+        """Start the call's process tree; the coordinator can then cancel it, time it out
+        and find it again after a crash."""
 
 
 @dataclass(frozen=True)

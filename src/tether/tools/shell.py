@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import codecs
-import contextlib
-import ctypes
 import os
 import signal
 import sys
@@ -13,14 +10,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tether.tools.base import MARKER_VAR, RunContext, Tool, ToolInputError, ToolResult
+from tether.tools.base import RunContext, Tool, ToolInputError, ToolResult
 from tether.tools.paths import confine
-
-_READ_SIZE = 64 * 1024
-# After the shell exits, how long a background child may keep its pipes open before we
-# stop reading (otherwise `sleep 600 &` would hold the call open for ten minutes).
-_DRAIN_AFTER_EXIT = 1.0
-_PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
 
 
 def shell_environment(base: Mapping[str, str], is_secret: Callable[[str], bool]) -> dict[str, str]:
@@ -30,30 +21,6 @@ def shell_environment(base: Mapping[str, str], is_secret: Callable[[str], bool])
     python_dir = str(Path(sys.executable).parent)
     env["PATH"] = os.pathsep.join([python_dir, env.get("PATH", os.defpath)])
     return env
-
-
-def _die_with_server() -> Callable[[], None] | None:
-    """A pre-exec hook making the shell get SIGKILL if the server dies (Linux only).
-
-    Commands run in their own session, so a server killed with SIGKILL would otherwise
-    leave them running until the next start reaps them. This covers the shell itself;
-    its children stay in its process group, which start-up recovery kills.
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    server_pid = os.getpid()
-
-    def arm() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        # The server may have died between fork and prctl: then no signal would come.
-        if os.getppid() != server_pid:
-            os._exit(137)
-
-    return arm
 
 
 def _resolve_cwd(cwd: object, ctx: RunContext) -> Path:
@@ -68,13 +35,6 @@ def _resolve_cwd(cwd: object, ctx: RunContext) -> Path:
     if not path.is_dir():
         raise ToolInputError(f"cwd {cwd!r} is not a directory")
     return path
-
-
-async def _pump(stream: asyncio.StreamReader, name: str, ctx: RunContext) -> None:
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    while chunk := await stream.read(_READ_SIZE):
-        ctx.emit(name, decoder.decode(chunk))
-    ctx.emit(name, decoder.decode(b"", final=True))
 
 
 def _describe_exit(code: int) -> ToolResult:
@@ -103,40 +63,9 @@ def make_shell_tool(
         if not isinstance(command, str) or not command.strip():
             raise ToolInputError("command must be a non-empty string")
         cwd = await asyncio.to_thread(_resolve_cwd, args.get("cwd"), ctx)
-        env = environment()
-        env[MARKER_VAR] = ctx.marker
-        proc = await asyncio.create_subprocess_exec(
-            shell_path,
-            "-c",
-            command,
-            cwd=cwd,
-            env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-            preexec_fn=_die_with_server(),
-        )
-        ctx.attach_process(proc.pid, proc.pid)
-        assert proc.stdout is not None and proc.stderr is not None
-        readers = asyncio.gather(
-            _pump(proc.stdout, "stdout", ctx), _pump(proc.stderr, "stderr", ctx)
-        )
-        try:
-            code = await proc.wait()
-            try:
-                await asyncio.wait_for(asyncio.shield(readers), _DRAIN_AFTER_EXIT)
-            except TimeoutError:
-                readers.cancel()
-                ctx.emit("stderr", "\n[tether: background processes kept the output open]\n")
-        finally:
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-            readers.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await readers
-        return _describe_exit(code)
+        process = await ctx.launch((shell_path, "-c", command), cwd, environment())
+        await process.follow(ctx.emit)
+        return _describe_exit(await process.wait())
 
     def timeout_of(args: Mapping[str, Any]) -> float | None:
         value = args.get("timeout", default_timeout)

@@ -17,7 +17,7 @@ from tether.governance.approvals import (
 from tether.governance.findings import Finding, Severity
 from tether.store.database import Database
 from tether.store.governance import GovernanceRepository
-from tether.toolcalls.live import Invocation
+from tether.toolcalls.call import Invocation
 
 FINDING = Finding("git-push", Severity.MEDIUM, "Pushes to a remote")
 
@@ -59,7 +59,7 @@ async def test_a_person_approves_and_the_waiter_gets_it(repo: GovernanceReposito
     await service.resolve(record.request_id, "s1", True, None)
 
     answer = await waiter
-    assert (answer.approved, answer.decided_by) == (True, "user")
+    assert (answer.allowed, answer.decided_by) == (True, "user")
     assert service.list_pending() == []
     stored = await repo.get_approval(record.request_id)
     assert stored is not None and (stored.status, stored.decided_by) == ("approved", "user")
@@ -83,7 +83,7 @@ async def test_an_unanswered_request_expires_denied(repo: GovernanceRepository) 
 
     answer = await service.wait(record.request_id)
 
-    assert (answer.approved, answer.decided_by) == (False, "timeout")
+    assert (answer.allowed, answer.decided_by) == (False, "timeout")
     assert "0.05 seconds" in answer.reason
     stored = await repo.get_approval(record.request_id)
     assert stored is not None and (stored.status, stored.decided_by) == ("denied", "timeout")

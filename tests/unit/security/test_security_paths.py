@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from tether.toolcalls.launcher import LaunchedProcess
 from tether.tools.base import ToolInputError
 from tether.tools.files import resolve_path
 from tether.tools.shell import _resolve_cwd
@@ -24,8 +26,10 @@ class Ctx:
     def emit(self, stream: str, text: str) -> None:
         self.out.append(text)
 
-    def attach_process(self, pid: int, pgid: int) -> None:
-        pass
+    async def launch(
+        self, argv: Sequence[str], cwd: Path, env: Mapping[str, str]
+    ) -> LaunchedProcess:
+        raise AssertionError("resolving paths starts no process")
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tether.toolcalls.call import Invocation
 from tether.toolcalls.coordinator import CoordinatorConfig, ToolCallCoordinator
-from tether.toolcalls.live import Invocation
 from tether.tools.base import RunContext, Tool, ToolResult
 
 
@@ -50,6 +50,7 @@ async def test_an_ended_call_leaves_the_list_before_its_end_is_saved(tmp_path: P
         max_per_session=4,
         max_total=8,
         marker_prefix="test",
+        output_location="/out/{session_id}/{call_id}",
     )
     coordinator = ToolCallCoordinator(store, config, tmp_path, (), _no_delivery)  # type: ignore[arg-type]
     tool = Tool("instant", "", {"type": "object"}, _instant)

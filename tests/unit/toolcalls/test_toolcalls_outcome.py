@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from tether.toolcalls import deadlines as dl
-from tether.toolcalls.live import Invocation, LiveCall
+from tether.toolcalls.call import Invocation
+from tether.toolcalls.live_call import LiveCall
 from tether.toolcalls.outcome import describe_end, describe_offload
 from tether.toolcalls.output import OutputBuffer
 

@@ -4,14 +4,16 @@ chunk must still be written once (a duplicate broke the turn with an IntegrityEr
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 from tether.store.records import OutputChunk
 from tether.toolcalls import deadlines
-from tether.toolcalls.coordinator import CoordinatorConfig, ToolCallCoordinator
-from tether.toolcalls.live import Invocation, LiveCall
+from tether.toolcalls.call import Invocation
+from tether.toolcalls.config import CoordinatorConfig
+from tether.toolcalls.index import CallIndex
+from tether.toolcalls.live_call import LiveCall
 from tether.toolcalls.output import OutputBuffer
+from tether.toolcalls.recorder import CallRecorder
 
 
 class SlowOutputStore:
@@ -25,11 +27,7 @@ class SlowOutputStore:
         self.saved.extend(c.seq for c in chunks)
 
 
-async def _no_delivery(session_id: str, call_id: str, text: str) -> None:
-    return None
-
-
-def _coordinator(repo: Any, tmp_path: Path) -> ToolCallCoordinator:
+def _recorder(repo: Any) -> CallRecorder:
     config = CoordinatorConfig(
         offload_after=None,
         cancel_grace=1.0,
@@ -38,13 +36,14 @@ def _coordinator(repo: Any, tmp_path: Path) -> ToolCallCoordinator:
         max_per_session=4,
         max_total=8,
         marker_prefix="test",
+        output_location="/out/{session_id}/{call_id}",
     )
-    return ToolCallCoordinator(repo, config, tmp_path, (), _no_delivery)
+    return CallRecorder(repo, CallIndex(repo, 4, 8), config)
 
 
-async def test_overlapping_saves_write_each_chunk_once(tmp_path: Path) -> None:
+async def test_overlapping_saves_write_each_chunk_once() -> None:
     repo = SlowOutputStore()
-    coordinator = _coordinator(repo, tmp_path)
+    recorder = _recorder(repo)
     call = LiveCall(
         invocation=Invocation("c1", "s1", "t1", "default", "execute_shell_command", {}),
         status="running",
@@ -55,6 +54,6 @@ async def test_overlapping_saves_write_each_chunk_once(tmp_path: Path) -> None:
     call.buffer.append("stdout", "one\n")
     call.buffer.append("stdout", "two\n")
 
-    await asyncio.gather(coordinator._persist_output(call), coordinator._persist_output(call))
+    await asyncio.gather(recorder.persist_output(call), recorder.persist_output(call))
 
     assert repo.saved == [1, 2]

@@ -1,4 +1,4 @@
-"""A tool call in flight and the read-only view of any call, live or finished."""
+"""A tool call in flight: its mutable state while the coordinator runs it."""
 
 from __future__ import annotations
 
@@ -7,22 +7,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tether.store.records import ToolCallRecord
+from tether.toolcalls.call import CallInfo, Invocation
 from tether.toolcalls.deadlines import Deadlines
+from tether.toolcalls.launcher import LaunchedProcess
 from tether.toolcalls.output import OutputBuffer
 from tether.toolcalls.state import EndState, Status
-
-
-@dataclass(frozen=True)
-class Invocation:
-    """One tool call the model asked for."""
-
-    call_id: str
-    session_id: str
-    task_id: str | None
-    agent_id: str
-    tool_name: str
-    arguments: dict[str, Any]
 
 
 @dataclass
@@ -35,13 +24,13 @@ class LiveCall:
     buffer: OutputBuffer
     marker: str
     started_at: float = field(default_factory=time.time)
-    pid: int | None = None
-    pgid: int | None = None
+    # The process tree, once the tool has launched one.
+    process: LaunchedProcess | None = None
     end_state: EndState | None = None
     end_reason: str | None = None
     stop_reason: str | None = None
     force_cancelled: bool = False
-    # Whether its process tree was already sent a stop (see ToolCallCoordinator._stop_many).
+    # Whether its process tree was already sent a stop (see CallActions.stop).
     signalled: bool = False
     timed_out: bool = False
     offload_reason: str | None = None
@@ -61,27 +50,8 @@ class LiveCall:
         return self.invocation.session_id
 
 
-@dataclass(frozen=True)
-class CallInfo:
-    """What the API shows of a call (QwenPaw's ToolCallInfo fields)."""
-
-    tool_call_id: str
-    tool_name: str
-    session_id: str
-    agent_id: str
-    status: Status
-    started_at: float
-    elapsed: float
-    offload_remaining: float | None
-    kill_remaining: float | None
-    extra: dict[str, Any]
-    end_state: EndState | None
-    force_cancelled: bool
-    max_internal_timeout_secs: float | None
-    offload_reason: str | None
-
-
 def live_info(call: LiveCall) -> CallInfo:
+    """The public view of a call in flight."""
     now = time.monotonic()
     offload_left, kill_left = call.deadlines.remaining(now)
     inv = call.invocation
@@ -100,27 +70,4 @@ def live_info(call: LiveCall) -> CallInfo:
         force_cancelled=call.force_cancelled,
         max_internal_timeout_secs=call.deadlines.max_timeout,
         offload_reason=call.offload_reason,
-    )
-
-
-def stored_info(record: ToolCallRecord) -> CallInfo:
-    end = record.finished_at or time.time()
-    extra: dict[str, Any] = {"arguments": record.arguments, "task_id": record.task_id}
-    if record.end_reason:
-        extra["end_reason"] = record.end_reason
-    return CallInfo(
-        tool_call_id=record.id,
-        tool_name=record.tool_name,
-        session_id=record.session_id,
-        agent_id=record.agent_id,
-        status=record.status,  # type: ignore[arg-type]
-        started_at=record.started_at,
-        elapsed=max(0.0, end - record.started_at),
-        offload_remaining=None,
-        kill_remaining=None,
-        extra=extra,
-        end_state=record.end_state,  # type: ignore[arg-type]
-        force_cancelled=record.force_cancelled,
-        max_internal_timeout_secs=record.max_timeout,
-        offload_reason=record.offload_reason,
     )

@@ -1,0 +1,134 @@
+"""What acts on a call while it runs: cancel, offload, extend, and its deadlines firing.
+
+Every stop (a person's cancel, a deadline, a stopped task, shutdown) goes through
+:meth:`CallActions.stop`, which hands the process trees to the launcher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+
+from tether.toolcalls import deadlines as dl
+from tether.toolcalls.call import CallInfo
+from tether.toolcalls.errors import ToolCallConflict
+from tether.toolcalls.index import CallIndex
+from tether.toolcalls.launcher import LaunchedProcess, Launcher
+from tether.toolcalls.live_call import LiveCall, live_info
+from tether.toolcalls.owned_tasks import OwnedTasks
+from tether.toolcalls.recorder import CallRecorder
+from tether.toolcalls.state import TransitionError, is_active
+
+
+class CallActions:
+    """Cancel, offload and extend live calls; stop them for any reason."""
+
+    def __init__(
+        self,
+        index: CallIndex,
+        recorder: CallRecorder,
+        launcher: Launcher,
+        tasks: OwnedTasks,
+        cancel_grace: float,
+    ) -> None:
+        self._index = index
+        self._recorder = recorder
+        self._launcher = launcher
+        self._tasks = tasks
+        self._grace = cancel_grace
+
+    async def cancel(self, session_id: str, call_id: str, force: bool) -> None:
+        """Stop a call: SIGTERM to its process tree then SIGKILL, or SIGKILL at once.
+
+        Returns once the stop is under way; the call's end is recorded when it stops."""
+        call = await self._index.require_live(session_id, call_id)
+        self._tasks.spawn(self.stop([call], "cancelled by the user", force=force))
+
+    async def offload(self, session_id: str, call_id: str) -> CallInfo:
+        """Move a running call to the background; the model carries on without it."""
+        call = await self._index.require_live(session_id, call_id)
+        if call.status != "running":
+            raise ToolCallConflict(
+                f"only a running call can be offloaded; this one is {call.status}"
+            )
+        await self.offload_call(call, "user")
+        return live_info(call)
+
+    async def offload_call(self, call: LiveCall, reason: str) -> None:
+        """Move ``call`` to the background, unless it has already moved or ended."""
+        call.offload_reason = reason
+        try:
+            await self._recorder.transition(call, "offloaded")
+        except TransitionError:
+            return
+        call.released.set()
+
+    async def extend(
+        self, session_id: str, call_id: str, target: dl.DeadlineTarget, seconds: float | None
+    ) -> CallInfo:
+        """Move the kill or offload deadline later, or remove it (``seconds=None``)."""
+        call = await self._index.require_live(session_id, call_id)
+        if not is_active(call.status):
+            raise ToolCallConflict(f"deadlines apply to running calls; this one is {call.status}")
+        if target == "offload" and call.status == "offloaded":
+            raise ToolCallConflict("the call is already in the background")
+        try:
+            call.deadlines = dl.extend(call.deadlines, target, seconds, time.monotonic())
+        except dl.DeadlineError as exc:
+            raise ToolCallConflict(str(exc)) from exc
+        call.deadline_changed.set()
+        return live_info(call)
+
+    async def stop(self, calls: list[LiveCall], reason: str, force: bool) -> None:
+        """Stop calls together (one launcher pass for all their trees).
+
+        A call with no process yet has its tool cancelled; one whose process appears
+        later is stopped then (see ToolContext.launch). The first reason stands; ``force``
+        upgrades a graceful stop already under way.
+        """
+        trees: list[LaunchedProcess] = []
+        for call in calls:
+            if call.finished.is_set():
+                continue
+            if call.stop_reason is None or force:
+                call.stop_reason = call.stop_reason or reason
+                call.force_cancelled = call.force_cancelled or force
+            if call.process is None:
+                if call.work is not None:
+                    call.work.cancel()
+                continue
+            # A graceful stop already under way ends in SIGKILL after the grace period;
+            # asking again (the task stopped too, say) needs no second pass.
+            if call.signalled and not force:
+                continue
+            call.signalled = True
+            trees.append(call.process)
+        if trees:
+            await self._launcher.stop(trees, self._grace, force)
+
+    async def stop_task(self, task_id: str, reason: str) -> None:
+        """Stop every call a task started, including ones in the background."""
+        await self.stop(self._index.of_task(task_id), reason, force=False)
+
+    async def watch_deadlines(self, call: LiveCall) -> None:
+        """Carry out the call's deadlines as they come: offload, then kill."""
+        while is_active(call.status):
+            due = call.deadlines.next_due()
+            delay = None if due is None else max(0.0, due - time.monotonic())
+            try:
+                await asyncio.wait_for(call.deadline_changed.wait(), delay)
+                call.deadline_changed.clear()
+                continue
+            except TimeoutError:
+                pass
+            now = time.monotonic()
+            kill_at, offload_at = call.deadlines.kill_at, call.deadlines.offload_at
+            if kill_at is not None and now >= kill_at:
+                call.timed_out = True
+                await self.stop([call], "its deadline passed", force=False)
+                return
+            if offload_at is not None and now >= offload_at:
+                call.deadlines = replace(call.deadlines, offload_at=None)
+                if call.status == "running":
+                    await self.offload_call(call, "deadline")

@@ -1,0 +1,97 @@
+"""The words for a tool call that every layer shares.
+
+Governance, the agent, the API and the coordinator all import these types from here, so
+none of them needs the coordinator itself to name a call, its admission or its outcome.
+"Admission" is the one family for "may it run": how it is decided (``AdmissionMode``),
+what governance plans for one call (``AdmissionPlan``) and the answer (``Admission``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from tether.store.records import OutputChunk
+from tether.toolcalls.state import EndState, Status
+
+# allow: runs at once; ask: a person decides first; deny: refused without running.
+AdmissionMode = Literal["allow", "ask", "deny"]
+# Who settled an admission: policy at once, a person, expiry, cancellation, a restart.
+DecidedBy = Literal["policy", "user", "timeout", "cancel", "restart"]
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """One tool call the model asked for."""
+
+    call_id: str
+    session_id: str
+    task_id: str | None
+    agent_id: str
+    tool_name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The answer to whether a call may run, and who gave it."""
+
+    allowed: bool
+    reason: str = ""
+    decided_by: DecidedBy = "policy"
+
+    @property
+    def by_human(self) -> bool:
+        """Whether a person gave this answer (a person's yes widens what tools may touch)."""
+        return self.decided_by == "user"
+
+
+@dataclass(frozen=True)
+class AdmissionPlan:
+    """Governance's plan for one call.
+
+    ``allow`` runs it, ``deny`` refuses it with ``reason`` (the text the model sees),
+    ``ask`` runs ``ask`` (which waits on a person) before it may run.
+    """
+
+    mode: AdmissionMode
+    reason: str = ""
+    ask: Callable[[], Awaitable[Admission]] | None = None
+
+
+@dataclass(frozen=True)
+class CallInfo:
+    """What the API shows of a call, live or finished (QwenPaw's ToolCallInfo fields)."""
+
+    tool_call_id: str
+    tool_name: str
+    session_id: str
+    agent_id: str
+    status: Status
+    started_at: float
+    elapsed: float
+    offload_remaining: float | None
+    kill_remaining: float | None
+    extra: dict[str, Any]
+    end_state: EndState | None
+    force_cancelled: bool
+    max_internal_timeout_secs: float | None
+    offload_reason: str | None
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """The tool message content for the model, and how the call ended (None: offloaded)."""
+
+    end_state: EndState | None
+    offloaded: bool
+    model_text: str
+
+
+class CallObserver(Protocol):
+    """Receives a call's life events (the chat stream uses this)."""
+
+    def started(self, info: CallInfo) -> None: ...
+    def output(self, call_id: str, chunk: OutputChunk) -> None: ...
+    def ended(self, info: CallInfo) -> None: ...

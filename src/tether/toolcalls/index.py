@@ -1,0 +1,117 @@
+"""The in-flight index: which calls are live, by session, and how to look any call up."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tether.store.records import ToolCallRecord
+from tether.store.toolcalls import ToolCallRepository
+from tether.toolcalls.call import CallInfo
+from tether.toolcalls.errors import ToolCallConflict, ToolCallNotFound
+from tether.toolcalls.live_call import LiveCall, live_info
+from tether.tools.base import ToolInputError
+
+
+class CallIndex:
+    """Live calls by id and by session, with the store behind them for ended calls."""
+
+    def __init__(self, repo: ToolCallRepository, max_per_session: int, max_total: int) -> None:
+        self._repo = repo
+        self._max_per_session = max_per_session
+        self._max_total = max_total
+        self._live: dict[str, LiveCall] = {}
+        self._by_session: dict[str, dict[str, LiveCall]] = {}
+
+    def check_capacity(self, session_id: str) -> None:
+        """Refuse a new call (the model is told) when too many are in flight."""
+        in_session = len(self._by_session.get(session_id, {}))
+        if in_session >= self._max_per_session or len(self._live) >= self._max_total:
+            raise ToolInputError(
+                "too many tool calls are in flight; wait for some to finish and try again"
+            )
+
+    def add(self, call: LiveCall) -> None:
+        self._live[call.call_id] = call
+        self._by_session.setdefault(call.session_id, {})[call.call_id] = call
+
+    def forget(self, call: LiveCall) -> None:
+        self._live.pop(call.call_id, None)
+        session = self._by_session.get(call.session_id)
+        if session is not None:
+            session.pop(call.call_id, None)
+            if not session:
+                del self._by_session[call.session_id]
+
+    def get(self, session_id: str, call_id: str) -> LiveCall | None:
+        """The live call, if it is in flight in that session."""
+        call = self._live.get(call_id)
+        return call if call is not None and call.session_id == session_id else None
+
+    def by_id(self, call_id: str) -> LiveCall | None:
+        return self._live.get(call_id)
+
+    def all(self) -> list[LiveCall]:
+        return list(self._live.values())
+
+    def of_task(self, task_id: str) -> list[LiveCall]:
+        return [c for c in self._live.values() if c.invocation.task_id == task_id]
+
+    def list_live(self, session_id: str) -> list[CallInfo]:
+        """Calls in flight for a session, oldest first.
+
+        A call that has ended is left out even while its end is still being saved."""
+        calls = self._by_session.get(session_id, {}).values()
+        in_flight = (live_info(c) for c in calls if c.status != "completed")
+        return sorted(in_flight, key=lambda i: i.started_at)
+
+    async def info(self, session_id: str, call_id: str) -> CallInfo:
+        """Any call of the session, live or from the store; ToolCallNotFound otherwise."""
+        call = self.get(session_id, call_id)
+        if call is not None:
+            return live_info(call)
+        record = await self._repo.get(session_id, call_id)
+        if record is None:
+            raise ToolCallNotFound(call_id)
+        return stored_info(record)
+
+    async def require_live(self, session_id: str, call_id: str) -> LiveCall:
+        """The live call; ToolCallNotFound if unknown, ToolCallConflict if it has ended."""
+        call = self.get(session_id, call_id)
+        if call is not None:
+            return call
+        if await self._repo.get(session_id, call_id) is None:
+            raise ToolCallNotFound(call_id)
+        raise ToolCallConflict("the tool call has already completed")
+
+    async def unique_call_id(self, proposed: str) -> str:
+        """The model's call id, made unique if a call with that id was already seen."""
+        candidate, n = proposed, 1
+        while candidate in self._live or await self._repo.exists(candidate):
+            n += 1
+            candidate = f"{proposed}~{n}"
+        return candidate
+
+
+def stored_info(record: ToolCallRecord) -> CallInfo:
+    """The public view of a call from its stored record."""
+    end = record.finished_at or time.time()
+    extra: dict[str, Any] = {"arguments": record.arguments, "task_id": record.task_id}
+    if record.end_reason:
+        extra["end_reason"] = record.end_reason
+    return CallInfo(
+        tool_call_id=record.id,
+        tool_name=record.tool_name,
+        session_id=record.session_id,
+        agent_id=record.agent_id,
+        status=record.status,  # type: ignore[arg-type]
+        started_at=record.started_at,
+        elapsed=max(0.0, end - record.started_at),
+        offload_remaining=None,
+        kill_remaining=None,
+        extra=extra,
+        end_state=record.end_state,  # type: ignore[arg-type]
+        force_cancelled=record.force_cancelled,
+        max_internal_timeout_secs=record.max_timeout,
+        offload_reason=record.offload_reason,
+    )

@@ -1,0 +1,64 @@
+"""The seam between a tool call and the processes that do its work.
+
+A launcher starts a call's process tree, stops trees, and hands back a handle to follow
+the tree's output and await its end. The coordinator only ever talks to this interface;
+today one launcher sits behind it (``local_launcher.LocalLauncher``: a child of the
+server in its own session). Others slot in beside it without touching the coordinator:
+a detached keeper that outlives the server, a sandbox, MCP calls, calls on another node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+# Environment variable set on every process a call starts, so its whole tree can be found
+# (even a child that called setsid and was orphaned).
+MARKER_VAR = "TETHER_TOOL_CALL"
+
+# Receives output as it comes: (stream name, text), stream being "stdout" or "stderr".
+OutputSink = Callable[[str, str], None]
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """What to start for one call."""
+
+    argv: Sequence[str]
+    cwd: Path
+    env: Mapping[str, str]
+    # This call's value of MARKER_VAR.
+    marker: str
+    # Epoch seconds the call started; no process of the call can be older.
+    started_at: float
+
+
+class LaunchedProcess(Protocol):
+    """A call's running process tree."""
+
+    @property
+    def pgid(self) -> int:
+        """The tree's process group (recorded, so a later start can reap it)."""
+
+    async def follow(self, sink: OutputSink) -> None:
+        """Pass output to ``sink`` as it comes; return when the output has ended.
+
+        If the caller is cancelled before the tree has exited, the tree is killed.
+        """
+
+    async def wait(self) -> int:
+        """Await the end: the exit code, or minus the signal number that ended it."""
+
+
+class Launcher(Protocol):
+    """Starts and stops process trees for tool calls."""
+
+    async def start(self, spec: LaunchSpec) -> LaunchedProcess:
+        """Start ``spec``'s process tree."""
+
+    async def stop(self, trees: Sequence[LaunchedProcess], grace: float, force: bool) -> None:
+        """Signal every process of ``trees``: SIGTERM, then SIGKILL to what is left after
+        ``grace`` seconds (``force``: SIGKILL at once). One call stops many trees, so a
+        task's or the server's calls stop together."""

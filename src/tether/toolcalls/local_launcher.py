@@ -1,0 +1,114 @@
+"""The local launcher: a call's process tree is a child of the server, in its own session."""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+
+from tether.toolcalls import process_tree
+from tether.toolcalls.launcher import MARKER_VAR, LaunchedProcess, LaunchSpec, OutputSink
+
+_READ_SIZE = 64 * 1024
+# After the root exits, how long a background child may keep its pipes open before we
+# stop reading (otherwise `sleep 600 &` would hold the call open for ten minutes).
+_DRAIN_AFTER_EXIT = 1.0
+_PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
+KEPT_OPEN_NOTE = "\n[tether: background processes kept the output open]\n"
+
+
+def _die_with_server() -> Callable[[], None] | None:
+    """A pre-exec hook making the root get SIGKILL if the server dies (Linux only).
+
+    Commands run in their own session, so a server killed with SIGKILL would otherwise
+    leave them running until the next start reaps them. This covers the root itself;
+    its children stay in its process group, which start-up recovery kills.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    server_pid = os.getpid()
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        # The server may have died between fork and prctl: then no signal would come.
+        if os.getppid() != server_pid:
+            os._exit(137)
+
+    return arm
+
+
+async def _pump(stream: asyncio.StreamReader, name: str, sink: OutputSink) -> None:
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    while chunk := await stream.read(_READ_SIZE):
+        sink(name, decoder.decode(chunk))
+    sink(name, decoder.decode(b"", final=True))
+
+
+class LocalProcess:
+    """A process tree the server started, rooted at ``pid`` and led by its group."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, spec: LaunchSpec) -> None:
+        self._proc = proc
+        self.target = process_tree.Target(proc.pid, proc.pid, spec.marker, since=spec.started_at)
+
+    @property
+    def pgid(self) -> int:
+        return self._proc.pid
+
+    async def follow(self, sink: OutputSink) -> None:
+        proc = self._proc
+        assert proc.stdout is not None and proc.stderr is not None
+        readers = asyncio.gather(
+            _pump(proc.stdout, "stdout", sink), _pump(proc.stderr, "stderr", sink)
+        )
+        try:
+            await proc.wait()
+            try:
+                await asyncio.wait_for(asyncio.shield(readers), _DRAIN_AFTER_EXIT)
+            except TimeoutError:
+                readers.cancel()
+                sink("stderr", KEPT_OPEN_NOTE)
+        finally:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+            readers.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await readers
+
+    async def wait(self) -> int:
+        return await self._proc.wait()
+
+
+class LocalLauncher:
+    """Starts trees as the server's children (each in a new session) and stops them by
+    process group, descendants and environment marker (see ``process_tree``)."""
+
+    async def start(self, spec: LaunchSpec) -> LocalProcess:
+        env = {**spec.env, MARKER_VAR: spec.marker}
+        proc = await asyncio.create_subprocess_exec(
+            *spec.argv,
+            cwd=spec.cwd,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=_die_with_server(),
+        )
+        return LocalProcess(proc, spec)
+
+    async def stop(self, trees: Sequence[LaunchedProcess], grace: float, force: bool) -> None:
+        # Only trees this launcher started can be here: the coordinator has one launcher.
+        targets = [t.target for t in trees if isinstance(t, LocalProcess)]
+        if targets:
+            await asyncio.to_thread(process_tree.terminate_many, targets, grace, force)

@@ -1,0 +1,62 @@
+"""Reading a call's output: all of it so far, and following it as it comes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from tether.store.records import OutputChunk
+from tether.store.toolcalls import ToolCallRepository
+from tether.toolcalls.call import CallInfo
+from tether.toolcalls.errors import ToolCallNotFound
+from tether.toolcalls.index import CallIndex
+from tether.toolcalls.live_call import LiveCall, live_info
+
+
+class OutputReader:
+    """Output of live calls from memory (and the store for what memory let go), of ended
+    calls from the store."""
+
+    def __init__(self, index: CallIndex, repo: ToolCallRepository) -> None:
+        self._index = index
+        self._repo = repo
+
+    async def output_text(self, session_id: str, call_id: str) -> tuple[str, bool, str | None]:
+        """(output so far, closed?, end state) for a live or finished call."""
+        call = self._index.get(session_id, call_id)
+        if call is not None:
+            chunks = await self._chunks_since(call, 0)
+            return "".join(c.text for c in chunks), call.buffer.closed, call.end_state
+        record = await self._repo.get(session_id, call_id)
+        if record is None:
+            raise ToolCallNotFound(call_id)
+        chunks = await self._repo.read_output(call_id)
+        return "".join(c.text for c in chunks), True, record.end_state
+
+    async def _chunks_since(self, call: LiveCall, seq: int) -> list[OutputChunk]:
+        if seq + 1 >= call.buffer.first_seq_in_memory:
+            return call.buffer.since(seq)
+        stored = await self._repo.read_output(call.call_id, seq)
+        last = stored[-1].seq if stored else seq
+        return stored + call.buffer.since(last)
+
+    async def follow(
+        self, session_id: str, call_id: str, after_seq: int
+    ) -> AsyncIterator[OutputChunk | CallInfo]:
+        """Output chunks after ``after_seq`` as they come, then the final info."""
+        call = self._index.get(session_id, call_id)
+        if call is None:
+            await self._index.info(session_id, call_id)  # raises if unknown
+            for chunk in await self._repo.read_output(call_id, after_seq):
+                yield chunk
+            yield await self._index.info(session_id, call_id)
+            return
+        seq = after_seq
+        while True:
+            for chunk in await self._chunks_since(call, seq):
+                seq = chunk.seq
+                yield chunk
+            if call.buffer.closed:
+                break
+            await call.buffer.wait(seq)
+        await call.finished.wait()
+        yield live_info(call)

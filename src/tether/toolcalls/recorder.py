@@ -1,0 +1,144 @@
+"""Recording a call: its registration, its moves, its output and its end, in the store."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from tether.store.records import ToolCallRecord
+from tether.store.toolcalls import ToolCallRepository
+from tether.toolcalls import deadlines as dl
+from tether.toolcalls.call import CallObserver, CallOutcome, Invocation
+from tether.toolcalls.config import CoordinatorConfig
+from tether.toolcalls.index import CallIndex
+from tether.toolcalls.live_call import LiveCall, live_info
+from tether.toolcalls.outcome import describe_end
+from tether.toolcalls.output import OutputBuffer
+from tether.toolcalls.state import EndState, Status, check_transition
+from tether.tools.base import Tool
+
+log = logging.getLogger(__name__)
+
+_FLUSH_INTERVAL = 0.2
+
+
+class CallRecorder:
+    """Keeps the store in step with each live call, and ends calls exactly once."""
+
+    def __init__(self, repo: ToolCallRepository, index: CallIndex, config: CoordinatorConfig):
+        self._repo = repo
+        self._index = index
+        self._config = config
+
+    async def register(self, inv: Invocation, tool: Tool | None, status: Status) -> LiveCall:
+        """A new live call: indexed and stored with its initial deadlines."""
+        config = self._config
+        timeout = tool.timeout_of(inv.arguments) if tool else None
+        deadlines = dl.initial(
+            time.monotonic(), timeout, tool.max_timeout if tool else None, config.offload_after
+        )
+        call = LiveCall(
+            invocation=inv,
+            status=status,
+            deadlines=deadlines,
+            buffer=OutputBuffer(
+                config.output_memory_bytes, config.model_output_chars, config.output_store_bytes
+            ),
+            marker=f"{config.marker_prefix}:{inv.call_id}",
+        )
+        self._index.add(call)
+        await self._repo.insert(_record_of(call))
+        return call
+
+    async def transition(self, call: LiveCall, target: Status) -> None:
+        """Move the call to ``target`` (TransitionError if not allowed) and store it."""
+        check_transition(call.status, target)
+        call.status = target
+        await self._repo.update(call.call_id, status=target, offload_reason=call.offload_reason)
+
+    async def record_process(self, call: LiveCall) -> None:
+        """Store the call's process group, so a later start can reap it after a crash."""
+        if call.process is not None:
+            await self._repo.update(call.call_id, pgid=call.process.pgid)
+
+    async def finish(
+        self, call: LiveCall, end_state: EndState, summary: str, observer: CallObserver | None
+    ) -> CallOutcome:
+        """End the call: save the rest of its output and its end, and say what the model
+        sees. A call ends once; a second finish only repeats the text."""
+        where = self._config.where_output_is(call.session_id, call.call_id)
+        limit = self._config.model_output_chars
+        if call.finished.is_set():
+            return CallOutcome(call.end_state, False, describe_end(call, summary, where, limit))
+        call.status, call.end_state, call.end_reason = "completed", end_state, summary
+        call.buffer.close()
+        model_text = describe_end(call, summary, where, limit)
+        await self.persist_output(call)
+        await self._repo.update(
+            call.call_id,
+            status="completed",
+            end_state=end_state,
+            end_reason=summary or None,
+            force_cancelled=call.force_cancelled,
+            result=model_text,
+            finished_at=time.time(),
+        )
+        self._index.forget(call)
+        call.finished.set()
+        if observer:
+            observer.ended(live_info(call))
+        return CallOutcome(end_state=end_state, offloaded=False, model_text=model_text)
+
+    async def persist_output(self, call: LiveCall) -> None:
+        """Write the output not yet stored."""
+        # One writer at a time per call: the flusher and the final save must not both
+        # write the same chunks.
+        async with call.persist_lock:
+            pending = call.buffer.unpersisted()
+            if pending:
+                await self._repo.append_output(call.call_id, pending)
+                call.buffer.mark_persisted(pending[-1].seq)
+
+    async def flush_output(self, call: LiveCall) -> None:
+        """Save output to the store in batches while the call runs.
+
+        A quiet call parks on its buffer at no cost (a thousand sleeping calls must not
+        wake the loop); a finished call is saved by finish, so this returns at once.
+        """
+        flushed = 0
+        while True:
+            await call.buffer.wait(flushed)
+            if call.buffer.closed:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(call.finished.wait(), _FLUSH_INTERVAL)
+            if call.finished.is_set():
+                return
+            flushed = call.buffer.last_seq
+            try:
+                await self.persist_output(call)
+            except Exception:
+                log.exception("saving output of %s failed; will retry", call.call_id)
+
+
+def _record_of(call: LiveCall) -> ToolCallRecord:
+    inv = call.invocation
+    return ToolCallRecord(
+        id=inv.call_id,
+        session_id=inv.session_id,
+        task_id=inv.task_id,
+        agent_id=inv.agent_id,
+        tool_name=inv.tool_name,
+        arguments=inv.arguments,
+        status=call.status,
+        end_state=None,
+        end_reason=None,
+        force_cancelled=False,
+        offload_reason=None,
+        max_timeout=call.deadlines.max_timeout,
+        result=None,
+        started_at=call.started_at,
+        finished_at=None,
+    )

@@ -1,0 +1,192 @@
+"""Running a call: admission, the tool's work, its end or its move to the background."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from tether.toolcalls.actions import CallActions
+from tether.toolcalls.call import Admission, CallObserver, CallOutcome, Invocation
+from tether.toolcalls.index import CallIndex
+from tether.toolcalls.launcher import Launcher
+from tether.toolcalls.live_call import LiveCall, live_info
+from tether.toolcalls.outcome import describe_offload
+from tether.toolcalls.owned_tasks import OwnedTasks
+from tether.toolcalls.recorder import CallRecorder
+from tether.toolcalls.state import EndState
+from tether.toolcalls.tool_context import ToolContext
+from tether.tools.base import Tool, ToolInputError, ToolResult
+
+log = logging.getLogger(__name__)
+
+Ask = Callable[[], Awaitable[Admission]]
+BackgroundResult = Callable[[str, str, str], Awaitable[None]]
+
+
+class CallRunner:
+    """Takes a call from the model's request to its recorded end."""
+
+    def __init__(
+        self,
+        index: CallIndex,
+        recorder: CallRecorder,
+        actions: CallActions,
+        launcher: Launcher,
+        tasks: OwnedTasks,
+        tool_scope: tuple[Path, tuple[Path, ...]],
+        on_background_result: BackgroundResult,
+    ) -> None:
+        self._index = index
+        self._recorder = recorder
+        self._actions = actions
+        self._launcher = launcher
+        self._tasks = tasks
+        self._workspace, self._protected = tool_scope
+        self._on_background_result = on_background_result
+        # Set at shutdown, so calls stopped with their turn say why.
+        self.closing = False
+
+    async def run(
+        self, inv: Invocation, tool: Tool, ask: Ask | None, observer: CallObserver | None
+    ) -> CallOutcome:
+        """Run one call to its end (or until it is offloaded) and say what the model sees."""
+        self._index.check_capacity(inv.session_id)
+        try:
+            return await self._run(inv, tool, ask, observer)
+        except asyncio.CancelledError:
+            # The turn was stopped, perhaps before the tool even started: never leave the
+            # call registered as running.
+            call = self._index.by_id(inv.call_id)
+            if call is not None and not call.finished.is_set():
+                reason = call.stop_reason or "the task was stopped"
+                await asyncio.shield(self.stop_and_finish(call, reason, observer))
+            raise
+
+    async def _run(
+        self, inv: Invocation, tool: Tool, ask: Ask | None, observer: CallObserver | None
+    ) -> CallOutcome:
+        call = await self._recorder.register(inv, tool, "awaiting_approval" if ask else "running")
+        if observer:
+            observer.started(live_info(call))
+        if ask is not None:
+            admission = await self._await_admission(call, ask)
+            if not admission.allowed:
+                return await self._recorder.finish(call, "denied", admission.reason, observer)
+            call.human_approved = admission.by_human
+            await self._recorder.transition(call, "running")
+        return await self._execute(call, tool, observer)
+
+    async def record_denied(self, inv: Invocation, reason: str) -> CallOutcome:
+        """Record a call policy refused outright; it never runs."""
+        call = await self._recorder.register(inv, None, "awaiting_approval")
+        return await self._recorder.finish(call, "denied", reason, None)
+
+    async def _await_admission(self, call: LiveCall, ask: Ask) -> Admission:
+        waiting = asyncio.ensure_future(ask())
+        call.work = waiting
+        try:
+            return await waiting
+        except asyncio.CancelledError:
+            if call.stop_reason is None:
+                raise
+            reason = f"The call was cancelled ({call.stop_reason}) before approval."
+            return Admission(False, reason, decided_by="cancel")
+
+    async def _execute(
+        self, call: LiveCall, tool: Tool, observer: CallObserver | None
+    ) -> CallOutcome:
+        if call.stop_reason is not None:  # stopped while it was being set up
+            return await self._recorder.finish(call, "cancelled", call.stop_reason, observer)
+        ctx = self._context(call, observer)
+        call.work = asyncio.ensure_future(tool.run(call.invocation.arguments, ctx))
+        watcher = self._tasks.spawn(self._actions.watch_deadlines(call))
+        flusher = self._tasks.spawn(self._recorder.flush_output(call))
+        released = asyncio.create_task(call.released.wait())
+        try:
+            await asyncio.wait({call.work, released}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # The turn was stopped: stop the call too and record it, then let the
+            # cancellation go on.
+            released.cancel()
+            reason = "server shutdown" if self.closing else "the task was stopped"
+            await asyncio.shield(self.stop_and_finish(call, reason, observer))
+            raise
+        released.cancel()
+        if not call.work.done():
+            self._tasks.spawn(self._finish_in_background(call, observer, watcher, flusher))
+            return CallOutcome(end_state=None, offloaded=True, model_text=describe_offload(call))
+        return await self._conclude(call, observer, watcher, flusher)
+
+    def _context(self, call: LiveCall, observer: CallObserver | None) -> ToolContext:
+        return ToolContext(
+            call, self._workspace, self._protected, observer, self._launcher.start, self._launched
+        )
+
+    def _launched(self, call: LiveCall) -> None:
+        self._tasks.spawn(self._recorder.record_process(call))
+        if call.stop_reason is not None and not call.signalled:
+            # A stop arrived while the tree was starting, when there was none to signal.
+            self._tasks.spawn(self._actions.stop([call], call.stop_reason, call.force_cancelled))
+
+    async def _conclude(
+        self,
+        call: LiveCall,
+        observer: CallObserver | None,
+        watcher: asyncio.Task[Any],
+        flusher: asyncio.Task[Any],
+    ) -> CallOutcome:
+        assert call.work is not None
+        end_state, summary = _end_of(call, call.work)
+        watcher.cancel()
+        outcome = await self._recorder.finish(call, end_state, summary, observer)
+        await flusher
+        return outcome
+
+    async def _finish_in_background(
+        self,
+        call: LiveCall,
+        observer: CallObserver | None,
+        watcher: asyncio.Task[Any],
+        flusher: asyncio.Task[Any],
+    ) -> None:
+        assert call.work is not None
+        with contextlib.suppress(BaseException):
+            await asyncio.wait({call.work})
+        outcome = await self._conclude(call, observer, watcher, flusher)
+        try:
+            await self._on_background_result(call.session_id, call.call_id, outcome.model_text)
+        except Exception:
+            log.exception("delivering the background result of %s failed", call.call_id)
+
+    async def stop_and_finish(
+        self, call: LiveCall, reason: str, observer: CallObserver | None
+    ) -> None:
+        """Stop the call, wait for its tool to return, and record it as cancelled."""
+        await self._actions.stop([call], reason, force=False)
+        if call.work is not None:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait({call.work})
+        if not call.finished.is_set():
+            await self._recorder.finish(call, "cancelled", reason, observer)
+
+
+def _end_of(call: LiveCall, work: asyncio.Task[Any]) -> tuple[EndState, str]:
+    """The end state of a call whose work finished, and a one-line summary."""
+    if call.timed_out:
+        return "timeout", "timed out and was killed"
+    if call.stop_reason is not None:
+        return "cancelled", call.stop_reason
+    if work.cancelled():
+        return "cancelled", "cancelled"
+    exc = work.exception()
+    if isinstance(exc, ToolInputError):
+        return "error", str(exc)
+    if exc is not None:
+        log.error("tool %s failed", call.invocation.tool_name, exc_info=exc)
+        return "error", f"{type(exc).__name__}: {exc}"
+    result: ToolResult = work.result()
+    return ("error" if result.is_error else "success"), result.summary
