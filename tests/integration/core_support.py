@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import httpx
 from helpers import MockLLMHandler, register_mock_provider
 
-from tether.agent.history import order_problems
+from strict_order import request_problems
 
 
 def _load_harness() -> Any:
@@ -80,9 +80,9 @@ class FakeModel:
         return list(self.srv.requests)
 
     def assert_valid(self) -> None:
-        """Every request so far obeys strict role order."""
+        """Every request so far is one a strict provider accepts."""
         for body in self.requests:
-            problems = order_problems(body["messages"])
+            problems = request_problems(body["messages"])
             assert not problems, (problems, body["messages"])
 
     def close(self) -> None:

@@ -1,77 +1,83 @@
-"""Turning stored messages into a request the model will accept (pure)."""
+"""Turning stored messages into a history every provider accepts (pure)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
+from tether.llm.reply import distinct_id
+
 INTERRUPTED = "[tether] No result: the server stopped before this call finished."
-
-
-def model_message(payload: dict[str, Any]) -> dict[str, Any]:
-    """The message as sent to the model: Tether's own ``x_`` keys removed."""
-    return {k: v for k, v in payload.items() if not k.startswith("x_")}
+UNREADABLE_ARGUMENTS = "{}"
 
 
 def repair(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Make a history valid under strict role order.
+    """Make a history valid under strict role order, mending what older versions stored.
 
     Every assistant tool call gets exactly one tool message right after its assistant
     message (a call a crash left without one gets a note saying so); tool messages that
-    answer nothing are dropped.
+    answer nothing are dropped. Assistant messages are mended too: a ``null`` content
+    without tool calls becomes ``""``, arguments that are not complete JSON become
+    ``{}``, and a call id seen before in the history gets a new one, its results
+    following it in order.
     """
     out: list[dict[str, Any]] = []
-    open_ids: list[str] = []
-    answered: dict[str, dict[str, Any]] = {}
+    used_ids: set[str] = set()
+    waiting: dict[str, list[str]] = {}  # stored id -> ids (as mended) still unanswered
+    block: list[str] = []  # the open assistant message's call ids, in order
+    answers: dict[str, dict[str, Any]] = {}
 
-    def close_open() -> None:
-        for call_id in open_ids:
-            out.append(answered.get(call_id) or _note(call_id))
-        open_ids.clear()
-        answered.clear()
+    def close_block() -> None:
+        out.extend(answers.get(call_id) or _note(call_id) for call_id in block)
+        block.clear()
+        answers.clear()
+        waiting.clear()
 
     for msg in messages:
-        role = msg.get("role")
-        if role == "tool":
-            if msg.get("tool_call_id") in open_ids:
-                answered[msg["tool_call_id"]] = msg
+        if msg.get("role") == "tool":
+            queue = waiting.get(str(msg.get("tool_call_id")))
+            if queue:
+                call_id = queue.pop(0)
+                answers[call_id] = {**msg, "tool_call_id": call_id}
             continue
-        close_open()
+        close_block()
+        if msg.get("role") == "assistant":
+            msg = _mend_assistant(msg, used_ids, waiting, block)
         out.append(msg)
-        if role == "assistant":
-            open_ids.extend(tc["id"] for tc in msg.get("tool_calls") or [])
-    close_open()
+    close_block()
     return out
 
 
-def order_problems(messages: Iterable[dict[str, Any]]) -> list[str]:
-    """Why a request would break strict role order (empty when it is valid).
+def _mend_assistant(
+    msg: dict[str, Any], used_ids: set[str], waiting: dict[str, list[str]], block: list[str]
+) -> dict[str, Any]:
+    calls = [c for c in msg.get("tool_calls") or [] if isinstance(c, dict)]
+    mended = {k: v for k, v in msg.items() if k != "tool_calls"}
+    if not calls:
+        # A tool-call list that is empty is refused, and so is a null content without one.
+        if mended.get("content") is None:
+            mended["content"] = ""
+        return mended
+    mended["tool_calls"] = []
+    for call in calls:
+        stored_id = str(call.get("id") or "call")
+        call_id = distinct_id(stored_id, used_ids)
+        waiting.setdefault(stored_id, []).append(call_id)
+        block.append(call_id)
+        mended["tool_calls"].append({**call, "id": call_id, "function": _mend_function(call)})
+    return mended
 
-    The rules OpenAI enforces: each assistant tool call is answered by exactly one tool
-    message, and those answers come right after that assistant message, before anything
-    else; a tool message answers a call of the assistant message just before its block.
-    """
-    problems: list[str] = []
-    open_ids: set[str] = set()
-    for index, msg in enumerate(messages):
-        role = msg.get("role")
-        if role == "tool":
-            call_id = msg.get("tool_call_id")
-            if call_id not in open_ids:
-                problems.append(f"message {index}: tool result {call_id!r} answers no open call")
-            open_ids.discard(call_id)
-            continue
-        if open_ids:
-            problems.append(f"message {index} ({role}) comes before results for {sorted(open_ids)}")
-            open_ids = set()
-        if role == "assistant":
-            ids = [tc["id"] for tc in msg.get("tool_calls") or []]
-            if len(set(ids)) != len(ids):
-                problems.append(f"message {index}: repeated tool call ids {ids}")
-            open_ids = set(ids)
-    if open_ids:
-        problems.append(f"the request ends with unanswered calls {sorted(open_ids)}")
-    return problems
+
+def _mend_function(call: dict[str, Any]) -> dict[str, Any]:
+    function = call.get("function")
+    function = dict(function) if isinstance(function, dict) else {}
+    arguments = function.get("arguments")
+    try:
+        json.loads(arguments if isinstance(arguments, str) else "")
+    except ValueError:
+        function["arguments"] = UNREADABLE_ARGUMENTS
+    return function
 
 
 def _note(call_id: str) -> dict[str, Any]:

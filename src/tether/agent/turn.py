@@ -7,15 +7,18 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from tether.agent.history import model_message, repair
+from tether.agent.history import repair
 from tether.agent.ports import Gate, TurnEvents
-from tether.llm.client import AssistantReply, ModelError, RequestedCall
+from tether.llm.client import ModelError, RequestedCall
 from tether.llm.providers import ProviderService
+from tether.llm.reply import check_reply, with_distinct_ids
+from tether.llm.wire import TETHER_CALL_ID, assistant_message
 from tether.store.chats import ChatRepository
 from tether.store.deliveries import DeliveryRepository
 from tether.store.records import OutputChunk
 from tether.toolcalls.call import CallInfo, Invocation
 from tether.toolcalls.coordinator import ToolCallCoordinator
+from tether.toolcalls.ids import new_call_id
 from tether.tools.base import ToolInputError
 from tether.tools.registry import ToolRegistry
 
@@ -99,24 +102,37 @@ class Agent:
     async def run_turn(self, req: TurnRequest, events: TurnEvents) -> TurnResult:
         model = await self._providers.active_model()
         stored = await self._chats.history(req.session_id)
-        history = repair(model_message(m.payload) for m in stored)
-        messages = [{"role": "system", "content": SYSTEM_PROMPT}, *history]
+        messages = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            *repair(m.payload for m in stored),
+        ]
         specs = self._tools.openai_specs()
         for step in range(1, self._max_steps + 1):
             messages.extend(await self._take_deliveries(req, events))
             reply = await model.complete(
-                messages, specs, lambda t: events.emit({"type": "text_delta", "text": t})
+                messages,
+                specs,
+                lambda t: events.emit({"type": "text_delta", "text": t}),
+                lambda t: events.emit({"type": "reasoning_delta", "text": t}),
             )
-            assistant = _assistant_message(reply)
+            # Only a reply the next request can carry is stored; anything else ends the
+            # turn here and leaves the history as it was.
+            check_reply(reply)
+            reply = with_distinct_ids(reply, _call_ids(messages))
+            call_ids = [new_call_id() for _ in reply.tool_calls]
+            assistant = assistant_message(reply, call_ids)
             await self._persist(req, [("assistant", assistant)], events)
             messages.append(assistant)
             if not reply.tool_calls:
                 return TurnResult(text=reply.text, steps=step)
             results = await asyncio.gather(
-                *(self._call(req, call, events) for call in reply.tool_calls)
+                *(
+                    self._call(req, call, call_id, events)
+                    for call, call_id in zip(reply.tool_calls, call_ids, strict=True)
+                )
             )
             await self._persist(req, [("tool", r) for r in results], events)
-            messages.extend(model_message(r) for r in results)
+            messages.extend(results)
         raise StepLimitReached(
             f"the model was still calling tools after {self._max_steps} steps "
             f"(TETHER_MAX_STEPS); the turn was stopped"
@@ -149,16 +165,16 @@ class Agent:
         return notes
 
     async def _call(
-        self, req: TurnRequest, call: RequestedCall, events: TurnEvents
+        self, req: TurnRequest, call: RequestedCall, call_id: str, events: TurnEvents
     ) -> dict[str, Any]:
-        """Run one requested call and return its tool message."""
-        call_id = await self._coordinator.unique_call_id(call.id)
+        """Run one requested call (``call_id`` is Tether's id for it); its tool message."""
         content = await self._run_checked(req, call, call_id, events)
+        # The model's id answers the model's call; Tether's id names the call everywhere else.
         return {
             "role": "tool",
             "tool_call_id": call.id,
             "content": content,
-            "x_tether_call_id": call_id,
+            TETHER_CALL_ID: call_id,
         }
 
     async def _run_checked(
@@ -185,6 +201,10 @@ class Agent:
         return outcome.model_text
 
 
+def _call_ids(messages: list[dict[str, Any]]) -> set[str]:
+    return {str(c.get("id")) for m in messages for c in m.get("tool_calls") or []}
+
+
 def _parse_arguments(raw: str) -> dict[str, Any]:
     try:
         value = json.loads(raw or "{}")
@@ -193,16 +213,6 @@ def _parse_arguments(raw: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ToolInputError("its arguments must be a JSON object")
     return value
-
-
-def _assistant_message(reply: AssistantReply) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
-    if reply.tool_calls:
-        message["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in reply.tool_calls
-        ]
-    return message
 
 
 __all__ = ["Agent", "ModelError", "StepLimitReached", "TurnRequest", "TurnResult"]

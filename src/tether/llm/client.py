@@ -2,51 +2,39 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Any, Protocol
 
+from tether.llm.capabilities import capabilities_for
+from tether.llm.errors import provider_message
+from tether.llm.reply import AssistantReply, IncompleteReply, ModelError, RequestedCall
+from tether.llm.stream import StreamAssembler
+from tether.llm.wire import to_wire
 
-class ModelError(Exception):
-    """The provider failed or returned something unusable; the message says what."""
-
-
-@dataclass(frozen=True)
-class RequestedCall:
-    """One tool call in the model's reply."""
-
-    id: str
-    name: str
-    arguments: str
-
-
-@dataclass(frozen=True)
-class AssistantReply:
-    text: str
-    tool_calls: list[RequestedCall] = field(default_factory=list)
+TextSink = Callable[[str], None]
 
 
 class ChatModel(Protocol):
-    """What the agent needs from a model: one streamed completion."""
+    """What the agent needs from a model: one streamed completion.
+
+    ``messages`` are stored messages (with Tether's ``x_`` keys); the model decides what
+    of them its provider gets (see ``llm.wire``).
+    """
 
     async def complete(
         self,
         messages: Sequence[dict[str, Any]],
         tools: Sequence[dict[str, Any]],
-        on_text: Callable[[str], None],
+        on_text: TextSink,
+        on_reasoning: TextSink | None = None,
     ) -> AssistantReply: ...
-
-
-@dataclass
-class _PartialCall:
-    id: str = ""
-    name: str = ""
-    arguments: list[str] = field(default_factory=list)
 
 
 class OpenAIChatModel:
     """A model behind an OpenAI-compatible endpoint. The SDK retries 429 and 5xx with
-    exponential backoff (``max_retries``)."""
+    exponential backoff (``max_retries``), honouring Retry-After."""
 
     def __init__(
         self, base_url: str, api_key: str, model: str, max_retries: int, timeout: float
@@ -56,6 +44,10 @@ class OpenAIChatModel:
         from openai import AsyncOpenAI
 
         self.model = model
+        self.caps = capabilities_for(base_url)
+        # Which provider wrote a message: provider-specific fields go back only to it. A
+        # digest, since a base URL may carry a key in its query.
+        self.origin = hashlib.sha256(f"{base_url}\n{model}".encode()).hexdigest()[:16]
         self._client = AsyncOpenAI(
             base_url=base_url, api_key=api_key or "unset", max_retries=max_retries, timeout=timeout
         )
@@ -64,68 +56,64 @@ class OpenAIChatModel:
         self,
         messages: Sequence[dict[str, Any]],
         tools: Sequence[dict[str, Any]],
-        on_text: Callable[[str], None],
+        on_text: TextSink,
+        on_reasoning: TextSink | None = None,
     ) -> AssistantReply:
         import openai
 
         try:
-            return await self._stream(messages, tools, on_text)
+            reply = await self._stream(messages, tools, on_text, on_reasoning)
         except openai.APIStatusError as exc:
             raise ModelError(
                 f"the model provider answered {exc.status_code}: {provider_message(exc)}"
             ) from exc
+        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            raise ModelError(f"the model provider could not be reached: {exc.message}") from exc
         except openai.APIError as exc:
-            raise ModelError(f"the model provider failed: {exc.message}") from exc
+            raise ModelError(f"the model provider failed: {provider_message(exc)}") from exc
+        except Exception as exc:
+            if _is_transport_error(exc):
+                raise ModelError(
+                    f"the connection to the model provider broke during its reply "
+                    f"({type(exc).__name__}); nothing of that reply was kept"
+                ) from exc
+            raise
+        return replace(reply, echo={**reply.echo, "origin": self.origin})
 
     async def _stream(
         self,
         messages: Sequence[dict[str, Any]],
         tools: Sequence[dict[str, Any]],
-        on_text: Callable[[str], None],
+        on_text: TextSink,
+        on_reasoning: TextSink | None,
     ) -> AssistantReply:
-        kwargs: dict[str, Any] = {"model": self.model, "messages": list(messages), "stream": True}
+        wire = [to_wire(m, self.origin, self.caps) for m in messages]
+        kwargs: dict[str, Any] = {"model": self.model, "messages": wire, "stream": True}
         if tools:
             kwargs["tools"] = list(tools)
         stream = await self._client.chat.completions.create(**kwargs)
-        text: list[str] = []
-        calls: dict[int, _PartialCall] = {}
+        assembler = StreamAssembler(self.caps)
         async for chunk in stream:
-            for choice in chunk.choices:
-                delta = choice.delta
-                if delta.content:
-                    text.append(delta.content)
-                    on_text(delta.content)
-                for tc in delta.tool_calls or []:
-                    _merge_call(calls.setdefault(tc.index, _PartialCall()), tc)
-        return AssistantReply(
-            text="".join(text),
-            tool_calls=[_finish_call(i, calls[i]) for i in sorted(calls)],
-        )
+            added = assembler.feed(chunk.to_dict())
+            if added.reasoning and on_reasoning is not None:
+                on_reasoning(added.reasoning)
+            if added.text:
+                on_text(added.text)
+        return assembler.finish()
 
 
-def _merge_call(partial: _PartialCall, delta: Any) -> None:
-    if delta.id:
-        partial.id = delta.id
-    if delta.function is not None:
-        if delta.function.name:
-            partial.name += delta.function.name
-        if delta.function.arguments:
-            partial.arguments.append(delta.function.arguments)
+def _is_transport_error(exc: Exception) -> bool:
+    # The SDK lets errors of its HTTP library (httpx, or httpx2 in newer releases) escape
+    # while a stream is read; matched by module so either library is covered.
+    return type(exc).__module__.split(".")[0] in {"httpx", "httpx2", "httpcore", "httpcore2"}
 
 
-def _finish_call(index: int, partial: _PartialCall) -> RequestedCall:
-    if not partial.name:
-        raise ModelError("the model sent a tool call without a function name")
-    return RequestedCall(
-        id=partial.id or f"call_{index}", name=partial.name, arguments="".join(partial.arguments)
-    )
-
-
-def provider_message(exc: Any) -> str:
-    """The readable part of an SDK error (the provider's own message when it sent one)."""
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])
-    return str(getattr(exc, "message", exc))
+__all__ = [
+    "AssistantReply",
+    "ChatModel",
+    "IncompleteReply",
+    "ModelError",
+    "OpenAIChatModel",
+    "RequestedCall",
+    "provider_message",
+]

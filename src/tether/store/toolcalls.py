@@ -41,11 +41,6 @@ class ToolCallRepository:
             ).first()
             return to_record(ToolCallRecord, row) if row else None
 
-    async def exists(self, call_id: str) -> bool:
-        async with self._db.read() as conn:
-            count = await conn.scalar(sa.select(sa.func.count()).where(tool_calls.c.id == call_id))
-            return bool(count)
-
     async def list_for_session(self, session_id: str, limit: int = 200) -> list[ToolCallRecord]:
         async with self._db.read() as conn:
             rows = await conn.execute(

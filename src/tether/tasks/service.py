@@ -10,13 +10,15 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tether.agent.turn import Agent, TurnRequest
+from tether.agent.turn import Agent, ModelError, StepLimitReached, TurnRequest
 from tether.store.records import TaskRecord
 from tether.store.store import Store
 from tether.tasks.events import EventFeed
 from tether.toolcalls.coordinator import ToolCallCoordinator
 
 log = logging.getLogger(__name__)
+
+INTERNAL_ERROR = "the turn failed on an internal error; the server log has the details"
 
 RESTARTED = "server restarted"
 
@@ -132,9 +134,14 @@ class TaskService:
         )
         try:
             outcome = await self._agent.run_turn(req, run.feed)
-        except Exception as exc:
+        except (ModelError, StepLimitReached) as exc:
             log.warning("task %s failed: %s", run.task_id, exc)
-            return {"status": "failed", "error": str(exc) or type(exc).__name__}
+            return {"status": "failed", "error": str(exc)}
+        except Exception:
+            # A bug's own words (a NoneType, a traceback) mean nothing to the person
+            # chatting; the log keeps them.
+            log.exception("task %s failed on an internal error", run.task_id)
+            return {"status": "failed", "error": INTERNAL_ERROR}
         return {"status": "completed", "text": outcome.text, "steps": outcome.steps}
 
     async def get(self, task_id: str) -> TaskView | None:

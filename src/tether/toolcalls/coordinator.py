@@ -87,10 +87,6 @@ class ToolCallCoordinator:
         """Record a call policy refused outright; it never runs."""
         return await self._runner.record_denied(inv, reason)
 
-    async def unique_call_id(self, proposed: str) -> str:
-        """The model's call id, made unique if a call with that id was already seen."""
-        return await self._index.unique_call_id(proposed)
-
     # ----------------------------------------------------------------- looking
 
     def list_live(self, session_id: str) -> list[CallInfo]:

@@ -84,14 +84,6 @@ class CallIndex:
             raise ToolCallNotFound(call_id)
         raise ToolCallConflict("the tool call has already completed")
 
-    async def unique_call_id(self, proposed: str) -> str:
-        """The model's call id, made unique if a call with that id was already seen."""
-        candidate, n = proposed, 1
-        while candidate in self._live or await self._repo.exists(candidate):
-            n += 1
-            candidate = f"{proposed}~{n}"
-        return candidate
-
 
 def stored_info(record: ToolCallRecord) -> CallInfo:
     """The public view of a call from its stored record."""

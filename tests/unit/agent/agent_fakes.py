@@ -8,10 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tether.agent.history import order_problems
+from strict_order import request_problems
 from tether.app import build_services
 from tether.config import Settings
-from tether.llm.client import AssistantReply, ChatModel, RequestedCall
+from tether.llm.capabilities import DEFAULT
+from tether.llm.client import AssistantReply, ChatModel, RequestedCall, TextSink
+from tether.llm.wire import to_wire
 from tether.services import Services
 
 SESSION = "console:unit"
@@ -21,8 +23,11 @@ SESSION = "console:unit"
 class ScriptedModel:
     """A ChatModel that answers from a script and keeps every request it receives.
 
-    Each request is checked for strict role order as it arrives, as a real provider would.
+    Each request is kept as a provider would receive it, and checked as it arrives, as a
+    strict provider would.
     """
+
+    origin = "scripted"
 
     replies: list[AssistantReply | Callable[[], AssistantReply]] = field(default_factory=list)
     requests: list[list[dict[str, Any]]] = field(default_factory=list)
@@ -31,15 +36,19 @@ class ScriptedModel:
         self,
         messages: Sequence[dict[str, Any]],
         tools: Sequence[dict[str, Any]],
-        on_text: Callable[[str], None],
+        on_text: TextSink,
+        on_reasoning: TextSink | None = None,
     ) -> AssistantReply:
-        self.requests.append(copy.deepcopy(list(messages)))
-        problems = order_problems(messages)
+        wire = [to_wire(copy.deepcopy(m), self.origin, DEFAULT) for m in messages]
+        self.requests.append(wire)
+        problems = request_problems(wire)
         assert not problems, problems
         if not self.replies:
             return AssistantReply(text="(script exhausted)")
         reply = self.replies.pop(0)
         reply = reply() if callable(reply) else reply
+        if reply.reasoning and on_reasoning is not None:
+            on_reasoning(reply.reasoning)
         if reply.text:
             on_text(reply.text)
         return reply

@@ -1,10 +1,11 @@
-"""History repair and the strict role-order check."""
+"""History repair, checked with the tests' own strict request validator."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tether.agent.history import INTERRUPTED, model_message, order_problems, repair
+from strict_order import request_problems
+from tether.agent.history import INTERRUPTED, repair
 
 
 def _assistant(*ids: str) -> dict[str, Any]:
@@ -33,7 +34,7 @@ def test_valid_history_is_unchanged() -> None:
         {"role": "assistant", "content": "x"},
     ]
     assert repair(history) == history
-    assert order_problems(history) == []
+    assert request_problems(history) == []
 
 
 def test_a_call_without_a_result_gets_the_interrupted_note() -> None:
@@ -42,13 +43,13 @@ def test_a_call_without_a_result_gets_the_interrupted_note() -> None:
         {"role": "tool", "tool_call_id": "a", "content": INTERRUPTED},
         _tool("b"),
     ]
-    assert order_problems(fixed) == []
+    assert request_problems(fixed) == []
 
 
 def test_trailing_unanswered_call_is_closed() -> None:
     fixed = repair([USER, _assistant("a")])
     assert fixed[-1]["content"] == INTERRUPTED
-    assert order_problems(fixed) == []
+    assert request_problems(fixed) == []
 
 
 def test_orphan_and_late_tool_messages_are_dropped() -> None:
@@ -56,23 +57,77 @@ def test_orphan_and_late_tool_messages_are_dropped() -> None:
     fixed = repair(history)
     assert [m["role"] for m in fixed] == ["user", "assistant", "tool", "user"]
     assert fixed[2]["content"] == INTERRUPTED
-    assert order_problems(fixed) == []
+    assert request_problems(fixed) == []
 
 
-def test_a_call_answered_twice_keeps_one_answer() -> None:
+def test_a_call_answered_twice_keeps_its_first_answer() -> None:
     fixed = repair([USER, _assistant("a"), _tool("a", "one"), _tool("a", "two")])
-    assert [m.get("content") for m in fixed if m["role"] == "tool"] == ["two"]
-    assert order_problems(fixed) == []
+    assert [m.get("content") for m in fixed if m["role"] == "tool"] == ["one"]
+    assert request_problems(fixed) == []
 
 
-def test_model_message_drops_private_keys() -> None:
-    msg = {"role": "tool", "tool_call_id": "a", "content": "x", "x_tether_call_id": "a~2"}
-    assert model_message(msg) == _tool("a", "x")
+def test_the_validator_finds_each_kind_of_break() -> None:
+    assert request_problems([USER, _tool("a")])  # answers nothing
+    assert request_problems([_assistant("a"), USER, _tool("a")])  # something in between
+    assert request_problems([_assistant("a")])  # never answered
+    assert request_problems([_assistant("a"), _tool("a"), _tool("a")])  # answered twice
+    assert request_problems([_assistant("a", "a"), _tool("a")])  # repeated id
+    assert request_problems([_assistant("a"), _tool("a"), _assistant("a"), _tool("a")])
+    assert request_problems([{"role": "assistant", "content": None}])  # null content
+    assert request_problems([{"role": "assistant", "content": None, "tool_calls": []}])
+    truncated = _assistant("a")
+    truncated["tool_calls"][0]["function"]["arguments"] = '{"command": "ec'
+    assert request_problems([truncated, _tool("a")])
+    assert request_problems([{**_assistant("a"), "x_echo": {}}, _tool("a")])  # private key
+    assert request_problems([{**_assistant("a"), "reasoning_content": "r"}, _tool("a")])
+    assert not request_problems(
+        [{**_assistant("a"), "reasoning_content": "r"}, _tool("a")],
+        message_fields=["reasoning_content"],
+    )
 
 
-def test_order_problems_finds_each_kind_of_break() -> None:
-    assert order_problems([USER, _tool("a")])  # answers nothing
-    assert order_problems([_assistant("a"), USER, _tool("a")])  # something in between
-    assert order_problems([_assistant("a")])  # never answered
-    assert order_problems([_assistant("a"), _tool("a"), _tool("a")])  # answered twice
-    assert order_problems([_assistant("a", "a"), _tool("a")])  # repeated id
+# Histories stored by earlier versions, which strict providers refuse on every turn.
+
+
+def test_a_null_content_without_calls_becomes_an_empty_string() -> None:
+    fixed = repair([USER, {"role": "assistant", "content": None}, USER])
+    assert fixed[1] == {"role": "assistant", "content": ""}
+    assert request_problems(fixed) == []
+
+
+def test_an_empty_call_list_is_dropped() -> None:
+    fixed = repair([USER, {"role": "assistant", "content": None, "tool_calls": []}])
+    assert fixed[1] == {"role": "assistant", "content": ""}
+
+
+def test_truncated_arguments_become_an_empty_object() -> None:
+    poisoned = _assistant("a")
+    poisoned["tool_calls"][0]["function"]["arguments"] = '{"command": "echo \\"hi'
+    fixed = repair([USER, poisoned, _tool("a", "[tether] The call was not run")])
+    assert fixed[1]["tool_calls"][0]["function"] == {"name": "t", "arguments": "{}"}
+    assert fixed[2]["content"] == "[tether] The call was not run"
+    assert request_problems(fixed) == []
+
+
+def test_repeated_ids_in_one_message_get_new_ids_with_their_results_in_order() -> None:
+    fixed = repair([USER, _assistant("a", "a"), _tool("a", "one"), _tool("a", "two")])
+    assert [c["id"] for c in fixed[1]["tool_calls"]] == ["a", "a_2"]
+    assert [(m["tool_call_id"], m["content"]) for m in fixed[2:]] == [("a", "one"), ("a_2", "two")]
+    assert request_problems(fixed) == []
+
+
+def test_an_id_reused_by_a_later_message_is_renamed_there() -> None:
+    history = [USER, _assistant("a"), _tool("a", "one"), USER, _assistant("a"), _tool("a", "two")]
+    fixed = repair(history)
+    assert fixed[4]["tool_calls"][0]["id"] == "a_2"
+    assert fixed[5] == _tool("a_2", "two")
+    assert request_problems(fixed) == []
+
+
+def test_tether_keys_survive_repair() -> None:
+    msg = {**_assistant("a"), "x_reasoning": "r"}
+    msg["tool_calls"][0]["x_tether_call_id"] = "call_1"
+    fixed = repair([USER, msg, {**_tool("a"), "x_tether_call_id": "call_1"}])
+    assert fixed[1]["x_reasoning"] == "r"
+    assert fixed[1]["tool_calls"][0]["x_tether_call_id"] == "call_1"
+    assert fixed[2]["x_tether_call_id"] == "call_1"

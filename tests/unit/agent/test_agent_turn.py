@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
+from typing import Any
 
 import pytest
 from agent_fakes import SESSION, AgentEnv, Events, calls
 
-from tether.agent.history import order_problems
+from strict_order import request_problems
 from tether.agent.turn import StepLimitReached, TurnRequest
+from tether.llm.capabilities import DEFAULT
 from tether.llm.client import AssistantReply, ModelError
+from tether.llm.wire import to_wire
 
 REQ = TurnRequest(SESSION, "task-1", "auto")
 
@@ -18,7 +22,7 @@ def _shell(command: str) -> str:
     return json.dumps({"command": command})
 
 
-async def _stored(env: AgentEnv) -> list[dict[str, object]]:
+async def _stored(env: AgentEnv) -> list[dict[str, Any]]:
     return [m.payload for m in await env.services.store.chats.history(SESSION)]
 
 
@@ -55,14 +59,29 @@ async def test_parallel_calls_run_together_and_keep_the_model_order(env: AgentEn
     result = await env.services.agent.run_turn(REQ, events)
     assert result.text == "both done"
     # The fast call ended first, so they really ran at the same time...
-    ended = [e["tool_call"]["tool_call_id"] for e in events.of_type("tool_call_ended")]
+    model_ids = await _model_ids(env)
+    ended = [model_ids[e["tool_call"]["tool_call_id"]] for e in events.of_type("tool_call_ended")]
     assert ended == ["c_fast", "c_slow"]
     # ...yet the model gets the results in the order it asked for them.
     tools = [m for m in env.model.requests[1] if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in tools] == ["c_slow", "c_fast"]
     assert tools[0]["content"].startswith("slow\n") and tools[1]["content"].startswith("fast\n")
     assert "x_tether_call_id" not in tools[0]
-    assert order_problems(await _stored(env)) == []
+    assert request_problems(_sent(await _stored(env))) == []
+
+
+def _sent(stored: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A stored history as a provider would get it."""
+    return [to_wire(m, "elsewhere", DEFAULT) for m in stored]
+
+
+async def _model_ids(env: AgentEnv) -> dict[str, str]:
+    """Tether's call id -> the model's id, from the stored assistant messages."""
+    return {
+        c["x_tether_call_id"]: c["id"]
+        for m in await _stored(env)
+        for c in m.get("tool_calls") or []
+    }
 
 
 async def test_output_events_stream_while_the_call_runs(env: AgentEnv) -> None:
@@ -87,7 +106,7 @@ async def test_step_limit_stops_a_model_that_never_stops_calling(env: AgentEnv) 
         await env.services.agent.run_turn(REQ, Events())
     assert len(env.model.requests) == 3
     stored = await _stored(env)
-    assert order_problems(stored) == []
+    assert request_problems(_sent(stored)) == []
     assert sum(1 for m in stored if m["role"] == "tool") == 3
 
 
@@ -96,7 +115,6 @@ async def test_bad_calls_are_answered_and_the_turn_goes_on(env: AgentEnv) -> Non
     env.model.replies = [
         calls(
             ("c1", "no_such_tool", "{}"),
-            ("c2", "execute_shell_command", "{not json"),
             ("c3", "execute_shell_command", "[1]"),
             ("c4", "execute_shell_command", json.dumps({"command": ""})),
         ),
@@ -106,23 +124,51 @@ async def test_bad_calls_are_answered_and_the_turn_goes_on(env: AgentEnv) -> Non
     assert result.text == "sorry"
     tools = {m["tool_call_id"]: m["content"] for m in env.model.requests[1] if m["role"] == "tool"}
     assert "no tool named 'no_such_tool'" in tools["c1"]
-    assert "not valid JSON" in tools["c2"]
     assert "must be a JSON object" in tools["c3"]
     assert "command must be a non-empty string" in tools["c4"]
 
 
-async def test_a_reused_call_id_gets_a_unique_coordinator_id(env: AgentEnv) -> None:
+async def test_every_call_gets_a_tether_id_and_model_ids_stay_distinct(env: AgentEnv) -> None:
     await env.say("again")
     env.model.replies = [
+        calls(("same", "get_current_time", "{}"), ("same", "get_current_time", "{}")),
         calls(("same", "get_current_time", "{}")),
-        calls(("same", "get_current_time", "{}")),
+        calls(("a/b", "get_current_time", "{}")),
         AssistantReply(text="ok"),
     ]
+    env.services.agent._max_steps = 4
     await env.services.agent.run_turn(REQ, Events())
     stored = await _stored(env)
-    ids = [m["x_tether_call_id"] for m in stored if m["role"] == "tool"]
-    assert ids == ["same", "same~2"]
-    assert order_problems(stored) == []
+    tether_ids = [m["x_tether_call_id"] for m in stored if m["role"] == "tool"]
+    assert len(set(tether_ids)) == 4
+    assert all(re.fullmatch(r"call_[0-9a-f]{24}", i) for i in tether_ids)
+    # The model's ids are kept for the model, made distinct in the whole history.
+    model_ids = [m["tool_call_id"] for m in stored if m["role"] == "tool"]
+    assert model_ids == ["same", "same_2", "same_3", "a/b"]
+    assert request_problems(env.model.requests[-1]) == []
+
+
+async def test_a_malformed_call_fails_the_turn_and_stores_nothing(env: AgentEnv) -> None:
+    await env.say("bad")
+    env.model.replies = [calls(("c1", "execute_shell_command", '{"command": "ec'))]
+    with pytest.raises(ModelError, match="malformed tool call"):
+        await env.services.agent.run_turn(REQ, Events())
+    assert await _stored(env) == [{"role": "user", "content": "bad"}]
+    env.model.replies = [AssistantReply(text="fine now")]
+    assert (await env.services.agent.run_turn(REQ, Events())).text == "fine now"
+
+
+async def test_reasoning_is_streamed_as_its_own_event_and_stored(env: AgentEnv) -> None:
+    await env.say("think")
+    env.model.replies = [AssistantReply(text="", reasoning="hmm")]
+    events = Events()
+    await env.services.agent.run_turn(REQ, events)
+    assert [e["text"] for e in events.of_type("reasoning_delta")] == ["hmm"]
+    assert (await _stored(env))[-1] == {"role": "assistant", "content": "", "x_reasoning": "hmm"}
+    # Another provider gets the message without it, and a string content.
+    env.model.replies = [AssistantReply(text="ok")]
+    await env.services.agent.run_turn(REQ, Events())
+    assert env.model.requests[-1][2] == {"role": "assistant", "content": ""}
 
 
 async def test_background_results_arrive_as_a_notification_at_a_step_boundary(

@@ -1,0 +1,46 @@
+"""A provider's error, said in its own words whatever shape its body has (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_LIMIT = 500  # a provider may send a whole HTML page; a sentence is enough
+
+
+def describe_error(body: Any) -> str:
+    """The provider's message in an error body: an object, a list of them, or a string."""
+    found = _message_in(body, depth=0)
+    text = " ".join((found or "").split())
+    return text[:_LIMIT] + ("…" if len(text) > _LIMIT else "")
+
+
+def _message_in(body: Any, depth: int) -> str | None:
+    if depth > 4:  # bodies nest a little (Gemini: [{"error": {...}}]), never deeply
+        return None
+    if isinstance(body, str):
+        return body or None
+    if isinstance(body, list):
+        items = [_message_in(item, depth + 1) for item in body]
+    elif isinstance(body, dict):
+        keys = ("message", "error", "detail", "msg", "errors")
+        items = [_message_in(body.get(key), depth + 1) for key in keys]
+    else:
+        items = []
+    return next((m for m in items if m), None)
+
+
+def provider_message(exc: Any) -> str:
+    """The readable part of an SDK error (the provider's own message when it sent one)."""
+    described = describe_error(getattr(exc, "body", None))
+    if described:
+        return described
+    return describe_error(_response_text(exc)) or "no details given"
+
+
+def _response_text(exc: Any) -> str:
+    response = getattr(exc, "response", None)
+    try:
+        text = response.text if response is not None else ""
+    except Exception:  # a streamed body not read yet: there is nothing more to say
+        return ""
+    return text if isinstance(text, str) else ""

@@ -1,0 +1,99 @@
+"""What a model answers, and the rule for when that answer may enter a history (pure)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+
+class ModelError(Exception):
+    """The provider failed or returned something unusable; the message says what."""
+
+
+class IncompleteReply(ModelError):
+    """The reply cannot be stored: the next request built on it would be refused."""
+
+
+@dataclass(frozen=True)
+class RequestedCall:
+    """One tool call in the model's reply.
+
+    ``id`` is the model's own id for the call (unique within the request), used only in
+    the messages sent back to the model; Tether gives every call an id of its own.
+    """
+
+    id: str
+    name: str
+    arguments: str
+    echo: dict[str, Any] = field(default_factory=dict)
+    """Provider fields of this call to send back verbatim (e.g. Gemini's ``extra_content``)."""
+
+
+@dataclass(frozen=True)
+class AssistantReply:
+    """A whole model reply: its text, reasoning and tool calls."""
+
+    text: str
+    tool_calls: list[RequestedCall] = field(default_factory=list)
+    reasoning: str = ""
+    echo: dict[str, Any] = field(default_factory=dict)
+    """What the provider needs back with this message (stored opaque; see ``llm.wire``)."""
+
+
+def arguments_problem(arguments: str) -> str | None:
+    """Why ``arguments`` cannot be sent back to a provider (None when it is complete JSON)."""
+    try:
+        json.loads(arguments)
+    except ValueError as exc:
+        return f"its arguments are not complete JSON ({exc})"
+    return None
+
+
+def check_reply(reply: AssistantReply, finish_reason: str | None = "stop") -> None:
+    """Raise IncompleteReply when ``reply`` would make the next request invalid.
+
+    ``finish_reason`` (None when the stream just ended) only chooses the wording: a
+    reply cut short reads differently from one the model wrote wrong.
+    """
+    for call in reply.tool_calls:
+        if not call.name:
+            raise IncompleteReply("the model sent a tool call without a function name")
+        problem = arguments_problem(call.arguments)
+        if problem is None:
+            continue
+        if finish_reason is None:
+            raise IncompleteReply(
+                "the provider's stream ended in the middle of a tool call's arguments "
+                f"({call.name}); nothing was run"
+            )
+        if finish_reason == "length":
+            raise IncompleteReply(
+                "the reply reached the provider's token limit in the middle of a tool call's "
+                f"arguments ({call.name}); nothing was run"
+            )
+        raise IncompleteReply(
+            f"the model sent a malformed tool call ({call.name}: {problem}); nothing was run"
+        )
+
+
+def distinct_id(call_id: str, used: set[str]) -> str:
+    """``call_id``, or ``call_id_2``, ``_3``... when it is in ``used``; the result is added."""
+    candidate, n = call_id, 1
+    while candidate in used:
+        n += 1
+        candidate = f"{call_id}_{n}"
+    used.add(candidate)
+    return candidate
+
+
+def with_distinct_ids(reply: AssistantReply, taken: Iterable[str]) -> AssistantReply:
+    """``reply`` with call ids unique among themselves and against ``taken``.
+
+    A provider may reuse an id within a reply or across turns; strict providers refuse a
+    request that holds one twice. The results answer the ids as renamed here.
+    """
+    used = set(taken)
+    calls = [replace(c, id=distinct_id(c.id or "call", used)) for c in reply.tool_calls]
+    return replace(reply, tool_calls=calls)

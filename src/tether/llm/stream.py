@@ -1,0 +1,195 @@
+"""Assembling a streamed chat completion into one reply, in every dialect seen (pure).
+
+Providers disagree on how tool calls stream. OpenAI gives each call a distinct
+``index`` and sends its id and name once; others send no index, or index 0 for every
+call (Ollama), repeat the name in every chunk (MiniMax, Kimi through some gateways), or
+reuse an id within one reply. A delta therefore joins the call its index names, else the
+call its id names, else the call in progress, unless it plainly starts a new call: a
+different id or name, or more arguments after arguments that are already complete JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tether.llm.capabilities import Capabilities
+from tether.llm.errors import describe_error
+from tether.llm.reply import (
+    AssistantReply,
+    ModelError,
+    RequestedCall,
+    check_reply,
+    with_distinct_ids,
+)
+
+
+@dataclass(frozen=True)
+class Deltas:
+    """The text and reasoning one chunk added, to show as they arrive."""
+
+    text: str = ""
+    reasoning: str = ""
+
+
+@dataclass
+class _Partial:
+    index: int | None
+    id: str = ""
+    name: str = ""
+    pieces: list[str] = field(default_factory=list)
+    echo: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def arguments(self) -> str:
+        return "".join(self.pieces)
+
+    def has_complete_arguments(self) -> bool:
+        text = self.arguments
+        if not text.strip():
+            return False
+        try:
+            json.loads(text)
+        except ValueError:
+            return False
+        return True
+
+
+class StreamAssembler:
+    """Feed it each chunk (as a dict, unknown fields and all); ``finish`` gives the reply."""
+
+    def __init__(self, caps: Capabilities) -> None:
+        self._caps = caps
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self.reasoning_field: str | None = None
+        self.finish_reason: str | None = None
+        self._calls: list[_Partial] = []
+        self._by_index: dict[int, _Partial] = {}
+        self._by_id: dict[str, _Partial] = {}
+
+    def feed(self, chunk: Mapping[str, Any]) -> Deltas:
+        """Take one chunk; returns the text and reasoning it added."""
+        error = chunk.get("error")
+        if error:
+            raise ModelError(f"the model provider reported an error: {describe_error(error)}")
+        text: list[str] = []
+        reasoning: list[str] = []
+        for choice in chunk.get("choices") or []:
+            # n > 1 is never asked for; a stray second choice must not mix into the first.
+            if not isinstance(choice, Mapping) or choice.get("index") not in (0, None):
+                continue
+            if choice.get("finish_reason"):
+                self.finish_reason = str(choice["finish_reason"])
+            delta = choice.get("delta")
+            if isinstance(delta, Mapping):  # Azure's content filter sends choices without one
+                self._take_delta(delta, text, reasoning)
+        return Deltas("".join(text), "".join(reasoning))
+
+    def _take_delta(self, delta: Mapping[str, Any], text: list[str], reasoning: list[str]) -> None:
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            self._text.append(content)
+            text.append(content)
+        for name in self._caps.reasoning_fields:
+            piece = delta.get(name)
+            if isinstance(piece, str) and piece:
+                self.reasoning_field = self.reasoning_field or name
+                self._reasoning.append(piece)
+                reasoning.append(piece)
+                break
+        for call_delta in delta.get("tool_calls") or []:
+            if isinstance(call_delta, Mapping):
+                self._take_call_delta(call_delta)
+
+    def _take_call_delta(self, d: Mapping[str, Any]) -> None:
+        function = d.get("function")
+        if not isinstance(function, Mapping):
+            function = {}
+        name = _text(function.get("name"))
+        pieces = _text(function.get("arguments"))
+        call_id = _text(d.get("id"))
+        index = d.get("index") if isinstance(d.get("index"), int) else None
+        call = self._owner(index, call_id)
+        if call is None or _starts_new_call(call, call_id, name, pieces):
+            call = self._open(index, call_id)
+        call.id = call.id or call_id
+        # A name sent again is the same name, never a suffix.
+        call.name = call.name or name
+        if pieces:
+            call.pieces.append(pieces)
+        for key in self._caps.call_echo_fields:
+            if key in d:
+                call.echo[key] = _merged(call.echo.get(key), d[key])
+
+    def _owner(self, index: int | None, call_id: str) -> _Partial | None:
+        if index is not None:
+            return self._by_index.get(index)
+        if call_id:
+            return self._by_id.get(call_id)
+        return self._calls[-1] if self._calls else None
+
+    def _open(self, index: int | None, call_id: str) -> _Partial:
+        call = _Partial(index)
+        self._calls.append(call)
+        if index is not None:
+            self._by_index[index] = call
+        if call_id:
+            self._by_id[call_id] = call
+        return call
+
+    def finish(self) -> AssistantReply:
+        """The whole reply, or IncompleteReply when it cannot enter a history.
+
+        Call ids are made unique (a repeated one gets a suffix, a missing one is made up).
+        """
+        reply = with_distinct_ids(self._assemble(), ())
+        check_reply(reply, self.finish_reason)
+        return reply
+
+    def _assemble(self) -> AssistantReply:
+        calls = [
+            RequestedCall(
+                id=call.id or f"call_{position}",
+                name=call.name,
+                arguments=valid_unicode(call.arguments) if call.arguments.strip() else "{}",
+                echo=dict(call.echo),
+            )
+            for position, call in enumerate(self._calls)
+        ]
+        reasoning = valid_unicode("".join(self._reasoning))
+        return AssistantReply(
+            text=valid_unicode("".join(self._text)),
+            tool_calls=calls,
+            reasoning=reasoning,
+            echo={"reasoning_field": self.reasoning_field} if reasoning else {},
+        )
+
+
+def _starts_new_call(call: _Partial, call_id: str, name: str, pieces: str) -> bool:
+    other_id = bool(call_id and call.id and call_id != call.id)
+    other_name = bool(name and call.name and name != call.name)
+    if call.has_complete_arguments():
+        return other_id or other_name or bool(pieces.strip())
+    if not call.arguments:
+        return other_name
+    # Mid-arguments, only a new id that comes with a name starts another call (some
+    # gateways send a fresh id on every chunk of the same call).
+    return other_id and bool(name)
+
+
+def _merged(old: Any, new: Any) -> Any:
+    if isinstance(old, dict) and isinstance(new, dict):
+        return {**old, **new}
+    return new
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def valid_unicode(text: str) -> str:
+    """``text`` with surrogate halves split across chunks rejoined and lone ones replaced."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
