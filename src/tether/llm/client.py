@@ -61,45 +61,52 @@ class OpenAIChatModel:
     ) -> AssistantReply:
         import openai
 
+        assembler = StreamAssembler(self.caps)
         try:
-            reply = await self._stream(messages, tools, on_text, on_reasoning)
+            await self._stream(assembler, messages, tools, on_text, on_reasoning)
         except openai.APIStatusError as exc:
             raise ModelError(
                 f"the model provider answered {exc.status_code}: {provider_message(exc)}"
             ) from exc
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-            raise ModelError(f"the model provider could not be reached: {exc.message}") from exc
+            raise _connection_error(exc, assembler.started) from exc
         except openai.APIError as exc:
             raise ModelError(f"the model provider failed: {provider_message(exc)}") from exc
         except Exception as exc:
             if _is_transport_error(exc):
-                raise ModelError(
-                    f"the connection to the model provider broke during its reply "
-                    f"({type(exc).__name__}); nothing of that reply was kept"
-                ) from exc
+                raise _connection_error(exc, assembler.started) from exc
             raise
+        reply = assembler.finish()
         return replace(reply, echo={**reply.echo, "origin": self.origin})
 
     async def _stream(
         self,
+        assembler: StreamAssembler,
         messages: Sequence[dict[str, Any]],
         tools: Sequence[dict[str, Any]],
         on_text: TextSink,
         on_reasoning: TextSink | None,
-    ) -> AssistantReply:
+    ) -> None:
         wire = [to_wire(m, self.origin, self.caps) for m in messages]
         kwargs: dict[str, Any] = {"model": self.model, "messages": wire, "stream": True}
         if tools:
             kwargs["tools"] = list(tools)
         stream = await self._client.chat.completions.create(**kwargs)
-        assembler = StreamAssembler(self.caps)
         async for chunk in stream:
             added = assembler.feed(chunk.to_dict())
             if added.reasoning and on_reasoning is not None:
                 on_reasoning(added.reasoning)
             if added.text:
                 on_text(added.text)
-        return assembler.finish()
+
+
+def _connection_error(exc: Exception, started: bool) -> ModelError:
+    if started:
+        return ModelError(
+            "the connection to the model provider broke during its reply "
+            f"({type(exc).__name__}); nothing of that reply was kept"
+        )
+    return ModelError(f"the model provider could not be reached ({type(exc).__name__})")
 
 
 def _is_transport_error(exc: Exception) -> bool:

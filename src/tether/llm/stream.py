@@ -69,9 +69,12 @@ class StreamAssembler:
         self._calls: list[_Partial] = []
         self._by_index: dict[int, _Partial] = {}
         self._by_id: dict[str, _Partial] = {}
+        self.started = False
+        """Whether any chunk arrived (a failure after that broke a reply under way)."""
 
     def feed(self, chunk: Mapping[str, Any]) -> Deltas:
         """Take one chunk; returns the text and reasoning it added."""
+        self.started = True
         error = chunk.get("error")
         if error:
             raise ModelError(f"the model provider reported an error: {describe_error(error)}")

@@ -1,0 +1,135 @@
+"""A raw-SSE replay server: an OpenAI-compatible endpoint that sends exactly the bytes a
+real provider was seen to send (its quirks included), and the chunk builders to write
+those replays. The SDK-typed fake in helpers.py cannot express a quirk; this one can.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Replay:
+    """One answer of the fake provider.
+
+    ``pieces`` are written one by one, each flushed (so a piece may end inside a UTF-8
+    character or a JSON escape). ``done`` appends ``data: [DONE]``. ``cut_short`` promises
+    more bytes than are sent and hangs up (a connection cut). ``stall`` waits for the
+    server's ``release`` event after the pieces (a stream that stops moving). ``status``
+    answers with that code, ``body`` and ``headers`` instead of a stream.
+    """
+
+    pieces: list[bytes] = field(default_factory=list)
+    done: bool = True
+    cut_short: bool = False
+    stall: bool = False
+    status: int = 200
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def sse(payload: Any) -> bytes:
+    """One SSE event carrying ``payload`` as JSON."""
+    return f"data: {json.dumps(payload)}\n\n".encode()
+
+
+def chunk(delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any) -> bytes:
+    """An SSE chat.completion.chunk with one choice (``delta`` None: a choice without one)."""
+    choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
+    if delta is not None:
+        choice["delta"] = delta
+    body = {"id": "chatcmpl-r", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    return sse({**body, "choices": [choice], **extra})
+
+
+def calls_chunk(*deltas: dict[str, Any]) -> bytes:
+    return chunk({"tool_calls": list(deltas)})
+
+
+def fn(name: str | None = None, arguments: str | None = None, **extra: Any) -> dict[str, Any]:
+    """A tool-call delta: ``fn("t", "{}", index=0, id="a")``."""
+    function = {k: v for k, v in (("name", name), ("arguments", arguments)) if v is not None}
+    return {**extra, **({"function": function} if function else {})}
+
+
+def text_reply(text: str) -> Replay:
+    return Replay([chunk({"role": "assistant", "content": text}), chunk({}, "stop")])
+
+
+class ReplayModel:
+    """The replay server on a thread of its own; ``script`` queues answers in order."""
+
+    def __init__(self) -> None:
+        self.srv: Any = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.srv.daemon_threads = True
+        self.srv.replies = []
+        self.srv.requests = []
+        self.srv.lock = threading.Lock()
+        self.srv.release = threading.Event()
+        self.srv.stalled = threading.Event()
+        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}/v1"
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def script(self, *replies: Replay) -> None:
+        with self.srv.lock:
+            self.srv.replies = list(replies)
+        self.srv.release.clear()
+        self.srv.stalled.clear()
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        with self.srv.lock:
+            return list(self.srv.requests)
+
+    def close(self) -> None:
+        self.srv.release.set()
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    # HTTP/1.0: the body ends when the connection closes, as a stream without a length.
+    protocol_version = "HTTP/1.0"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        srv: Any = self.server
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+        with srv.lock:
+            srv.requests.append(body)
+            reply = srv.replies.pop(0) if srv.replies else text_reply("(replay script exhausted)")
+        if reply.status != 200:
+            self._answer(reply)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        pieces = [*reply.pieces, *([b"data: [DONE]\n\n"] if reply.done else [])]
+        if reply.cut_short:
+            self.send_header("Content-Length", str(sum(map(len, pieces)) + 1000))
+        self.end_headers()
+        self._write(pieces)
+        if reply.stall:
+            srv.stalled.set()
+            srv.release.wait(60)
+
+    def _answer(self, reply: Replay) -> None:
+        raw = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
+        self.send_response(reply.status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def _write(self, pieces: Iterable[bytes]) -> None:
+        for piece in pieces:
+            self.wfile.write(piece)
+            self.wfile.flush()
