@@ -93,10 +93,10 @@ def finished_task(server: Any, task_id: str, timeout: float = 20.0) -> dict[str,
 
 
 def call_ids(server: Any, session_id: str) -> list[str]:
-    """Ids of the tool calls the model made in the session, in order."""
+    """Tether's ids of the tool calls the model made in the session, in order."""
     resp = server.api_request("GET", f"/api/chats/{session_id}/messages")
     assert resp.status_code == 200, resp.text
-    return [call["id"] for m in resp.json() for call in m["message"].get("tool_calls") or []]
+    return [call["x_tether_call_id"] for m in resp.json() for call in m["message"].get("tool_calls") or []]
 
 
 def output_text(server: Any, session_id: str, call_id: str) -> str:

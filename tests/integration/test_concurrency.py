@@ -58,7 +58,7 @@ def test_twenty_sessions_at_once_stay_isolated(stack: Stack) -> None:
         assert not others, f"{sid} sees {others}"
         out = stack.api(
             "GET",
-            f"/api/tool-calls/{sid}/{task['messages'][1]['tool_calls'][0]['id']}/output",
+            f"/api/tool-calls/{sid}/{task['messages'][1]['tool_calls'][0]['x_tether_call_id']}/output",
         ).json()
         assert out["content"][0]["text"] == f"started-{tag}\n{tag}\n"
     stack.model.assert_valid()

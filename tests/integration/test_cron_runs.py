@@ -48,7 +48,7 @@ def test_manual_run_with_a_tool_call_ends_success(stack: Stack) -> None:
     assert (task["session_id"], task["trigger"]) == ("cron:clock", "cron")
     messages = stack.messages("cron:clock")
     assert messages[0]["message"] == {"role": "user", "content": "what time is it?"}
-    (call_id,) = [m["message"]["tool_call_id"] for m in messages if m["kind"] == "tool"]
+    (call_id,) = [m["message"]["x_tether_call_id"] for m in messages if m["kind"] == "tool"]
     call = stack.call("cron:clock", call_id)
     assert (call["tool_name"], call["end_state"]) == ("get_current_time", "success")
     assert messages[-1]["message"]["content"] == "It is time for tea."

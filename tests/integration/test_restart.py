@@ -58,7 +58,7 @@ def _check_after_restart(stack: Stack, session: str, first: str, second: str) ->
     assert task["result"]["status"] in ("cancelled", "failed")
     call_id = next(
         m for m in messages if m["kind"] == "assistant" and m["message"].get("tool_calls")
-    )["message"]["tool_calls"][0]["id"]
+    )["message"]["tool_calls"][0]["x_tether_call_id"]
     info = stack.call(session, call_id)
     assert info["status"] == "completed" and info["end_state"] == "cancelled"
     assert stack.live_calls(session) == []
