@@ -282,3 +282,18 @@ def test_sessions_switch_and_delete_by_keyboard(page: Any) -> None:
     expect(session).to_have_count(0)
     expect(page.locator("#conv-title")).to_have_text("New chat")
     expect(page.get_by_label("Message")).to_be_focused()
+
+
+def test_reasoning_is_shown_folded_above_the_answer(page: Any, mock_llm: Any) -> None:
+    mock_llm.script({"text": "The answer is 4.", "reasoning": "Two plus two <b>is</b> four."})
+    _new_chat(page)
+    _send(page, "What is 2+2?")
+    answer = page.locator(".msg.assistant:not(.streaming)").last
+    expect(answer).to_contain_text("The answer is 4.")
+    box = answer.locator("details.reasoning")
+    expect(box.locator("summary")).to_have_text("Reasoning")
+    expect(box.locator(".reasoning-text")).to_be_hidden()
+    box.locator("summary").click()
+    # Shown as text, never as markup.
+    expect(box.locator(".reasoning-text")).to_have_text("Two plus two <b>is</b> four.")
+    assert box.locator("b").count() == 0

@@ -50,10 +50,13 @@ def _chunk(delta: ChoiceDelta, finish: str | None = None) -> str:
     return f"data: {chunk.model_dump_json(exclude_none=True)}\n\n"
 
 
-def text_frames(text: str) -> list[str]:
-    """SSE frames of an assistant text reply, a few words per chunk."""
+def text_frames(text: str, reasoning: str = "") -> list[str]:
+    """SSE frames of an assistant text reply, a few words per chunk, after its reasoning
+    (sent as DeepSeek and vLLM do, in ``reasoning_content``) if there is any."""
     words = text.split(" ")
     frames = [_chunk(ChoiceDelta(role="assistant", content=""))]
+    if reasoning:
+        frames.append(_chunk(ChoiceDelta(reasoning_content=reasoning)))  # type: ignore[call-arg]
     frames += [_chunk(ChoiceDelta(content=(w if i == 0 else " " + w))) for i, w in enumerate(words)]
     frames.append(_chunk(ChoiceDelta(), "stop"))
     return frames
@@ -89,8 +92,8 @@ class MockLLMHandler(BaseHTTPRequestHandler):
     - ``force_tool_call``: when tools are offered and no tool result is in the request,
       stream a call of ``tool_call_name`` with ``tool_call_arguments``; otherwise text.
     - ``replies`` (optional list): scripted replies taken first, each a dict with one of
-      ``text``, ``tool_calls`` ([(name, arguments)]), ``status`` (error code) or
-      ``broken`` (stream cut mid-way).
+      ``text`` (with optional ``reasoning``), ``tool_calls`` ([(name, arguments)]),
+      ``status`` (error code) or ``broken`` (stream cut mid-way).
     Every request body is appended to ``requests`` (created on first use).
     """
 
@@ -118,7 +121,8 @@ class MockLLMHandler(BaseHTTPRequestHandler):
             self._json(reply["status"], {"error": {"message": message, "type": "mock"}})
             return
         if "text" in reply:
-            self._stream(text_frames(reply["text"]), broken=reply.get("broken", False))
+            frames = text_frames(reply["text"], reply.get("reasoning", ""))
+            self._stream(frames, broken=reply.get("broken", False))
         else:
             self._stream(tool_call_frames(reply["tool_calls"]))
 

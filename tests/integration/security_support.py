@@ -96,7 +96,11 @@ def call_ids(server: Any, session_id: str) -> list[str]:
     """Tether's ids of the tool calls the model made in the session, in order."""
     resp = server.api_request("GET", f"/api/chats/{session_id}/messages")
     assert resp.status_code == 200, resp.text
-    return [call["x_tether_call_id"] for m in resp.json() for call in m["message"].get("tool_calls") or []]
+    return [
+        call["x_tether_call_id"]
+        for m in resp.json()
+        for call in m["message"].get("tool_calls") or []
+    ]
 
 
 def output_text(server: Any, session_id: str, call_id: str) -> str:

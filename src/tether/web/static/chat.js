@@ -125,17 +125,27 @@ function callSlot(call) {
   } catch {
     args = { raw: call.function.arguments };
   }
+  // Tether's own id names the call in every route; the model's id is only for the model.
+  const callId = call.x_tether_call_id || call.id;
   const slot = h(
     "div",
-    { class: "call-slot", "data-model-call-id": call.id, "data-tool": call.function.name },
+    { class: "call-slot", "data-model-call-id": callId, "data-tool": call.function.name },
     h("p", { class: "muted" }, `${call.function.name} requested…`),
   );
   slot.requested = { tool_name: call.function.name, extra: { arguments: args } };
   return slot;
 }
 
+/** The model's reasoning, folded: there to read, out of the way of the answer. */
+function reasoningBox(text) {
+  const box = h("details", { class: "reasoning" }, h("summary", {}, "Reasoning"));
+  box.append(h("div", { class: "reasoning-text" }, text));
+  return box;
+}
+
 function assistantBubble(message) {
   const body = h("div", { class: "msg-body" });
+  if (message.x_reasoning) body.append(reasoningBox(message.x_reasoning));
   if (message.content) body.append(renderMarkdown(message.content));
   for (const call of message.tool_calls || []) body.append(callSlot(call));
   return bubble("assistant", "Tether", body);
@@ -167,7 +177,7 @@ function findSlot(callId, toolName) {
 /** Bind a tool message (it names the call's id in Tether) to its slot. */
 function bindToolMessage(message) {
   const callId = message.x_tether_call_id || message.tool_call_id;
-  const slot = findSlot(message.tool_call_id, null) || findSlot(callId, null);
+  const slot = findSlot(callId, null) || findSlot(message.tool_call_id, null);
   if (!slot || slot.dataset.callId) return;
   const model = callModel(state.sessionId, callId);
   if (model.info.tool_name === undefined) model.update(slot.requested);
@@ -242,9 +252,15 @@ function onEvent(event, turn) {
       break;
     case "text_delta":
       turn.text += event.text;
-      turn.live.querySelector(".msg-body").textContent = turn.text;
+      turn.live.querySelector(".live-text").textContent = turn.text;
       scrollToEnd();
       break;
+    case "reasoning_delta": {
+      const box = turn.live.querySelector(".reasoning");
+      box.hidden = false;
+      box.querySelector(".reasoning-text").textContent += event.text;
+      break;
+    }
     case "message":
       if (event.kind === "assistant") {
         turn.live.replaceWith(assistantBubble(event.message));
@@ -283,7 +299,10 @@ function onEvent(event, turn) {
 }
 
 function liveBubble() {
-  return bubble("assistant streaming", "Tether", h("div", { class: "msg-body" }));
+  const reasoning = reasoningBox("");
+  reasoning.hidden = true;
+  const body = h("div", { class: "msg-body" }, reasoning, h("div", { class: "live-text" }));
+  return bubble("assistant streaming", "Tether", body);
 }
 
 async function afterSessionCreated() {
