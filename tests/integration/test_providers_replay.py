@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from core_support import chat_body, new_session, temporary_server, wait_for
+from core_support import chat_body, new_session, sse_events, temporary_server, wait_for
 from helpers import register_mock_provider
 from replay_support import Replay, ReplayModel, calls_chunk, chunk, fn, sse, text_reply
 
@@ -146,6 +146,37 @@ def test_a_reasoning_only_reply_is_stored_with_string_content(env: Env) -> None:
 
 
 # ------------------------------------------------------------ reasoning models and tools
+
+
+def test_reasoning_arrives_on_the_chat_stream_as_its_own_event(env: Env) -> None:
+    session = new_session()
+    env.model.script(
+        Replay(
+            [
+                chunk({"role": "assistant", "reasoning": "Let me "}),  # Ollama, OpenRouter
+                chunk({"reasoning": "see."}),
+                chunk({"content": "Seen."}),
+                chunk({}, "stop"),
+            ]
+        )
+    )
+    with env.server._client.stream(
+        "POST",
+        "/api/console/chat",
+        json=chat_body("look", session),
+        headers={"Authorization": f"Bearer {env.server.token}"},
+    ) as resp:
+        assert resp.status_code == 200
+        events = [e.data for e in sse_events(resp.iter_lines())]
+    streamed = [(e["type"], e["text"]) for e in events if e["type"].endswith("_delta")]
+    assert streamed == [
+        ("reasoning_delta", "Let me "),
+        ("reasoning_delta", "see."),
+        ("text_delta", "Seen."),
+    ]
+    assert events[-1]["result"] == {"status": "completed", "text": "Seen.", "steps": 1}
+    stored = env.messages(session)[-1]
+    assert (stored["content"], stored["x_reasoning"]) == ("Seen.", "Let me see.")
 
 
 def test_deepseek_gets_its_reasoning_content_back_with_the_tool_calls(env: Env) -> None:
