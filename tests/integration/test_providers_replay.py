@@ -8,6 +8,8 @@ can read and the session's next message works.
 from __future__ import annotations
 
 import json
+import sqlite3
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -509,3 +511,55 @@ def test_model_chosen_ids_never_reach_a_route(env: Env, model_ids: tuple[str, ..
     # The model's own ids answer its calls.
     sent = env.model.requests[-1]["messages"]
     assert [m["tool_call_id"] for m in sent if m["role"] == "tool"] == list(model_ids)
+
+
+# ------------------------------------------------------------ sessions poisoned before
+
+
+def test_a_session_poisoned_by_an_earlier_version_works_after_the_upgrade(env: Env) -> None:
+    session = new_session()
+    env.turn("start", session, text_reply("started"))
+
+    def assistant(*calls: tuple[str, str]) -> dict[str, Any]:
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": i, "type": "function", "function": {"name": SHELL, "arguments": a}}
+                for i, a in calls
+            ],
+        }
+
+    def tool(call_id: str, tether_id: str) -> dict[str, Any]:
+        return {
+            "role": "tool",
+            "tool_call_id": call_id,
+            "content": "x",
+            "x_tether_call_id": tether_id,
+        }
+
+    # What earlier versions stored: a reasoning-only reply with null content, arguments
+    # cut mid-string, and one id used twice in one reply.
+    poisoned = [
+        ("assistant", {"role": "assistant", "content": None}),
+        ("assistant", assistant(("cut", '{"command": "echo \\"unterminated'))),
+        ("tool", tool("cut", "cut")),
+        ("assistant", assistant(("dup", _args("echo a")), ("dup", _args("echo b")))),
+        ("tool", tool("dup", "dup")),
+        ("tool", tool("dup", "dup~2")),
+    ]
+    env.server.stop()
+    with sqlite3.connect(env.server.home / "tether.db") as db:
+        db.executemany(
+            "INSERT INTO messages (session_id, task_id, kind, payload, created_at)"
+            " VALUES (?, NULL, ?, ?, ?)",
+            [(session, kind, json.dumps(payload), time.time()) for kind, payload in poisoned],
+        )
+    db.close()
+    env.server.start()
+    task = env.turn("and now?", session, text_reply("all good"))
+    assert task["result"]["status"] == "completed"
+    sent = env.model.requests[-1]["messages"]
+    assert request_problems(sent) == [], sent
+    tools = [m["tool_call_id"] for m in sent if m["role"] == "tool"]
+    assert tools == ["cut", "dup", "dup_2"]

@@ -122,5 +122,4 @@ __all__ = [
     "ModelError",
     "OpenAIChatModel",
     "RequestedCall",
-    "provider_message",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from tether.llm.client import provider_message
+from tether.llm.errors import provider_message
 
 
 @dataclass(frozen=True)
