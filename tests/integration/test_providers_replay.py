@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from core_support import chat_body, new_session, sse_events, temporary_server, wait_for
+from core_support import (
+    Stack,
+    chat_body,
+    new_session,
+    sse_events,
+    temporary_server,
+    wait_for,
+)
 from helpers import register_mock_provider
 from replay_support import Replay, ReplayModel, calls_chunk, chunk, fn, sse, text_reply
 
@@ -34,29 +41,15 @@ ECHO_FIELDS = {
 
 
 @dataclass
-class Env:
-    server: Any
-    model: ReplayModel
+class Env(Stack):
+    """A real server whose model is the replay server (``model`` is a ReplayModel)."""
 
-    def api(self, method: str, path: str, **kwargs: Any) -> Any:
-        return self.server.api_request(method, path, **kwargs)
-
-    def submit(self, text: str, session: str) -> str:
-        resp = self.api("POST", "/api/console/chat/task", json=chat_body(text, session))
-        assert resp.status_code == 200, resp.text
-        return str(resp.json()["task_id"])
-
-    def wait_task(self, task_id: str) -> dict[str, Any]:
-        def finished() -> dict[str, Any] | None:
-            task = self.api("GET", f"/api/console/chat/task/{task_id}").json()
-            return task if task["status"] == "finished" else None
-
-        return wait_for(finished, 30, f"task {task_id}")
+    model: Any
 
     def turn(self, text: str, session: str, *replies: Replay) -> dict[str, Any]:
         """Script the provider's answers, send one message, and return the finished task."""
         self.model.script(*replies)
-        return self.wait_task(self.submit(text, session))
+        return self.wait_task(self.submit(text, session), timeout=30)
 
     def ran(self, task: dict[str, Any]) -> list[tuple[str, dict[str, Any], str]]:
         """(tool, arguments, end state) of each call the task made, in the model's order."""
@@ -69,8 +62,9 @@ class Env:
                 out.append((info["tool_name"], info["extra"]["arguments"], info["end_state"]))
         return out
 
-    def messages(self, session: str) -> list[dict[str, Any]]:
-        return [m["message"] for m in self.api("GET", f"/api/chats/{session}/messages").json()]
+    def payloads(self, session: str) -> list[dict[str, Any]]:
+        """The session's stored messages, as stored."""
+        return [m["message"] for m in self.messages(session)]
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +125,7 @@ def test_a_stream_ending_mid_arguments_fails_readably_and_stores_nothing(env: En
     )
     task = env.turn("run it", session, truncated)
     _failed(task, "the provider's stream ended in the middle of a tool call's arguments")
-    assert env.messages(session) == [{"role": "user", "content": "run it"}]
+    assert env.payloads(session) == [{"role": "user", "content": "run it"}]
     _next_message_works(env, session)
 
 
@@ -142,7 +136,7 @@ def test_a_reasoning_only_reply_is_stored_with_string_content(env: Env) -> None:
     )
     task = env.turn("think", session, thinking)
     assert task["result"]["status"] == "completed"
-    stored = env.messages(session)[-1]
+    stored = env.payloads(session)[-1]
     assert stored["content"] == "" and stored["x_reasoning"] == "Hmm."
     _next_message_works(env, session)
 
@@ -177,7 +171,7 @@ def test_reasoning_arrives_on_the_chat_stream_as_its_own_event(env: Env) -> None
         ("text_delta", "Seen."),
     ]
     assert events[-1]["result"] == {"status": "completed", "text": "Seen.", "steps": 1}
-    stored = env.messages(session)[-1]
+    stored = env.payloads(session)[-1]
     assert (stored["content"], stored["x_reasoning"]) == ("Seen.", "Let me see.")
 
 
@@ -443,7 +437,7 @@ def test_an_error_object_mid_stream_fails_readably(env: Env) -> None:
         ]
     )
     _failed(env.turn("hi", session, reply), "Internal server error in upstream")
-    assert env.messages(session) == [{"role": "user", "content": "hi"}]
+    assert env.payloads(session) == [{"role": "user", "content": "hi"}]
     _next_message_works(env, session)
 
 
@@ -455,7 +449,7 @@ def test_a_connection_cut_mid_arguments_fails_readably(env: Env) -> None:
         cut_short=True,
     )
     _failed(env.turn("hi", session, reply), "the connection to the model provider broke")
-    assert env.messages(session) == [{"role": "user", "content": "hi"}]
+    assert env.payloads(session) == [{"role": "user", "content": "hi"}]
     _next_message_works(env, session)
 
 
@@ -468,9 +462,9 @@ def test_a_stalled_stream_is_stopped_by_the_user(env: Env) -> None:
     assert env.model.srv.stalled.wait(20)
     resp = env.api("POST", f"/api/console/chat/task/{task_id}/stop")
     assert resp.status_code == 200 and resp.json()["stopped"] is True
-    assert env.wait_task(task_id)["result"]["status"] == "cancelled"
+    assert env.wait_task(task_id, timeout=30)["result"]["status"] == "cancelled"
     env.model.srv.release.set()
-    assert env.messages(session) == [{"role": "user", "content": "hi"}]
+    assert env.payloads(session) == [{"role": "user", "content": "hi"}]
     _next_message_works(env, session)
 
 
@@ -506,7 +500,7 @@ def test_model_chosen_ids_never_reach_a_route(env: Env, model_ids: tuple[str, ..
             first = next(line for line in resp.iter_lines() if line.startswith("data:"))
             assert "started" in first
         assert env.api("POST", f"{base}/cancel").status_code in (200, 202)
-    task = env.wait_task(task_id)
+    task = env.wait_task(task_id, timeout=30)
     assert [state for _, _, state in env.ran(task)] == ["cancelled"] * 3
     # The model's own ids answer its calls.
     sent = env.model.requests[-1]["messages"]
