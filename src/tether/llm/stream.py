@@ -47,11 +47,13 @@ class _Partial:
         return "".join(self.pieces)
 
     def has_complete_arguments(self) -> bool:
-        text = self.arguments
-        if not text.strip():
+        # Arguments are a JSON object: most partial ones fail this cheap test, which
+        # spares a parse of the whole text on every chunk of a long call.
+        tail = next((p.rstrip() for p in reversed(self.pieces) if p.strip()), "")
+        if not tail.endswith(("}", "]")):
             return False
         try:
-            json.loads(text)
+            json.loads(self.arguments)
         except ValueError:
             return False
         return True
@@ -172,6 +174,8 @@ class StreamAssembler:
 
 
 def _starts_new_call(call: _Partial, call_id: str, name: str, pieces: str) -> bool:
+    if not (call_id or name):
+        return False  # a new call always comes with its name or id
     other_id = bool(call_id and call.id and call_id != call.id)
     other_name = bool(name and call.name and name != call.name)
     if call.has_complete_arguments():
