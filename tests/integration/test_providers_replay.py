@@ -139,6 +139,9 @@ def test_a_reasoning_only_reply_is_stored_with_string_content(env: Env) -> None:
     stored = env.payloads(session)[-1]
     assert stored["content"] == "" and stored["x_reasoning"] == "Hmm."
     _next_message_works(env, session)
+    # Reasoning of an earlier turn is not sent again.
+    earlier = env.model.requests[-1]["messages"][-2]
+    assert earlier == {"role": "assistant", "content": ""}
 
 
 # ------------------------------------------------------------ reasoning models and tools

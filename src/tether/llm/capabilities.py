@@ -8,6 +8,7 @@ in the client.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 from urllib.parse import urlsplit
 
 
@@ -24,6 +25,10 @@ class Capabilities:
     reasoning_echo_field: str | None = None
     """The field reasoning is sent back in; None: the field it arrived in."""
 
+    reasoning_echo_scope: Literal["turn", "history"] = "turn"
+    """Which messages get their reasoning back: those after the last user message (what
+    reasoning models need to carry on a tool loop), or the whole history."""
+
     call_echo_fields: tuple[str, ...] = ("extra_content",)
     """Per-call fields kept and sent back verbatim (Gemini's thought signatures)."""
 
@@ -39,6 +44,8 @@ _BY_HOST: dict[str, Capabilities] = {
     "api.deepseek.com": Capabilities(reasoning_echo_field="reasoning_content"),
     # OpenAI writes no reasoning text and refuses unknown message fields.
     "api.openai.com": Capabilities(echo_reasoning=False, call_echo_fields=()),
+    # Groq validates message fields strictly and has no use for reasoning sent back.
+    "api.groq.com": Capabilities(echo_reasoning=False),
 }
 
 

@@ -11,7 +11,7 @@ from tether.llm.capabilities import capabilities_for
 from tether.llm.errors import provider_message
 from tether.llm.reply import AssistantReply, IncompleteReply, ModelError, RequestedCall
 from tether.llm.stream import StreamAssembler
-from tether.llm.wire import to_wire
+from tether.llm.wire import request_messages
 
 TextSink = Callable[[str], None]
 
@@ -87,7 +87,7 @@ class OpenAIChatModel:
         on_text: TextSink,
         on_reasoning: TextSink | None,
     ) -> None:
-        wire = [to_wire(m, self.origin, self.caps) for m in messages]
+        wire = request_messages(messages, self.origin, self.caps)
         kwargs: dict[str, Any] = {"model": self.model, "messages": wire, "stream": True}
         if tools:
             kwargs["tools"] = list(tools)

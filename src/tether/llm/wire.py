@@ -44,7 +44,22 @@ def assistant_message(reply: AssistantReply, tether_ids: Sequence[str]) -> dict[
     return message
 
 
-def to_wire(message: dict[str, Any], origin: str, caps: Capabilities) -> dict[str, Any]:
+def request_messages(
+    messages: Sequence[dict[str, Any]], origin: str, caps: Capabilities
+) -> list[dict[str, Any]]:
+    """Stored ``messages`` as sent to the provider identified by ``origin``."""
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    return [
+        to_wire(
+            m, origin, caps, with_reasoning=caps.reasoning_echo_scope == "history" or i > last_user
+        )
+        for i, m in enumerate(messages)
+    ]
+
+
+def to_wire(
+    message: dict[str, Any], origin: str, caps: Capabilities, with_reasoning: bool = True
+) -> dict[str, Any]:
     """``message`` as sent to the provider identified by ``origin``."""
     out = _public(message)
     calls = message.get("tool_calls")
@@ -54,7 +69,7 @@ def to_wire(message: dict[str, Any], origin: str, caps: Capabilities) -> dict[st
     if not isinstance(echo, dict) or echo.get("origin") != origin:
         return out
     field = caps.reasoning_echo_field or echo.get("reasoning_field")
-    if caps.echo_reasoning and field and message.get(REASONING):
+    if with_reasoning and caps.echo_reasoning and field and message.get(REASONING):
         out[field] = message[REASONING]
     for stored, sent in zip(calls or [], out.get("tool_calls") or [], strict=True):
         call_echo = stored.get(ECHO) if isinstance(stored, dict) else None

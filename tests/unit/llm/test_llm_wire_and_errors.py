@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from strict_order import request_problems
 from tether.llm.capabilities import DEFAULT, capabilities_for
 from tether.llm.errors import describe_error
 from tether.llm.reply import AssistantReply, RequestedCall
-from tether.llm.wire import assistant_message, to_wire
+from tether.llm.wire import assistant_message, request_messages, to_wire
 
 SIGNATURE = {"google": {"thought_signature": "sig"}}
 
@@ -85,3 +87,23 @@ def test_the_provider_message_is_found_in_any_body_shape(body: object, expected:
 
 def test_a_long_body_is_cut_to_a_sentence() -> None:
     assert len(describe_error("<html>" + "x" * 5000)) <= 501
+
+
+def test_reasoning_goes_back_for_the_current_turn_only_by_default() -> None:
+    tool = {"role": "tool", "tool_call_id": "a", "content": "ok"}
+    earlier, current = _stored(), _stored()
+    current["tool_calls"][0]["id"] = "b"
+    history = [
+        {"role": "user", "content": "one"},
+        earlier,
+        tool,
+        {"role": "user", "content": "two"},
+        current,
+        {**tool, "tool_call_id": "b"},
+    ]
+    sent = request_messages(history, "here", DEFAULT)
+    assert "reasoning_content" not in sent[1] and sent[4]["reasoning_content"] == "because"
+    # Signatures go back everywhere: they are small and checked where present.
+    assert sent[1]["tool_calls"][0]["extra_content"] == SIGNATURE
+    whole = request_messages(history, "here", replace(DEFAULT, reasoning_echo_scope="history"))
+    assert whole[1]["reasoning_content"] == "because"
