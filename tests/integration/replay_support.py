@@ -20,8 +20,8 @@ class Replay:
     ``pieces`` are written one by one, each flushed (so a piece may end inside a UTF-8
     character or a JSON escape). ``done`` appends ``data: [DONE]``. ``cut_short`` promises
     more bytes than are sent and hangs up (a connection cut). ``stall`` waits for the
-    server's ``release`` event after the pieces (a stream that stops moving). ``status``
-    answers with that code, ``body`` and ``headers`` instead of a stream.
+    server's ``release`` event after the pieces (a stream that stops moving). A ``status``
+    other than 200, or a ``body``, answers with them and ``headers`` instead of a stream.
     """
 
     pieces: list[bytes] = field(default_factory=list)
@@ -105,7 +105,7 @@ class _Handler(BaseHTTPRequestHandler):
         with srv.lock:
             srv.requests.append(body)
             reply = srv.replies.pop(0) if srv.replies else text_reply("(replay script exhausted)")
-        if reply.status != 200:
+        if reply.status != 200 or reply.body is not None:
             self._answer(reply)
             return
         self.send_response(200)

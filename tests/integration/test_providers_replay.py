@@ -560,3 +560,23 @@ def test_a_session_poisoned_by_an_earlier_version_works_after_the_upgrade(env: E
     assert request_problems(sent) == [], sent
     tools = [m["tool_call_id"] for m in sent if m["role"] == "tool"]
     assert tools == ["cut", "dup", "dup_2"]
+
+
+def test_a_stream_line_that_is_not_json_fails_readably(env: Env) -> None:
+    session = new_session()
+    reply = Replay([chunk({"role": "assistant", "content": "Hi"}), b"data: {not json\n\n"])
+    error = _failed(env.turn("hi", session, reply), "the model provider sent")
+    assert "JSON" in error
+    _next_message_works(env, session)
+
+
+def test_a_reply_that_is_not_a_stream_fails_readably(env: Env) -> None:
+    session = new_session()
+    whole = {
+        "id": "x",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}}],
+    }
+    _failed(env.turn("hi", session, Replay(status=200, body=whole)), "no streamed completion")
+    assert env.payloads(session) == [{"role": "user", "content": "hi"}]
+    _next_message_works(env, session)

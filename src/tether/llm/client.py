@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
@@ -72,6 +73,11 @@ class OpenAIChatModel:
             raise _connection_error(exc, assembler.started) from exc
         except openai.APIError as exc:
             raise ModelError(f"the model provider failed: {provider_message(exc)}") from exc
+        except json.JSONDecodeError as exc:
+            raise ModelError(
+                "the model provider sent a stream line that is not JSON; "
+                "nothing of that reply was kept"
+            ) from exc
         except Exception as exc:
             if _is_transport_error(exc):
                 raise _connection_error(exc, assembler.started) from exc

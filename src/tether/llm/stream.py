@@ -19,6 +19,7 @@ from tether.llm.capabilities import Capabilities
 from tether.llm.errors import describe_error
 from tether.llm.reply import (
     AssistantReply,
+    IncompleteReply,
     ModelError,
     RequestedCall,
     check_reply,
@@ -150,6 +151,10 @@ class StreamAssembler:
 
         Call ids are made unique (a repeated one gets a suffix, a missing one is made up).
         """
+        if not self.started:
+            # A body that is not an event stream (a gateway that ignored stream=true, an
+            # HTML page) reads as no events at all.
+            raise IncompleteReply("the model provider's reply held no streamed completion")
         reply = with_distinct_ids(self._assemble(), ())
         check_reply(reply, self.finish_reason)
         return reply

@@ -267,3 +267,8 @@ def test_an_error_object_mid_stream_is_a_model_error(error: Any) -> None:
     assembler.feed(chunk({"content": "par"}))
     with pytest.raises(ModelError, match="overloaded"):
         assembler.feed({"error": error})
+
+
+def test_no_chunk_at_all_is_refused() -> None:
+    with pytest.raises(IncompleteReply, match="no streamed completion"):
+        assemble()
