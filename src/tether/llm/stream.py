@@ -95,10 +95,13 @@ class StreamAssembler:
         return Deltas("".join(text), "".join(reasoning))
 
     def _take_delta(self, delta: Mapping[str, Any], text: list[str], reasoning: list[str]) -> None:
-        content = delta.get("content")
-        if isinstance(content, str) and content:
-            self._text.append(content)
-            text.append(content)
+        said, thought = _content_text(delta.get("content"))
+        if said:
+            self._text.append(said)
+            text.append(said)
+        if thought:
+            self._reasoning.append(thought)
+            reasoning.append(thought)
         for name in self._caps.reasoning_fields:
             piece = delta.get(name)
             if isinstance(piece, str) and piece:
@@ -174,7 +177,7 @@ class StreamAssembler:
             text=valid_unicode("".join(self._text)),
             tool_calls=calls,
             reasoning=reasoning,
-            echo={"reasoning_field": self.reasoning_field} if reasoning else {},
+            echo={"reasoning_field": self.reasoning_field} if self.reasoning_field else {},
         )
 
 
@@ -190,6 +193,24 @@ def _starts_new_call(call: _Partial, call_id: str, name: str, pieces: str) -> bo
     # Mid-arguments, only a new id that comes with a name starts another call (some
     # gateways send a fresh id on every chunk of the same call).
     return other_id and bool(name)
+
+
+def _content_text(content: Any) -> tuple[str, str]:
+    """(text, reasoning) of a delta's content: a string, or a list of parts as Mistral's
+    reasoning models send it (``{"type": "text"}`` and ``{"type": "thinking"}`` parts)."""
+    if isinstance(content, str):
+        return content, ""
+    if not isinstance(content, list):
+        return "", ""
+    said, thought = [], []
+    for part in content:
+        if not isinstance(part, Mapping):
+            continue
+        if part.get("type") == "text":
+            said.append(_text(part.get("text")))
+        elif part.get("type") == "thinking":
+            thought.append(_content_text(part.get("thinking"))[0])
+    return "".join(said), "".join(thought)
 
 
 def _merged(old: Any, new: Any) -> Any:

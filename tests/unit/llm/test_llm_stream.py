@@ -272,3 +272,15 @@ def test_an_error_object_mid_stream_is_a_model_error(error: Any) -> None:
 def test_no_chunk_at_all_is_refused() -> None:
     with pytest.raises(IncompleteReply, match="no streamed completion"):
         assemble()
+
+
+def test_content_as_a_list_of_parts_with_thinking() -> None:
+    thinking = {"type": "thinking", "thinking": [{"type": "text", "text": "Let me see."}]}
+    reply = assemble(
+        chunk({"role": "assistant", "content": [thinking]}),
+        chunk({"content": [{"type": "text", "text": "Seen"}, {"type": "image_url"}]}),
+        chunk({"content": "."}, "stop"),
+    )
+    assert (reply.text, reply.reasoning) == ("Seen.", "Let me see.")
+    # Reasoning that came as content parts has no field to go back in.
+    assert reply.echo == {}
