@@ -580,3 +580,19 @@ def test_a_reply_that_is_not_a_stream_fails_readably(env: Env) -> None:
     _failed(env.turn("hi", session, Replay(status=200, body=whole)), "no streamed completion")
     assert env.payloads(session) == [{"role": "user", "content": "hi"}]
     _next_message_works(env, session)
+
+
+def test_mistral_content_parts_give_the_answer_and_its_reasoning(env: Env) -> None:
+    session = new_session()
+    thinking = {"type": "thinking", "thinking": [{"type": "text", "text": "Simple."}]}
+    reply = Replay(
+        [
+            chunk({"role": "assistant", "content": [thinking]}),
+            chunk({"content": [{"type": "text", "text": "Four."}]}),
+            chunk({}, "stop"),
+        ]
+    )
+    task = env.turn("2+2?", session, reply)
+    assert task["result"] == {"status": "completed", "text": "Four.", "steps": 1}
+    assert env.payloads(session)[-1]["x_reasoning"] == "Simple."
+    _next_message_works(env, session)
