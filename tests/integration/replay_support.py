@@ -1,16 +1,30 @@
 """A raw-SSE replay server: an OpenAI-compatible endpoint that sends exactly the bytes a
-real provider was seen to send (its quirks included), and the chunk builders to write
-those replays. The SDK-typed fake in helpers.py cannot express a quirk; this one can.
+real provider was seen to send (its quirks included), the chunk builders to write those
+replays, and a real server wired to it. The SDK-typed fake in helpers.py cannot express
+a quirk; this one can.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from core_support import Stack, temporary_server
+from helpers import register_mock_provider
+
+from strict_order import request_problems
+
+SHELL = "execute_shell_command"
+# What a provider may get back of its own messages; that no other provider gets them is
+# checked by test_another_provider_gets_the_plain_history.
+ECHO_FIELDS: dict[str, Any] = {
+    "message_fields": ["reasoning_content", "reasoning"],
+    "call_fields": ["extra_content"],
+}
 
 
 @dataclass
@@ -133,3 +147,76 @@ class _Handler(BaseHTTPRequestHandler):
         for piece in pieces:
             self.wfile.write(piece)
             self.wfile.flush()
+
+
+@dataclass
+class Env(Stack):
+    """A real server whose model is the replay server (``model`` is a ReplayModel)."""
+
+    model: Any
+
+    def turn(self, text: str, session: str, *replies: Replay) -> dict[str, Any]:
+        """Script the provider's answers, send one message, and return the finished task."""
+        self.model.script(*replies)
+        return self.wait_task(self.submit(text, session), timeout=30)
+
+    def ran(self, task: dict[str, Any]) -> list[tuple[str, dict[str, Any], str]]:
+        """(tool, arguments, end state) of each call the task made, in the model's order."""
+        out = []
+        for message in task["messages"]:
+            for call in message.get("tool_calls") or []:
+                info = self.api(
+                    "GET", f"/api/tool-calls/{task['session_id']}/{call['x_tether_call_id']}"
+                ).json()
+                out.append((info["tool_name"], info["extra"]["arguments"], info["end_state"]))
+        return out
+
+    def payloads(self, session: str) -> list[dict[str, Any]]:
+        """The session's stored messages, as stored."""
+        return [m["message"] for m in self.messages(session)]
+
+    def requests_checked(self) -> Iterator[None]:
+        """Body of an autouse fixture: every request the test caused is one a strict
+        provider accepts."""
+        before = len(self.model.requests)
+        yield
+        for body in self.model.requests[before:]:
+            problems = request_problems(body["messages"], **ECHO_FIELDS)
+            assert not problems, (problems, body["messages"])
+
+    def next_message_works(self, session: str) -> None:
+        """The session is healthy: one more message completes with a valid request."""
+        task = self.turn("still there?", session, text_reply("yes"))
+        assert task["result"] == {"status": "completed", "text": "yes", "steps": 1}
+        last = self.model.requests[-1]["messages"]
+        assert request_problems(last, **ECHO_FIELDS) == [], last
+        assert last[-1] == {"role": "user", "content": "still there?"}
+
+
+def replay_env(prefix: str) -> Iterator[Env]:
+    """Body of a module-scoped fixture: a server in a fresh home using the replay model."""
+    model = ReplayModel()
+    settings = {
+        "TETHER_LLM_MAX_RETRIES": "1",  # so a 429 is retried once
+        "TETHER_DEFAULT_APPROVAL_LEVEL": "off",
+    }
+    try:
+        with temporary_server(prefix, **settings) as server:
+            register_mock_provider(server, model.url)
+            yield Env(server, model)
+    finally:
+        model.close()
+
+
+def failed(task: dict[str, Any], words: str) -> str:
+    """The task's error, once checked: it failed, says ``words`` and nothing internal."""
+    assert task["result"]["status"] == "failed", task["result"]
+    error = str(task["result"]["error"])
+    assert words in error
+    for internal in ("NoneType", "Traceback", "object has no attribute"):
+        assert internal not in error
+    return error
+
+
+def shell_args(command: str) -> str:
+    return json.dumps({"command": command})

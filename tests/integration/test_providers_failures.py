@@ -1,0 +1,227 @@
+"""Provider failures, replayed on the wire: each ends with a sentence a person can read,
+a history as valid as before, and a session whose next message works. Also: ids the model
+chooses never reach a route, and sessions poisoned by earlier versions are mended.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from core_support import new_session, wait_for
+from replay_support import (
+    SHELL,
+    Env,
+    Replay,
+    calls_chunk,
+    chunk,
+    failed,
+    fn,
+    replay_env,
+    shell_args,
+    sse,
+    text_reply,
+)
+
+from strict_order import request_problems
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def env() -> Iterator[Env]:
+    yield from replay_env("failures")
+
+
+@pytest.fixture(autouse=True)
+def _every_request_valid(env: Env) -> Iterator[None]:
+    yield from env.requests_checked()
+
+
+def test_a_stream_ending_mid_arguments_fails_readably_and_stores_nothing(env: Env) -> None:
+    session = new_session()
+    cut = shell_args("echo never")[:12]
+    truncated = Replay(
+        [calls_chunk(fn(SHELL, "", index=0, id="call_v1")), calls_chunk(fn(None, cut, index=0))],
+        done=False,  # no finish_reason, no [DONE]: vLLM and opencode users saw this
+    )
+    task = env.turn("run it", session, truncated)
+    failed(task, "the provider's stream ended in the middle of a tool call's arguments")
+    assert env.payloads(session) == [{"role": "user", "content": "run it"}]
+    env.next_message_works(session)
+
+
+def test_gemini_error_bodies_that_are_lists_are_read(env: Env) -> None:
+    session = new_session()
+    body = [{"error": {"code": 400, "message": "Function call is missing a thought_signature"}}]
+    task = env.turn("hi", session, Replay(status=400, body=body))
+    failed(task, "answered 400: Function call is missing a thought_signature")
+    env.next_message_works(session)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"error": {"message": "model overloaded"}},
+        "model overloaded",
+        {"detail": "model overloaded"},
+    ],
+    ids=["object", "string", "detail"],
+)
+def test_error_bodies_of_every_shape_are_read(env: Env, body: Any) -> None:
+    session = new_session()
+    task = env.turn("hi", session, Replay(status=400, body=body))
+    failed(task, "answered 400: model overloaded")
+
+
+def test_an_error_object_mid_stream_fails_readably(env: Env) -> None:
+    session = new_session()
+    reply = Replay(
+        [
+            chunk({"role": "assistant", "content": "Let me "}),
+            sse({"error": {"message": "Internal server error in upstream", "code": 502}}),
+        ]
+    )
+    failed(env.turn("hi", session, reply), "Internal server error in upstream")
+    assert env.payloads(session) == [{"role": "user", "content": "hi"}]
+    env.next_message_works(session)
+
+
+def test_a_connection_cut_mid_arguments_fails_readably(env: Env) -> None:
+    session = new_session()
+    reply = Replay(
+        [calls_chunk(fn(SHELL, shell_args("echo never")[:10], index=0, id="cut"))],
+        done=False,
+        cut_short=True,
+    )
+    failed(env.turn("hi", session, reply), "the connection to the model provider broke")
+    assert env.payloads(session) == [{"role": "user", "content": "hi"}]
+    env.next_message_works(session)
+
+
+def test_a_stalled_stream_is_stopped_by_the_user(env: Env) -> None:
+    session = new_session()
+    env.model.script(
+        Replay([chunk({"role": "assistant", "content": "thinking"})], done=False, stall=True)
+    )
+    task_id = env.submit("hi", session)
+    assert env.model.srv.stalled.wait(20)
+    resp = env.api("POST", f"/api/console/chat/task/{task_id}/stop")
+    assert resp.status_code == 200 and resp.json()["stopped"] is True
+    assert env.wait_task(task_id, timeout=30)["result"]["status"] == "cancelled"
+    env.model.srv.release.set()
+    assert env.payloads(session) == [{"role": "user", "content": "hi"}]
+    env.next_message_works(session)
+
+
+@pytest.mark.parametrize("model_ids", [("a/b", "..", ".")])
+def test_model_chosen_ids_never_reach_a_route(env: Env, model_ids: tuple[str, ...]) -> None:
+    session = new_session()
+    gate = f"gate-{uuid.uuid4().hex[:8]}"
+    wait = f"echo started; while [ ! -e {gate} ]; do sleep 0.02; done"
+    reply = Replay(
+        [
+            *(
+                calls_chunk(fn(SHELL, shell_args(wait), index=n, id=i))
+                for n, i in enumerate(model_ids)
+            ),
+            chunk({}, "tool_calls"),
+        ]
+    )
+    env.model.script(reply, text_reply("stopped"))
+    task_id = env.submit("ids", session)
+
+    def all_started() -> list[dict[str, Any]] | None:
+        items = env.api("GET", f"/api/tool-calls/{session}").json()["items"]
+        return items if len(items) == len(model_ids) else None
+
+    calls = wait_for(all_started, 20, "three calls in flight")
+    for info in calls:
+        base = f"/api/tool-calls/{session}/{info['tool_call_id']}"
+        wait_for(lambda b=base: "started" in json.dumps(env.api("GET", f"{b}/output").json()))
+        with env.server._client.stream(
+            "GET", f"{base}/stream", headers={"Authorization": f"Bearer {env.server.token}"}
+        ) as resp:
+            assert resp.status_code == 200
+            first = next(line for line in resp.iter_lines() if line.startswith("data:"))
+            assert "started" in first
+        assert env.api("POST", f"{base}/cancel").status_code in (200, 202)
+    task = env.wait_task(task_id, timeout=30)
+    assert [state for _, _, state in env.ran(task)] == ["cancelled"] * 3
+    # The model's own ids answer its calls.
+    sent = env.model.requests[-1]["messages"]
+    assert [m["tool_call_id"] for m in sent if m["role"] == "tool"] == list(model_ids)
+
+
+def test_a_session_poisoned_by_an_earlier_version_works_after_the_upgrade(env: Env) -> None:
+    session = new_session()
+    env.turn("start", session, text_reply("started"))
+
+    def assistant(*calls: tuple[str, str]) -> dict[str, Any]:
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": i, "type": "function", "function": {"name": SHELL, "arguments": a}}
+                for i, a in calls
+            ],
+        }
+
+    def tool(call_id: str, tether_id: str) -> dict[str, Any]:
+        return {
+            "role": "tool",
+            "tool_call_id": call_id,
+            "content": "x",
+            "x_tether_call_id": tether_id,
+        }
+
+    # What earlier versions stored: a reasoning-only reply with null content, arguments
+    # cut mid-string, and one id used twice in one reply.
+    poisoned = [
+        ("assistant", {"role": "assistant", "content": None}),
+        ("assistant", assistant(("cut", '{"command": "echo \\"unterminated'))),
+        ("tool", tool("cut", "cut")),
+        ("assistant", assistant(("dup", shell_args("echo a")), ("dup", shell_args("echo b")))),
+        ("tool", tool("dup", "dup")),
+        ("tool", tool("dup", "dup~2")),
+    ]
+    env.server.stop()
+    with sqlite3.connect(env.server.home / "tether.db") as db:
+        db.executemany(
+            "INSERT INTO messages (session_id, task_id, kind, payload, created_at)"
+            " VALUES (?, NULL, ?, ?, ?)",
+            [(session, kind, json.dumps(payload), time.time()) for kind, payload in poisoned],
+        )
+    db.close()
+    env.server.start()
+    task = env.turn("and now?", session, text_reply("all good"))
+    assert task["result"]["status"] == "completed"
+    sent = env.model.requests[-1]["messages"]
+    assert request_problems(sent) == [], sent
+    tools = [m["tool_call_id"] for m in sent if m["role"] == "tool"]
+    assert tools == ["cut", "dup", "dup_2"]
+
+
+def test_a_stream_line_that_is_not_json_fails_readably(env: Env) -> None:
+    session = new_session()
+    reply = Replay([chunk({"role": "assistant", "content": "Hi"}), b"data: {not json\n\n"])
+    error = failed(env.turn("hi", session, reply), "the model provider sent")
+    assert "JSON" in error
+    env.next_message_works(session)
+
+
+def test_a_reply_that_is_not_a_stream_fails_readably(env: Env) -> None:
+    session = new_session()
+    whole = {
+        "id": "x",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}}],
+    }
+    failed(env.turn("hi", session, Replay(status=200, body=whole)), "no streamed completion")
+    assert env.payloads(session) == [{"role": "user", "content": "hi"}]
+    env.next_message_works(session)
