@@ -297,3 +297,19 @@ def test_reasoning_is_shown_folded_above_the_answer(page: Any, mock_llm: Any) ->
     # Shown as text, never as markup.
     expect(box.locator(".reasoning-text")).to_have_text("Two plus two <b>is</b> four.")
     assert box.locator("b").count() == 0
+
+
+def test_a_call_the_model_named_with_a_path_shows_its_output_and_cancels(
+    page: Any, mock_llm: Any
+) -> None:
+    # The model's id "a/b" would make a broken route; the card uses Tether's own id.
+    odd = {**shell_call(_loop_command(300), timeout=120), "ids": ["a/b"]}
+    mock_llm.script(odd, {"text": "Stopped the odd one."})
+    _new_chat(page)
+    _send(page, "Run with an odd id")
+    inline = page.locator("#messages .call").first
+    expect(inline.locator(".call-output")).to_contain_text("tick 2")
+    assert "/" not in (inline.get_attribute("data-call-id") or "/")
+    inline.get_by_role("button", name="Cancel").click()
+    expect(inline).to_have_attribute("data-end-state", "cancelled")
+    expect(page.locator(".msg.assistant").filter(has_text="Stopped the odd one.")).to_be_visible()

@@ -62,11 +62,12 @@ def text_frames(text: str, reasoning: str = "") -> list[str]:
     return frames
 
 
-def tool_call_frames(calls: list[tuple[str, str]]) -> list[str]:
-    """SSE frames of an assistant reply calling each (name, arguments) in order."""
+def tool_call_frames(calls: list[tuple[str, str]], ids: list[str] | None = None) -> list[str]:
+    """SSE frames of an assistant reply calling each (name, arguments) in order, with the
+    given call ids (made up when not given)."""
     frames = [_chunk(ChoiceDelta(role="assistant"))]
     for index, (name, arguments) in enumerate(calls):
-        call_id = f"call_{uuid.uuid4().hex[:12]}"
+        call_id = ids[index] if ids else f"call_{uuid.uuid4().hex[:12]}"
         head = ChoiceDeltaToolCall(
             index=index,
             id=call_id,
@@ -92,7 +93,8 @@ class MockLLMHandler(BaseHTTPRequestHandler):
     - ``force_tool_call``: when tools are offered and no tool result is in the request,
       stream a call of ``tool_call_name`` with ``tool_call_arguments``; otherwise text.
     - ``replies`` (optional list): scripted replies taken first, each a dict with one of
-      ``text`` (with optional ``reasoning``), ``tool_calls`` ([(name, arguments)]),
+      ``text`` (with optional ``reasoning``), ``tool_calls`` ([(name, arguments)], with
+      optional ``ids`` the model gives them),
       ``status`` (error code) or ``broken`` (stream cut mid-way).
     Every request body is appended to ``requests`` (created on first use).
     """
@@ -124,7 +126,7 @@ class MockLLMHandler(BaseHTTPRequestHandler):
             frames = text_frames(reply["text"], reply.get("reasoning", ""))
             self._stream(frames, broken=reply.get("broken", False))
         else:
-            self._stream(tool_call_frames(reply["tool_calls"]))
+            self._stream(tool_call_frames(reply["tool_calls"], reply.get("ids")))
 
     def _next_reply(self, srv: Any, body: dict[str, Any]) -> dict[str, Any]:
         with _lock:
