@@ -24,6 +24,7 @@ from tether.api import (
     errors,
     governance,
     health,
+    mcp_clients,
     providers,
     toolcalls,
 )
@@ -35,6 +36,8 @@ from tether.governance.gate import GovernanceGate
 from tether.governance.rulebook import RuleBook
 from tether.llm.client import OpenAIChatModel
 from tether.llm.providers import ModelFactory, ProviderService
+from tether.mcp.connection import Timing
+from tether.mcp.service import McpService
 from tether.scheduler.clock import Clock, utc_now
 from tether.scheduler.jobs import CronJobs
 from tether.scheduler.runner import RunExecutor
@@ -108,7 +111,16 @@ async def build_services(
         log.info(
             "recorded %d interrupted call group(s); reaped %d process(es)", len(leftovers), reaped
         )
-    analyzer = Analyzer()
+    keybox = KeyBox(settings.home / "secret.key")
+    mcp = McpService(
+        store.mcp_clients,
+        keybox,
+        workspace=settings.resolved_workspace,
+        state_dir=settings.home / "mcp",
+        default_timeout=settings.mcp_call_timeout,
+        timing=Timing(ping_interval=settings.mcp_ping_interval),
+    )
+    analyzer = Analyzer(annotations_of=mcp.annotations_of)
     rules = RuleBook(analyzer, store.governance)
     await rules.load()
     approval_service = ApprovalService(store.governance, settings.approval_timeout_seconds)
@@ -124,7 +136,7 @@ async def build_services(
     if denied:
         log.info("denied %d approval request(s) left pending by the last run", denied)
     provider_service = ProviderService(
-        store.providers, KeyBox(settings.home / "secret.key"), factory or _default_factory(settings)
+        store.providers, keybox, factory or _default_factory(settings)
     )
     await provider_service.bootstrap_from_env(os.environ)
     holder: dict[str, TaskService] = {}
@@ -155,7 +167,7 @@ async def build_services(
         settings.shell_max_timeout,
         lambda: shell_environment(os.environ, is_secret),
     )
-    tools = ToolRegistry([shell, TIME_TOOL, *FILE_TOOLS])
+    tools = ToolRegistry([shell, TIME_TOOL, *FILE_TOOLS], sources=[mcp.tools])
     agent = Agent(
         store.chats,
         store.deliveries,
@@ -172,7 +184,16 @@ async def build_services(
     await tasks.recover()
     cron = await _build_cron(store, tasks, clock or utc_now)
     return Services(
-        settings, store, provider_service, coordinator, agent, tasks, approval_service, rules, cron
+        settings,
+        store,
+        provider_service,
+        coordinator,
+        agent,
+        tasks,
+        approval_service,
+        rules,
+        cron,
+        mcp,
     )
 
 
@@ -191,6 +212,7 @@ def create_app(settings: Settings, factory: ModelFactory | None = None) -> Any:
         services = await build_services(settings, factory)
         app.state.services = services
         services.cron.scheduler.start()
+        await services.mcp.start()
         try:
             yield
         finally:
@@ -201,11 +223,22 @@ def create_app(settings: Settings, factory: ModelFactory | None = None) -> Any:
             services.coordinator.begin_shutdown()
             await services.tasks.shutdown()
             await services.coordinator.shutdown()
+            await services.mcp.close()
             await services.store.db.close()
 
     app = FastAPI(title="Tether", version=__version__, lifespan=lifespan)
     errors.install(app)
-    for module in (health, providers, chat, chats, toolcalls, approvals, governance, cron):
+    for module in (
+        health,
+        providers,
+        chat,
+        chats,
+        toolcalls,
+        approvals,
+        governance,
+        cron,
+        mcp_clients,
+    ):
         app.include_router(module.router)
     token = (
         None

@@ -37,6 +37,12 @@ class Settings(BaseSettings):
     approval_timeout_seconds: float = Field(300.0, gt=0)
     shell_default_timeout: float = Field(60.0, gt=0, description="Shell tool timeout (s).")
     shell_max_timeout: float = Field(3600.0, gt=0, description="Cap on a shell call's deadline.")
+    mcp_call_timeout: float = Field(
+        600.0, gt=0, description="Kill deadline of an MCP call whose client sets no http_timeout."
+    )
+    mcp_ping_interval: float = Field(
+        5.0, gt=0, description="How often a connected MCP server is pinged to notice a loss."
+    )
     offload_after_seconds: float | None = Field(
         None, gt=0, description="Move a running call to the background after this long."
     )

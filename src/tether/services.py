@@ -9,6 +9,7 @@ from tether.config import Settings
 from tether.governance.approvals import ApprovalService
 from tether.governance.rulebook import RuleBook
 from tether.llm.providers import ProviderService
+from tether.mcp.service import McpService
 from tether.scheduler.jobs import CronJobs
 from tether.store.store import Store
 from tether.tasks.service import TaskService
@@ -26,3 +27,4 @@ class Services:
     approvals: ApprovalService
     rules: RuleBook
     cron: CronJobs
+    mcp: McpService

@@ -12,6 +12,21 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from tether.mcp.service import (
+    McpClientExists,
+    McpClientNotFound,
+    McpError,
+    McpInvalid,
+    McpUnavailable,
+)
+
+_MCP_STATUS: dict[type[McpError], int] = {
+    McpClientNotFound: 404,
+    McpClientExists: 409,
+    McpInvalid: 422,
+    McpUnavailable: 502,
+}
+
 
 def _safe(error: dict[str, Any]) -> dict[str, Any]:
     return {
@@ -26,6 +41,12 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": [_safe(e) for e in exc.errors()]}, status_code=422)
 
 
+async def _mcp_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, McpError)
+    return JSONResponse({"detail": str(exc)}, status_code=_MCP_STATUS.get(type(exc), 400))
+
+
 def install(app: FastAPI) -> None:
-    """Register the redacting 422 handler on ``app``."""
+    """Register the redacting 422 handler and the domain error mapping on ``app``."""
     app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(McpError, _mcp_error)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from tether.governance.context import AnalysisContext
 from tether.governance.file_analysis import FileOp, analyze_file_access
@@ -11,6 +11,11 @@ from tether.governance.findings import Finding, Severity
 from tether.governance.paths import within
 from tether.governance.rules import Rule, load_builtin_rules
 from tether.governance.shell_analysis import analyze_shell
+from tether.governance.tool_analysis import annotation_finding, tool_rule_findings
+
+# What an external tool declares about itself (MCP annotations), or None for a tool that
+# is not external.
+AnnotationsOf = Callable[[str], Mapping[str, object] | None]
 
 SHELL_TOOL = "execute_shell_command"
 FILE_TOOLS: dict[str, FileOp] = {"read_file": "read", "write_file": "write", "edit_file": "edit"}
@@ -27,9 +32,12 @@ class Analyzer:
     analysis sees either the old or the new set, never a mix.
     """
 
-    def __init__(self, user_rules: Sequence[Rule] = ()) -> None:
+    def __init__(
+        self, user_rules: Sequence[Rule] = (), annotations_of: AnnotationsOf | None = None
+    ) -> None:
         self._builtin = tuple(load_builtin_rules())
         self._rules: tuple[Rule, ...] = self._builtin + tuple(user_rules)
+        self._annotations_of = annotations_of or (lambda _name: None)
 
     @property
     def rules(self) -> tuple[Rule, ...]:
@@ -50,15 +58,17 @@ class Analyzer:
     ) -> list[Finding]:
         """Findings for one tool call; unknown tools yield none (the level decides)."""
         rules = self._rules  # one snapshot for the whole analysis
+        findings = tool_rule_findings(tool_name, rules)
         if tool_name == SHELL_TOOL:
-            return _shell_call(arguments, ctx, rules)
-        if tool_name in FILE_TOOLS:
+            findings += _shell_call(arguments, ctx, rules)
+        elif tool_name in FILE_TOOLS:
             path = arguments.get("path")
             if not isinstance(path, str):
-                return [_invalid(tool_name, "path")]
-            op = FILE_TOOLS[tool_name]
-            return analyze_file_access(op, path, ctx, rules)
-        return []
+                return [_invalid(tool_name, "path"), *findings]
+            findings += analyze_file_access(FILE_TOOLS[tool_name], path, ctx, rules)
+        elif (annotations := self._annotations_of(tool_name)) is not None:
+            findings.append(annotation_finding(tool_name, annotations))
+        return sorted(findings, key=lambda f: -f.severity)
 
 
 def _shell_call(

@@ -56,6 +56,8 @@ _SHELL_MATCHERS = (
     "self_spawning",
 )
 _FILE_MATCHERS = ("ops", "path_target", "path_glob")
+_TOOL_MATCHERS = ("tool",)
+_MATCHERS = {"shell": _SHELL_MATCHERS, "file": _FILE_MATCHERS, "tool": _TOOL_MATCHERS}
 # Matchers that look at patterns of command names (and so may use @sets).
 _NAME_PATTERN_FIELDS = ("command", "piped_into", "executed_by")
 
@@ -87,6 +89,9 @@ class Rule(BaseModel):
 
     File matchers (``kind = "file"``): ``ops``, ``path_target`` (path class of the
     resolved path), ``path_glob`` (fnmatch on the resolved path or its basename).
+
+    Tool matchers (``kind = "tool"``): ``tool``, fnmatch patterns on the tool's name as
+    the model sees it (``github__create_issue``, ``github__*``), for MCP tools above all.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -94,7 +99,7 @@ class Rule(BaseModel):
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")
     severity: SeverityField
     description: str = Field(min_length=1, max_length=500)
-    kind: Literal["shell", "file"] = "shell"
+    kind: Literal["shell", "file", "tool"] = "shell"
 
     command: Patterns | None = None
     subcommand: Patterns | None = None
@@ -116,14 +121,18 @@ class Rule(BaseModel):
     path_target: PathClass | None = None
     path_glob: Patterns | None = None
 
+    tool: Patterns | None = None
+
     @model_validator(mode="after")
     def _check_consistency(self) -> Rule:
-        own, other = (
-            (_SHELL_MATCHERS, _FILE_MATCHERS)
-            if self.kind == "shell"
-            else (_FILE_MATCHERS, _SHELL_MATCHERS)
-        )
-        misplaced = [name for name in other if getattr(self, name) is not None]
+        own = _MATCHERS[self.kind]
+        misplaced = [
+            name
+            for kind, names in _MATCHERS.items()
+            if kind != self.kind
+            for name in names
+            if getattr(self, name) is not None
+        ]
         if misplaced:
             raise ValueError(f"{self.kind} rule cannot use {', '.join(misplaced)}")
         if all(getattr(self, name) is None for name in own):

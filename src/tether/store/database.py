@@ -26,6 +26,8 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial", _create_missing_tables),
     # Databases created before the cron tables existed get them here.
     ("0002_cron_tables", _create_missing_tables),
+    # MCP client configurations (a new table only).
+    ("0003_i17_mcp_clients", _create_missing_tables),
 ]
 
 _migrations_table = sa.Table(

@@ -156,3 +156,10 @@ class CronRunRecord:
     finished_at: float | None
     task_id: str | None
     error: str | None
+
+
+@dataclass(frozen=True)
+class McpClientRecord:
+    key: str
+    spec: dict[str, Any]
+    secrets_encrypted: str | None

@@ -7,6 +7,7 @@ from tether.store.cron import CronRepository
 from tether.store.database import Database
 from tether.store.deliveries import DeliveryRepository
 from tether.store.governance import GovernanceRepository
+from tether.store.mcp import McpClientRepository
 from tether.store.providers import ProviderRepository
 from tether.store.tasks import TaskRepository
 from tether.store.toolcalls import ToolCallRepository
@@ -24,3 +25,4 @@ class Store:
         self.deliveries = DeliveryRepository(db)
         self.governance = GovernanceRepository(db)
         self.cron = CronRepository(db)
+        self.mcp_clients = McpClientRepository(db)

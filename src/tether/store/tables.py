@@ -195,3 +195,15 @@ cron_runs = sa.Table(
     sa.Column("claimed_by", sa.String(64), nullable=True),
     sa.UniqueConstraint("job_id", "scheduled_for", name="uq_cron_runs_tick"),
 )
+
+mcp_clients = sa.Table(
+    "mcp_clients",
+    metadata,
+    sa.Column("key", sa.String(64), primary_key=True),
+    # The client's configuration with the values of env and headers left out.
+    sa.Column("spec", sa.JSON, nullable=False),
+    # Fernet ciphertext of {"env": {...}, "headers": {...}}; never returned by the API.
+    sa.Column("secrets_encrypted", sa.Text, nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)

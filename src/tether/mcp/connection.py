@@ -1,0 +1,259 @@
+"""One configured MCP server: its session while connected, its live status, its restarts.
+
+A supervisor task owns the transport and the SDK's session for their whole life (the
+SDK's context managers must be left by the task that entered them). It connects, lists
+the tools, then watches the connection: a failed ping or a call that finds the
+connection closed ends the session, and the supervisor connects again after a back-off
+that grows to a cap. Calls come from other tasks through :meth:`McpConnection.call`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import httpx2
+from mcp import ClientSession, StdioServerParameters, stdio_client, types
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.exceptions import MCPError
+
+from tether.mcp.spec import McpClientSpec, Status
+
+log = logging.getLogger(__name__)
+
+LogSink = Callable[[str], None]
+
+_STDERR_TAIL_BYTES = 2000
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How the supervisor paces itself (tests shorten these)."""
+
+    connect_timeout: float = 30.0
+    ping_interval: float = 5.0
+    backoff_first: float = 1.0
+    backoff_max: float = 60.0
+
+
+class McpConnectionLost(RuntimeError):
+    """The server went away while a call was waiting for it."""
+
+
+class McpConnection:
+    """A live connection to one MCP server, reconnected for as long as it is enabled."""
+
+    def __init__(
+        self,
+        key: str,
+        spec: McpClientSpec,
+        *,
+        workspace: Path,
+        stderr_path: Path,
+        timing: Timing,
+        on_tools_changed: Callable[[], None],
+    ) -> None:
+        self.key = key
+        self.spec = spec
+        self.status: Status = "connecting" if spec.enabled else "disabled"
+        self.error: str | None = None
+        self.tools: list[types.Tool] = []
+        self._workspace = workspace
+        self._stderr_path = stderr_path
+        self._timing = timing
+        self._on_tools_changed = on_tools_changed
+        self._session: ClientSession | None = None
+        self._lost = asyncio.Event()
+        self._refresh = asyncio.Event()
+        self._ready = asyncio.Event()
+        self._log_sinks: set[LogSink] = set()
+        self._supervisor: asyncio.Task[None] | None = None
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        """Begin connecting (and reconnecting) in the background."""
+        if self.spec.enabled and self._supervisor is None:
+            self._supervisor = asyncio.create_task(self._supervise(), name=f"mcp:{self.key}")
+
+    async def close(self) -> None:
+        """Disconnect for good (the stdio server process ends with its transport)."""
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(BaseException):
+                await self._supervisor
+            self._supervisor = None
+        self._session = None
+        self.status = "disabled"
+
+    async def wait_ready(self, seconds: float) -> bool:
+        """Wait until the first tool list is in; False if it did not come in time."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._ready.wait(), seconds)
+        return self._ready.is_set()
+
+    async def _supervise(self) -> None:
+        delay = self._timing.backoff_first
+        while True:
+            self.status = "connecting"
+            try:
+                await self._connect_once()
+                delay = self._timing.backoff_first
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # anyio raises groups; any failure means retry
+                self.status = "failed"
+                self.error = self._describe_failure(exc)
+                log.warning("MCP client %s failed: %s", self.key, _first_line(self.error))
+            finally:
+                self._session = None
+            self._ready.clear()
+            self._on_tools_changed()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self._timing.backoff_max)
+
+    async def _connect_once(self) -> None:
+        self._lost.clear()
+        with self._stderr_path.open("w") as errlog:
+            async with (
+                self._transport(errlog) as streams,
+                ClientSession(
+                    streams[0],
+                    streams[1],
+                    logging_callback=self._on_log,
+                    message_handler=self._on_message,
+                ) as session,
+            ):
+                await asyncio.wait_for(session.initialize(), self._timing.connect_timeout)
+                await self._list_tools(session)
+                self._session = session
+                self.status, self.error = "ready", None
+                self._on_tools_changed()
+                self._ready.set()
+                log.info("MCP client %s ready with %d tool(s)", self.key, len(self.tools))
+                await self._watch(session)
+        raise McpConnectionLost("the connection to the server was lost")
+
+    def _transport(self, errlog: TextIO) -> AbstractAsyncContextManager[Any]:
+        spec = self.spec
+        if spec.transport == "stdio":
+            params = StdioServerParameters(
+                command=spec.command,
+                args=spec.args,
+                env=spec.env or None,
+                cwd=spec.cwd or str(self._workspace),
+            )
+            return stdio_client(params, errlog=errlog)
+        if spec.transport == "sse":
+            return sse_client(spec.url, headers=spec.headers, timeout=self._timing.connect_timeout)
+        return _streamable_http(spec)
+
+    async def _watch(self, session: ClientSession) -> None:
+        """Return when the connection is lost; re-list the tools when they change."""
+        while True:
+            lost = asyncio.ensure_future(self._lost.wait())
+            refresh = asyncio.ensure_future(self._refresh.wait())
+            try:
+                await asyncio.wait(
+                    {lost, refresh},
+                    timeout=self._timing.ping_interval,
+                    return_when="FIRST_COMPLETED",
+                )
+            finally:
+                lost.cancel()
+                refresh.cancel()
+            if self._lost.is_set():
+                return
+            if self._refresh.is_set():
+                self._refresh.clear()
+                await self._list_tools(session)
+                self._on_tools_changed()
+                continue
+            try:
+                await asyncio.wait_for(session.send_ping(), self._timing.connect_timeout)
+            except (MCPError, TimeoutError):
+                return
+
+    async def _list_tools(self, session: ClientSession) -> None:
+        listed = await asyncio.wait_for(session.list_tools(), self._timing.connect_timeout)
+        self.tools = list(listed.tools)
+
+    def _describe_failure(self, exc: BaseException) -> str:
+        text = _first_line(_innermost(exc)) or type(exc).__name__
+        tail = _tail(self._stderr_path)
+        return f"{text}\n--- stderr (last lines) ---\n{tail}" if tail else text
+
+    # ----------------------------------------------------------------- notifications
+
+    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        data = params.data
+        line = f"[{params.level}] {data}" if isinstance(data, str) else f"[{params.level}] {data!r}"
+        for sink in list(self._log_sinks):
+            sink(line)
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self._refresh.set()
+
+    # ----------------------------------------------------------------- calls
+
+    async def call(
+        self, tool: str, arguments: dict[str, Any], progress: ProgressFnT, logs: LogSink
+    ) -> types.CallToolResult:
+        """Call one tool; cancelling the awaiting task sends ``notifications/cancelled``."""
+        session = self._session
+        if session is None or self.status != "ready":
+            raise McpConnectionLost(f"MCP server {self.key!r} is not connected ({self.status})")
+        self._log_sinks.add(logs)
+        try:
+            result = await session.call_tool(tool, arguments, progress_callback=progress)
+        except MCPError as exc:
+            if "closed" in str(exc).lower():
+                self._lost.set()
+                raise McpConnectionLost(f"MCP server {self.key!r} closed the connection") from exc
+            raise
+        finally:
+            self._log_sinks.discard(logs)
+        assert isinstance(result, types.CallToolResult)
+        return result
+
+
+@asynccontextmanager
+async def _streamable_http(spec: McpClientSpec) -> AsyncIterator[Any]:
+    timeout = spec.http_timeout or 30.0
+    async with (
+        httpx2.AsyncClient(
+            headers=spec.headers, timeout=httpx2.Timeout(timeout, read=max(timeout, 300.0))
+        ) as http,
+        streamable_http_client(spec.url, http_client=http) as streams,
+    ):
+        yield streams
+
+
+def _innermost(exc: BaseException) -> str:
+    """The message of the first leaf exception (anyio wraps failures in groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return str(exc) or type(exc).__name__
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def _tail(path: Path) -> str:
+    try:
+        with path.open("rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - _STDERR_TAIL_BYTES))
+            return f.read().decode("utf-8", "replace").strip()
+    except OSError:
+        return ""

@@ -1,0 +1,264 @@
+"""MCP clients: their stored configuration, their live connections, their tools.
+
+The database holds each client's configuration with the values of ``env`` and
+``headers`` sealed by the key box; this service is the only place they are opened, to
+start a connection. Every change of configuration replaces the client's connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from tether.mcp.connection import McpConnection, Timing
+from tether.mcp.spec import (
+    McpClientInfo,
+    McpClientSpec,
+    McpClientUpdate,
+    McpToolInfo,
+    check_key,
+    masked,
+)
+from tether.mcp.tools import as_tether_tool
+from tether.security.keybox import KeyBox
+from tether.store.mcp import McpClientRepository
+from tether.store.records import McpClientRecord
+from tether.tools.base import Tool
+
+log = logging.getLogger(__name__)
+
+_SECRET_FIELDS = ("env", "headers")
+
+
+class McpError(Exception):
+    """Base of the MCP configuration errors the API maps to a status."""
+
+
+class McpClientNotFound(McpError):
+    def __init__(self, key: str) -> None:
+        super().__init__(f"MCP client '{key}' not found")
+
+
+class McpClientExists(McpError):
+    def __init__(self, key: str) -> None:
+        super().__init__(f"MCP client '{key}' already exists. Use PUT to update.")
+
+
+class McpInvalid(McpError):
+    """A key or configuration the service refuses (the message names the field)."""
+
+
+class McpUnavailable(McpError):
+    """The server could not be asked (not connected)."""
+
+
+class McpService:
+    """CRUD over client configurations, and the connections they describe."""
+
+    def __init__(
+        self,
+        repo: McpClientRepository,
+        keybox: KeyBox,
+        *,
+        workspace: Path,
+        state_dir: Path,
+        default_timeout: float,
+        timing: Timing | None = None,
+    ) -> None:
+        self._repo = repo
+        self._keybox = keybox
+        self._workspace = workspace
+        self._state_dir = state_dir
+        self._default_timeout = default_timeout
+        self._timing = timing or Timing()
+        self._connections: dict[str, McpConnection] = {}
+        self._tools: dict[str, tuple[Tool, McpConnection, str]] = {}
+        self._lock = asyncio.Lock()
+
+    # ----------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        """Connect every enabled client (in the background: start-up does not wait)."""
+        self._state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for record in await self._repo.list():
+            self._connect(record.key, self._spec_of(record))
+
+    async def close(self) -> None:
+        """Disconnect every client (stdio servers end with their transports)."""
+        await asyncio.gather(*(c.close() for c in self._connections.values()))
+        self._connections.clear()
+        self._tools.clear()
+
+    def _connect(self, key: str, spec: McpClientSpec) -> None:
+        conn = McpConnection(
+            key,
+            spec,
+            workspace=self._workspace,
+            stderr_path=self._state_dir / f"{key}.stderr.log",
+            timing=self._timing,
+            on_tools_changed=self._rebuild_tools,
+        )
+        self._connections[key] = conn
+        conn.start()
+        self._rebuild_tools()
+
+    async def _disconnect(self, key: str) -> None:
+        conn = self._connections.pop(key, None)
+        if conn is not None:
+            await conn.close()
+        self._rebuild_tools()
+
+    # ----------------------------------------------------------------- tools
+
+    def tools(self) -> list[Tool]:
+        """The tools of every ready client that its allow-list lets through."""
+        return [tool for tool, _conn, _name in self._tools.values()]
+
+    def annotations_of(self, name: str) -> dict[str, object] | None:
+        """What an MCP tool declares about itself (``{}`` if nothing); None if ``name`` is
+        not an MCP tool."""
+        entry = self._tools.get(name)
+        if entry is None:
+            return None
+        _tool, conn, tool_name = entry
+        for listed in conn.tools:
+            if listed.name == tool_name and listed.annotations is not None:
+                return listed.annotations.model_dump(by_alias=True, exclude_none=True)
+        return {}
+
+    def _rebuild_tools(self) -> None:
+        tools: dict[str, tuple[Tool, McpConnection, str]] = {}
+        for conn in self._connections.values():
+            if conn.status != "ready":
+                continue
+            for listed in conn.tools:
+                if conn.spec.tools is None or listed.name in conn.spec.tools:
+                    tool = as_tether_tool(conn, listed, self._default_timeout)
+                    tools[tool.name] = (tool, conn, listed.name)
+        self._tools = tools
+
+    # ----------------------------------------------------------------- configuration
+
+    async def list_clients(self) -> list[McpClientInfo]:
+        return [self._info(r.key, self._spec_of(r)) for r in await self._repo.list()]
+
+    async def get_client(self, key: str) -> McpClientInfo:
+        return self._info(key, await self._load(key))
+
+    async def create(self, key: str, spec: McpClientSpec) -> McpClientInfo:
+        problem = check_key(key)
+        if problem:
+            raise McpInvalid(problem)
+        async with self._lock:
+            if not await self._repo.insert(self._record(key, spec)):
+                raise McpClientExists(key)
+            self._connect(key, spec)
+        return self._info(key, spec)
+
+    async def update(self, key: str, changes: McpClientUpdate) -> McpClientInfo:
+        async with self._lock:
+            spec = _apply(changes, await self._load(key))
+            return await self._replace(key, spec)
+
+    async def toggle(self, key: str) -> McpClientInfo:
+        async with self._lock:
+            spec = await self._load(key)
+            return await self._replace(key, spec.model_copy(update={"enabled": not spec.enabled}))
+
+    async def delete(self, key: str) -> dict[str, str]:
+        async with self._lock:
+            if not await self._repo.delete(key):
+                raise McpClientNotFound(key)
+            await self._disconnect(key)
+        return {"message": f"MCP client '{key}' deleted successfully"}
+
+    async def list_tools(self, key: str) -> list[McpToolInfo]:
+        """The server's tools with their allow-list state ([] while disabled)."""
+        spec = await self._load(key)
+        if not spec.enabled:
+            return []
+        conn = self._connections.get(key)
+        if conn is None or not await conn.wait_ready(self._timing.connect_timeout):
+            detail = conn.error if conn is not None else "not connected"
+            raise McpUnavailable(f"Failed to query tools from MCP server: {detail}")
+        return [
+            McpToolInfo(
+                name=t.name,
+                description=t.description or "",
+                enabled=spec.tools is None or t.name in spec.tools,
+                input_schema=t.input_schema,
+            )
+            for t in conn.tools
+        ]
+
+    async def set_allow_list(self, key: str, tools: list[str] | None) -> list[McpToolInfo]:
+        async with self._lock:
+            spec = await self._load(key)
+            await self._replace(key, spec.model_copy(update={"tools": tools}))
+        try:
+            return await self.list_tools(key)
+        except McpUnavailable:
+            return []
+
+    # ----------------------------------------------------------------- helpers
+
+    async def _replace(self, key: str, spec: McpClientSpec) -> McpClientInfo:
+        if not await self._repo.replace(self._record(key, spec)):
+            raise McpClientNotFound(key)
+        await self._disconnect(key)
+        self._connect(key, spec)
+        return self._info(key, spec)
+
+    async def _load(self, key: str) -> McpClientSpec:
+        record = await self._repo.get(key)
+        if record is None:
+            raise McpClientNotFound(key)
+        return self._spec_of(record)
+
+    def _record(self, key: str, spec: McpClientSpec) -> McpClientRecord:
+        secrets = {f: getattr(spec, f) for f in _SECRET_FIELDS}
+        public = spec.model_dump(exclude=set(_SECRET_FIELDS))
+        public["secret_names"] = {f: sorted(secrets[f]) for f in _SECRET_FIELDS}
+        sealed = self._keybox.seal(json.dumps(secrets)) if any(secrets.values()) else None
+        return McpClientRecord(key=key, spec=public, secrets_encrypted=sealed)
+
+    def _spec_of(self, record: McpClientRecord) -> McpClientSpec:
+        public = dict(record.spec)
+        public.pop("secret_names", None)
+        secrets = (
+            json.loads(self._keybox.open(record.secrets_encrypted))
+            if record.secrets_encrypted
+            else {}
+        )
+        return McpClientSpec.model_validate(
+            public | {f: secrets.get(f, {}) for f in _SECRET_FIELDS}
+        )
+
+    def _info(self, key: str, spec: McpClientSpec) -> McpClientInfo:
+        conn = self._connections.get(key)
+        status = conn.status if conn is not None else "disabled"
+        if not spec.enabled:
+            status = "disabled"
+        tool_count = sum(1 for _t, c, _n in self._tools.values() if c is conn) if conn else 0
+        fields = spec.model_dump() | {f: masked(getattr(spec, f)) for f in _SECRET_FIELDS}
+        return McpClientInfo(
+            key=key,
+            status=status,
+            error=conn.error if conn is not None else None,
+            tool_count=tool_count,
+            **fields,
+        )
+
+
+def _apply(changes: McpClientUpdate, spec: McpClientSpec) -> McpClientSpec:
+    """The updated spec, or McpInvalid naming the first field that does not hold."""
+    try:
+        return changes.applied_to(spec)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "client"
+        raise McpInvalid(f"{where}: {first.get('msg', 'invalid')}") from None

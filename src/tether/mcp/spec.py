@@ -1,0 +1,148 @@
+"""An MCP client's configuration as the API takes and shows it (QwenPaw's shapes).
+
+Values of ``env`` and ``headers`` are secrets as far as Tether knows (API keys travel
+there): they are sealed at rest and shown back only as ``MASK``. A client that sends
+``MASK`` back for a name keeps the stored value, so a read-modify-write round trip
+never erases a secret.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal, Self
+from urllib.parse import urlparse
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Transport = Literal["stdio", "streamable_http", "sse"]
+Status = Literal["connecting", "ready", "failed", "disabled"]
+
+MASK = "********"
+# Tools reach the model as `<client_key>__<tool>`, so a key may not contain the separator.
+TOOL_SEPARATOR = "__"
+KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+# QwenPaw's routes put these words after /api/mcp/, so a client cannot be named so.
+_RESERVED_KEYS = frozenset({"tools", "toggle", "policy", "access-principals"})
+
+
+def check_key(key: str) -> str | None:
+    """Why ``key`` cannot name a client, or None when it can."""
+    if not KEY_PATTERN.fullmatch(key):
+        return "client_key: 1-64 letters, digits, '-' or '_', starting with a letter or digit"
+    if TOOL_SEPARATOR in key:
+        return f"client_key: must not contain {TOOL_SEPARATOR!r} (it separates key and tool)"
+    if key.lower() in _RESERVED_KEYS:
+        return f"client_key: {key!r} is reserved by the MCP routes"
+    return None
+
+
+class _Fields(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200)
+    description: str = Field(default="", max_length=2000)
+    enabled: bool = True
+    transport: Transport = "stdio"
+    url: str = Field(default="", max_length=2000)
+    headers: dict[str, str] = Field(default_factory=dict)
+    command: str = Field(default="", max_length=2000)
+    args: list[str] = Field(default_factory=list, max_length=200)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str = Field(default="", max_length=2000)
+    http_timeout: float | None = Field(default=None, gt=0, le=86_400)
+    tools: list[str] | None = None
+
+
+class McpClientSpec(_Fields):
+    """The whole configuration of one client (create, and what is stored)."""
+
+    @field_validator("env", "headers")
+    @classmethod
+    def _names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not name or len(name) > 200 or any(c in name for c in "\0\r\n="):
+                raise ValueError(f"invalid name {name!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _endpoint(self) -> Self:
+        if self.transport == "stdio":
+            if not self.command.strip():
+                raise ValueError("command: required for the stdio transport")
+        else:
+            parsed = urlparse(self.url)
+            if parsed.scheme not in ("http", "https") or not parsed.netloc:
+                raise ValueError(f"url: an http(s) URL is required for {self.transport}")
+        return self
+
+    def kill_deadline(self, default: float) -> float:
+        """Seconds a call of this client may run before it is cancelled."""
+        return self.http_timeout or default
+
+
+class McpClientUpdate(BaseModel):
+    """A partial update: only the fields present change (``tools: null`` clears it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    description: str | None = Field(default=None, max_length=2000)
+    enabled: bool | None = None
+    transport: Transport | None = None
+    url: str | None = Field(default=None, max_length=2000)
+    headers: dict[str, str] | None = None
+    command: str | None = Field(default=None, max_length=2000)
+    args: list[str] | None = Field(default=None, max_length=200)
+    env: dict[str, str] | None = None
+    cwd: str | None = Field(default=None, max_length=2000)
+    http_timeout: float | None = Field(default=None, gt=0, le=86_400)
+    tools: list[str] | None = None
+
+    def applied_to(self, spec: McpClientSpec) -> McpClientSpec:
+        """The spec with these changes; masked secret values keep the stored ones."""
+        changes = self.model_dump(exclude_unset=True)
+        for field in ("env", "headers"):
+            if changes.get(field) is not None:
+                old = getattr(spec, field)
+                changes[field] = {
+                    k: (old.get(k, v) if v == MASK else v) for k, v in changes[field].items()
+                }
+        if changes.get("http_timeout", 0) is None:
+            changes.pop("http_timeout")  # as QwenPaw: once set, an update cannot clear it
+        return McpClientSpec.model_validate(spec.model_dump() | changes)
+
+
+class McpCreateRequest(BaseModel):
+    """``POST /api/mcp``: the key and the client."""
+
+    client_key: str
+    client: McpClientSpec
+
+
+class McpToolList(BaseModel):
+    """``PUT /api/mcp/tools/{key}``: the allow-list, or null for every tool."""
+
+    tools: list[str] | None = None
+
+
+class McpToolInfo(BaseModel):
+    name: str
+    description: str = ""
+    enabled: bool = True
+    input_schema: dict[str, object] = Field(default_factory=dict)
+
+
+class McpClientInfo(_Fields):
+    """A client as the API shows it: secrets masked, live state added (Tether's fields)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    key: str
+    status: Status
+    error: str | None = None
+    tool_count: int = 0
+
+
+def masked(values: dict[str, str]) -> dict[str, str]:
+    """The names with every value hidden."""
+    return dict.fromkeys(values, MASK)

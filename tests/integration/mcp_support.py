@@ -1,0 +1,87 @@
+"""Connecting a test server to the MCP fixture server (tests/integration/mcp_fixture_server.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+from core_support import Stack, free_port, wait_for
+
+FIXTURE = str(Path(__file__).with_name("mcp_fixture_server.py"))
+
+
+def stdio_client(state: Path, **fields: Any) -> dict[str, Any]:
+    """A client spec that starts the fixture over stdio."""
+    return {
+        "name": fields.pop("name", "fixture"),
+        "transport": "stdio",
+        "command": sys.executable,
+        "args": [FIXTURE, "stdio", str(state)],
+        **fields,
+    }
+
+
+def add_client(stack: Stack, key: str, spec: dict[str, Any], ready: bool = True) -> dict[str, Any]:
+    """Create the client; by default wait until it is connected with its tools listed."""
+    resp = stack.api("POST", "/api/mcp", json={"client_key": key, "client": spec})
+    assert resp.status_code == 201, resp.text
+    if not ready:
+        return dict(resp.json())
+    return wait_client(stack, key, "ready")
+
+
+def wait_client(stack: Stack, key: str, status: str, timeout: float = 20.0) -> dict[str, Any]:
+    def probe() -> dict[str, Any] | None:
+        info = stack.api("GET", f"/api/mcp/{key}").json()
+        return info if info["status"] == status else None
+
+    return wait_for(probe, timeout, f"MCP client {key} to be {status}")
+
+
+def remove_client(stack: Stack, key: str) -> None:
+    stack.api("DELETE", f"/api/mcp/{key}")
+
+
+def mcp_call(key: str, tool: str, **arguments: Any) -> dict[str, Any]:
+    """A scripted model reply calling one MCP tool."""
+    return {"tool_calls": [(f"{key}__{tool}", json.dumps(arguments))]}
+
+
+def release(state: Path, tag: str) -> None:
+    (state / f"{tag}.release").touch()
+
+
+@contextmanager
+def http_fixture(state: Path) -> Iterator[str]:
+    """The fixture served over streamable HTTP on loopback; yields its MCP URL."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, FIXTURE, "http", str(port), str(state)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+
+        def up() -> bool:
+            try:
+                httpx.get(url, timeout=1.0)
+            except httpx.HTTPError:
+                return False
+            return True
+
+        wait_for(up, 20.0, "the HTTP MCP fixture to listen")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
