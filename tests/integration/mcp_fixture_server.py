@@ -57,6 +57,24 @@ def hidden() -> str:
     return "hidden ran"
 
 
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def env_value(name: str) -> str:
+    """The value of one environment variable of the server process."""
+    return os.environ.get(name, "<unset>")
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Add the tool `grown` and tell the client that the tool list changed."""
+
+    def grown() -> str:
+        return "grown ran"
+
+    server.add_tool(grown, name="grown", description="A tool added while the server runs.")
+    await ctx.session.send_tool_list_changed()
+    return "grew"
+
+
 @server.tool()
 async def crash(ctx: Context) -> str:
     """Exit the server process in the middle of the call."""

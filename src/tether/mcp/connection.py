@@ -73,7 +73,8 @@ class McpConnection:
         self._session: ClientSession | None = None
         self._lost = asyncio.Event()
         self._refresh = asyncio.Event()
-        self._ready = asyncio.Event()
+        # Set whenever a connection attempt settles (ready or failed).
+        self._settled = asyncio.Event()
         self._log_sinks: set[LogSink] = set()
         self._supervisor: asyncio.Task[None] | None = None
 
@@ -94,16 +95,17 @@ class McpConnection:
         self._session = None
         self.status = "disabled"
 
-    async def wait_ready(self, seconds: float) -> bool:
-        """Wait until the first tool list is in; False if it did not come in time."""
+    async def wait_settled(self, seconds: float) -> Status:
+        """The status once the attempt under way is ready or has failed (or time is up)."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._ready.wait(), seconds)
-        return self._ready.is_set()
+            await asyncio.wait_for(self._settled.wait(), seconds)
+        return self.status
 
     async def _supervise(self) -> None:
         delay = self._timing.backoff_first
         while True:
             self.status = "connecting"
+            self._settled.clear()
             try:
                 await self._connect_once()
                 delay = self._timing.backoff_first
@@ -112,10 +114,10 @@ class McpConnection:
             except BaseException as exc:  # anyio raises groups; any failure means retry
                 self.status = "failed"
                 self.error = self._describe_failure(exc)
+                self._settled.set()
                 log.warning("MCP client %s failed: %s", self.key, _first_line(self.error))
             finally:
                 self._session = None
-            self._ready.clear()
             self._on_tools_changed()
             await asyncio.sleep(delay)
             delay = min(delay * 2, self._timing.backoff_max)
@@ -137,7 +139,7 @@ class McpConnection:
                 self._session = session
                 self.status, self.error = "ready", None
                 self._on_tools_changed()
-                self._ready.set()
+                self._settled.set()
                 log.info("MCP client %s ready with %d tool(s)", self.key, len(self.tools))
                 await self._watch(session)
         raise McpConnectionLost("the connection to the server was lost")

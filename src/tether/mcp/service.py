@@ -182,7 +182,7 @@ class McpService:
         if not spec.enabled:
             return []
         conn = self._connections.get(key)
-        if conn is None or not await conn.wait_ready(self._timing.connect_timeout):
+        if conn is None or await conn.wait_settled(self._timing.connect_timeout) != "ready":
             detail = conn.error if conn is not None else "not connected"
             raise McpUnavailable(f"Failed to query tools from MCP server: {detail}")
         return [
