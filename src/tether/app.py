@@ -37,6 +37,7 @@ from tether.governance.rulebook import RuleBook
 from tether.llm.client import OpenAIChatModel
 from tether.llm.providers import ModelFactory, ProviderService
 from tether.mcp.connection import Timing
+from tether.mcp.endpoint import build_endpoint, endpoint_routes, serving
 from tether.mcp.service import McpService
 from tether.scheduler.clock import Clock, utc_now
 from tether.scheduler.jobs import CronJobs
@@ -168,13 +169,14 @@ async def build_services(
         lambda: shell_environment(os.environ, is_secret),
     )
     tools = ToolRegistry([shell, TIME_TOOL, *FILE_TOOLS], sources=[mcp.tools])
+    active_gate = gate or governance_gate
     agent = Agent(
         store.chats,
         store.deliveries,
         provider_service,
         tools,
         coordinator,
-        gate or governance_gate,
+        active_gate,
         settings.max_steps,
     )
     tasks = TaskService(
@@ -194,6 +196,8 @@ async def build_services(
         rules,
         cron,
         mcp,
+        tools,
+        active_gate,
     )
 
 
@@ -214,7 +218,8 @@ def create_app(settings: Settings, factory: ModelFactory | None = None) -> Any:
         services.cron.scheduler.start()
         await services.mcp.start()
         try:
-            yield
+            async with serving(mcp_endpoint):
+                yield
         finally:
             # No new cron runs; the runs in progress stop their turns.
             await services.cron.scheduler.shutdown()
@@ -227,6 +232,8 @@ def create_app(settings: Settings, factory: ModelFactory | None = None) -> Any:
             await services.store.db.close()
 
     app = FastAPI(title="Tether", version=__version__, lifespan=lifespan)
+    mcp_endpoint = build_endpoint(lambda: app.state.services)
+    app.router.routes.extend(endpoint_routes(mcp_endpoint))
     errors.install(app)
     for module in (
         health,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tether.agent.ports import Gate
 from tether.agent.turn import Agent
 from tether.config import Settings
 from tether.governance.approvals import ApprovalService
@@ -14,6 +15,7 @@ from tether.scheduler.jobs import CronJobs
 from tether.store.store import Store
 from tether.tasks.service import TaskService
 from tether.toolcalls.coordinator import ToolCallCoordinator
+from tether.tools.registry import ToolRegistry
 
 
 @dataclass
@@ -28,3 +30,5 @@ class Services:
     rules: RuleBook
     cron: CronJobs
     mcp: McpService
+    tools: ToolRegistry
+    gate: Gate

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from tether.agent.calls import run_tool_call
 from tether.agent.history import repair
 from tether.agent.ports import Gate, TurnEvents
 from tether.llm.client import ModelError, RequestedCall
@@ -180,24 +181,20 @@ class Agent:
     async def _run_checked(
         self, req: TurnRequest, call: RequestedCall, call_id: str, events: TurnEvents
     ) -> str:
-        tool = self._tools.get(call.name)
-        if tool is None:
-            return (
-                f"[tether] There is no tool named {call.name!r}. Available: {self._tools.names()}"
-            )
         try:
             arguments = _parse_arguments(call.arguments)
         except ToolInputError as exc:
             return f"[tether] The call was not run: {exc}"
         inv = Invocation(call_id, req.session_id, req.task_id, AGENT_ID, call.name, arguments)
-        plan = await self._gate.plan_admission(inv, req.approval_level, events)
-        if plan.mode == "deny":
-            return (await self._coordinator.record_denied(inv, plan.reason)).model_text
-        observer = _CallObserver(events)
-        try:
-            outcome = await self._coordinator.run(inv, tool, ask=plan.ask, observer=observer)
-        except ToolInputError as exc:
-            return f"[tether] The call was not run: {exc}"
+        outcome = await run_tool_call(
+            inv,
+            self._tools,
+            self._gate,
+            self._coordinator,
+            req.approval_level,
+            events,
+            _CallObserver(events),
+        )
         return outcome.model_text
 
 

@@ -78,8 +78,11 @@ async def _refuse(send: Send, status: int, detail: str) -> None:
 
 
 def _guarded(scope: Scope) -> bool:
-    """Whether the route needs the token (every /api route but the public ones)."""
+    """Whether the route needs the token (every /api route but the public ones, and
+    Tether's MCP endpoint)."""
     path: str = scope["path"]
+    if path == "/mcp" or path.startswith("/mcp/"):
+        return True
     return path.startswith("/api/") and path not in _PUBLIC_PATHS
 
 

@@ -86,7 +86,8 @@ class TaskService:
         run.job = asyncio.create_task(self._run(run, level))
         return task_id
 
-    async def _resolve_level(self, session_id: str, level: str | None) -> str:
+    async def resolve_level(self, session_id: str, level: str | None) -> str:
+        """The approval level in force: the request's, else the session's, else the default."""
         if level:
             return level
         session = await self._store.chats.get_session(session_id)
@@ -130,7 +131,7 @@ class TaskService:
         await self._store.tasks.mark_running(run.task_id)
         run.feed.emit({"type": "task_started", "task_id": run.task_id})
         req = TurnRequest(
-            run.session_id, run.task_id, await self._resolve_level(run.session_id, level)
+            run.session_id, run.task_id, await self.resolve_level(run.session_id, level)
         )
         try:
             outcome = await self._agent.run_turn(req, run.feed)

@@ -1,0 +1,168 @@
+"""Tether's own MCP endpoint (/mcp), driven by the official SDK's client: the governed
+shell with live progress, cancellation that kills the tree, the token required."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+
+import httpx
+import httpx2
+import psutil
+import pytest
+from core_support import Stack, stack_for_module, wait_for
+from mcp import ClientSession, types
+from mcp.client.streamable_http import streamable_http_client
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    yield from stack_for_module("mcp-endpoint", TETHER_CANCEL_GRACE_SECONDS="0.5")
+
+
+@asynccontextmanager
+async def connected(stack: Stack, token: str | None = None) -> AsyncIterator[ClientSession]:
+    headers = {"Authorization": f"Bearer {token or stack.server.token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
+        streamable_http_client(f"{stack.server.base_url}/mcp", http_client=http) as streams,
+        ClientSession(streams[0], streams[1]) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "\n".join(b.text for b in result.content if isinstance(b, types.TextContent))
+
+
+async def test_the_shell_runs_governed_with_live_progress(stack: Stack) -> None:
+    seen: list[str] = []
+
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(message or "")
+
+    async with connected(stack) as session:
+        names = {t.name for t in (await session.list_tools()).tools}
+        assert names == {
+            "execute_shell_command",
+            "list_tool_calls",
+            "get_tool_call_output",
+            "cancel_tool_call",
+        }
+        result = await session.call_tool(
+            "execute_shell_command",
+            {"command": "echo first; echo second", "session_id": "mcp:it-run"},
+            progress_callback=progress,
+        )
+        assert not result.is_error, _text(result)
+        assert "first" in _text(result) and "second" in _text(result)
+        assert any("tool call call_" in m for m in seen)
+        assert any("first" in m for m in seen)
+
+        refused = await session.call_tool(
+            "execute_shell_command", {"command": "rm -rf / --no-preserve-root"}
+        )
+        assert refused.is_error and "denied" in _text(refused)
+
+
+async def test_cancelling_the_request_kills_the_whole_tree(stack: Stack) -> None:
+    session_id = "mcp:it-cancel"
+    pids = stack.workspace / "mcp-tree-pids"
+    command = (
+        f"(sleep 600 & echo $! >> {pids}; setsid sleep 600 & echo $! >> {pids}; wait) & "
+        f"echo $! >> {pids}; echo started; wait"
+    )
+    started = asyncio.Event()
+
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        if message and "started" in message:
+            started.set()
+
+    async with connected(stack) as session:
+        call = asyncio.ensure_future(
+            session.call_tool(
+                "execute_shell_command",
+                {"command": command, "session_id": session_id},
+                progress_callback=progress,
+            )
+        )
+        await asyncio.wait_for(started.wait(), 30)
+        listed = await session.call_tool("list_tool_calls", {"session_id": session_id})
+        calls = json.loads(_text(listed))
+        assert len(calls) == 1 and calls[0]["status"] == "running"
+        call_id = calls[0]["tool_call_id"]
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+    numbers = [int(p) for p in pids.read_text().split()]
+    assert len(numbers) == 3
+
+    def all_gone() -> bool:
+        return not any(psutil.pid_exists(p) and _alive(p) for p in numbers)
+
+    await asyncio.to_thread(wait_for, all_gone, 15.0, "the tree to die")
+    ended = stack.call(session_id, call_id)
+    assert ended["status"] == "completed" and ended["end_state"] == "cancelled"
+
+
+async def test_cancel_tool_call_and_output_tools(stack: Stack) -> None:
+    session_id = "mcp:it-tools"
+    async with connected(stack) as session:
+        call = asyncio.ensure_future(
+            session.call_tool(
+                "execute_shell_command",
+                {"command": "echo waiting; sleep 600", "session_id": session_id},
+            )
+        )
+        listed = await _wait_listed(session, session_id)
+        call_id = listed[0]["tool_call_id"]
+        output = await session.call_tool(
+            "get_tool_call_output", {"tool_call_id": call_id, "session_id": session_id}
+        )
+        assert "waiting" in _text(output)
+        cancelled = await session.call_tool(
+            "cancel_tool_call", {"tool_call_id": call_id, "session_id": session_id, "force": True}
+        )
+        assert not cancelled.is_error
+        result = await asyncio.wait_for(call, 30)
+        assert result.is_error and "cancelled" in _text(result)
+        missing = await session.call_tool(
+            "cancel_tool_call", {"tool_call_id": "call_nope", "session_id": session_id}
+        )
+        assert missing.is_error and "no tool call" in _text(missing)
+
+
+def test_the_endpoint_requires_the_token(stack: Stack) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"Accept": "application/json, text/event-stream"}
+    bare = httpx.post(f"{stack.server.base_url}/mcp", json=body, headers=headers)
+    assert bare.status_code == 401
+    wrong = httpx.post(
+        f"{stack.server.base_url}/mcp",
+        json=body,
+        headers={**headers, "Authorization": "Bearer not-the-token"},
+    )
+    assert wrong.status_code == 401
+
+
+async def _wait_listed(session: ClientSession, session_id: str) -> list[dict[str, object]]:
+    for _ in range(500):
+        listed = json.loads(
+            _text(await session.call_tool("list_tool_calls", {"session_id": session_id}))
+        )
+        if listed:
+            return list(listed)
+        await asyncio.sleep(0.02)
+    raise AssertionError("no call was listed")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
