@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import re
 import shlex
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 from browser_support import ConsoleErrors, screenshot, watch
 from core_support import shell_call
+from mcp_support import FIXTURE
 from playwright.sync_api import expect
 
 pytestmark = pytest.mark.browser
@@ -249,6 +252,35 @@ def test_cron_jobs_are_created_paused_resumed_and_run_from_the_settings(
     history = job.locator(".job-history")
     expect(history.locator(".job-run[data-status=success]")).to_have_count(1)
     screenshot(page, "settings")
+
+
+def test_an_mcp_server_is_added_its_tools_chosen_disabled_and_removed(
+    page: Any, console_server: Any, tmp_path: Path
+) -> None:
+    page.get_by_role("button", name="Settings").click()
+    form = page.locator("#mcp-form")
+    form.get_by_label("Key (tools appear as key__tool)").fill("fixture")
+    form.get_by_label("Name", exact=True).fill("Fixture server")
+    form.get_by_label("Command (stdio)").fill(sys.executable)
+    form.get_by_label("Arguments (stdio, one per line)").fill(f"{FIXTURE}\nstdio\n{tmp_path}")
+    form.get_by_label("Environment (stdio) or headers (HTTP)").fill("FIXTURE_TOKEN=s3cret-value")
+    form.get_by_role("button", name="Add server").click()
+
+    card = page.locator(".mcp-client").filter(has_text="Fixture server")
+    expect(card).to_be_visible()
+    expect(card).not_to_contain_text("s3cret-value")
+    # The section refreshes itself while the server connects.
+    expect(card.locator(".badge[data-status]")).to_have_text("ready")
+    expect(card).to_contain_text("tools")
+    card.get_by_role("button", name="Tools").click()
+    card.get_by_label("hidden").uncheck()
+    card.get_by_role("button", name="Save tool list").click()
+    tools = console_server.api_request("GET", "/api/mcp/fixture").json()["tools"]
+    assert tools is not None and "hidden" not in tools and "echo" in tools
+    card.get_by_role("button", name="Disable").click()
+    expect(card.locator(".badge[data-status]")).to_have_text("disabled")
+    card.get_by_role("button", name="Remove").click()
+    expect(page.locator(".mcp-client")).to_have_count(0)
 
 
 def test_the_console_fits_a_phone_screen(

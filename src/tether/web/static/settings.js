@@ -1,8 +1,10 @@
-// Settings: model providers (add, key, connection test, active model) and cron jobs.
+// Settings: model providers (add, key, connection test, active model), cron jobs, and
+// MCP servers (mcp.js).
 // The cron API may be absent on a server without the scheduler: the section says so.
 
 import { api, features } from "./api.js";
 import { act, enc, h, showStatus } from "./dom.js";
+import { initMcp, loadMcp } from "./mcp.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -224,9 +226,11 @@ async function addJob(event) {
 export async function showSettings() {
   await loadProviders();
   await loadCron();
+  await loadMcp();
 }
 
 export function initSettings() {
   $("provider-form").addEventListener("submit", act(addProvider));
   $("cron-form").addEventListener("submit", act(addJob));
+  initMcp();
 }
