@@ -21,6 +21,7 @@ SCRIPTS = [
     "bench_stream.py",
     "bench_many_calls.py",
     "bench_shell_analysis.py",
+    "bench_mcp.py",
 ]
 
 

@@ -1,0 +1,77 @@
+"""MCP client specs: validation that names the field, masks, and updates that keep secrets."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from tether.mcp.spec import MASK, McpClientSpec, McpClientUpdate, check_key
+from tether.mcp.tools import content_text, progress_line
+
+
+def _spec(**fields: object) -> McpClientSpec:
+    return McpClientSpec.model_validate({"name": "n", "command": "srv", **fields})
+
+
+@pytest.mark.parametrize("key", ["github", "a-b_c", "X1"])
+def test_good_keys(key: str) -> None:
+    assert check_key(key) is None
+
+
+@pytest.mark.parametrize("key", ["", "-x", "a b", "a/b", "a__b", "tools", "TOGGLE", "é", "x" * 65])
+def test_bad_keys_say_why(key: str) -> None:
+    assert (problem := check_key(key)) is not None and problem.startswith("client_key")
+
+
+def test_each_transport_needs_its_endpoint() -> None:
+    with pytest.raises(ValidationError, match="command"):
+        McpClientSpec.model_validate({"name": "n"})
+    with pytest.raises(ValidationError, match="url"):
+        McpClientSpec.model_validate({"name": "n", "transport": "streamable_http"})
+    with pytest.raises(ValidationError, match="url"):
+        McpClientSpec.model_validate({"name": "n", "transport": "sse", "url": "ftp://x/y"})
+    assert (
+        McpClientSpec.model_validate({"name": "n", "transport": "sse", "url": "https://h/sse"}).url
+        == "https://h/sse"
+    )
+
+
+def test_a_masked_value_keeps_the_stored_secret_and_a_new_one_replaces_it() -> None:
+    spec = _spec(env={"A": "old-a", "B": "old-b"})
+    updated = McpClientUpdate(env={"A": MASK, "B": "new-b", "C": "c"}).applied_to(spec)
+    assert updated.env == {"A": "old-a", "B": "new-b", "C": "c"}
+
+
+def test_an_update_changes_only_what_it_names_and_cannot_clear_the_timeout() -> None:
+    spec = _spec(http_timeout=30, tools=["a"])
+    updated = McpClientUpdate.model_validate({"description": "d", "http_timeout": None}).applied_to(
+        spec
+    )
+    assert (updated.description, updated.http_timeout, updated.tools) == ("d", 30, ["a"])
+    cleared = McpClientUpdate.model_validate({"tools": None}).applied_to(spec)
+    assert cleared.tools is None
+
+
+def test_an_update_that_breaks_the_spec_is_refused() -> None:
+    with pytest.raises(ValidationError, match="url"):
+        McpClientUpdate(transport="streamable_http").applied_to(_spec())
+
+
+def test_kill_deadline_is_the_client_timeout_or_the_default() -> None:
+    assert _spec().kill_deadline(600) == 600
+    assert _spec(http_timeout=45).kill_deadline(600) == 45
+
+
+def test_progress_lines_read_well() -> None:
+    assert progress_line(3, 10, "copying") == "[progress 3/10] copying\n"
+    assert progress_line(0.5, None, None) == "[progress 0.5]\n"
+
+
+def test_content_text_names_what_it_does_not_show() -> None:
+    from mcp import types
+
+    blocks: list[types.ContentBlock] = [
+        types.TextContent(type="text", text="hello"),
+        types.ImageContent(type="image", data="AAAA", mime_type="image/png"),
+    ]
+    assert content_text(blocks) == "hello\n[image content omitted]"
