@@ -74,6 +74,25 @@ def test_the_cookie_authenticates_api_calls(app_server: Any) -> None:
     assert _get(app_server, "/api/console/features").status_code == 401
 
 
+def test_a_planted_cookie_does_not_shadow_the_real_one(app_server: Any) -> None:
+    """A page on another port of the same host can set its own tether_token cookie with
+    path=/api; the browser then sends it first. The real cookie after it still counts."""
+    planted = {"Cookie": f"tether_token=planted-by-another-origin; tether_token={app_server.token}"}
+    assert _get(app_server, "/api/console/features", headers=planted).status_code == 200
+    assert _get(app_server, "/api/chats", headers=planted).status_code == 200
+    page = _get(app_server, "/", headers=planted)
+    assert '<script type="module" src="/static/main.js">' in page.text
+    only_planted = {"Cookie": "tether_token=planted-by-another-origin; tether_token="}
+    assert _get(app_server, "/api/chats", headers=only_planted).status_code == 401
+    # Logging in again sets the real cookie anew, and with the planted one still there
+    # the console works.
+    login = _get(app_server, f"/?token={app_server.token}")
+    assert login.status_code == 303
+    fresh = login.headers["set-cookie"].split(";")[0]
+    headers = {"Cookie": f"tether_token=planted-by-another-origin; {fresh}"}
+    assert _get(app_server, "/api/chats", headers=headers).status_code == 200
+
+
 def test_connection_test_reports_ok_through_the_provider(app_server: Any, mock_llm: Any) -> None:
     url = f"http://127.0.0.1:{mock_llm.server_address[1]}/v1"
     provider = register_mock_provider(app_server, url, provider_id="probe-mock")

@@ -44,28 +44,47 @@ def _host_name(host_header: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
-def _headers(scope: Scope) -> dict[str, str]:
-    return {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", [])}
+def header_map(scope: Scope) -> dict[str, str]:
+    """The request's headers by lower-case name. Repeated Cookie headers (HTTP/2 splits
+    them) are joined, so no cookie is lost; for other names the last one counts."""
+    headers: dict[str, str] = {}
+    for raw_key, raw_value in scope.get("headers", []):
+        key, value = raw_key.decode("latin-1").lower(), raw_value.decode("latin-1")
+        if key == "cookie" and key in headers:
+            value = f"{headers[key]}; {value}"
+        headers[key] = value
+    return headers
 
 
-def _cookie(header: str, name: str) -> str | None:
+def _cookies(header: str, name: str) -> list[str]:
+    values = []
     for part in header.split(";"):
         key, _, value = part.strip().partition("=")
         if key == name:
-            return value
-    return None
+            values.append(value)
+    return values
 
 
-def presented_token(headers: dict[str, str]) -> str | None:
+def presented_tokens(headers: dict[str, str]) -> list[str]:
+    """The bearer token if there is one, else every ``tether_token`` cookie. A page on
+    another port of the same host can plant its own ``tether_token`` cookie with a longer
+    path, which the browser then sends first; the real one must still count."""
     auth = headers.get("authorization", "")
     if auth[:7].lower() == "bearer ":
-        return auth[7:].strip()
-    return _cookie(headers.get("cookie", ""), COOKIE_NAME)
+        return [auth[7:].strip()]
+    return _cookies(headers.get("cookie", ""), COOKIE_NAME)
 
 
 def token_matches(expected: str, given: str | None) -> bool:
     """Constant-time comparison, so timing does not leak the token."""
     return given is not None and hmac.compare_digest(expected.encode(), given.encode())
+
+
+def authenticated(expected: str, headers: dict[str, str]) -> bool:
+    """Whether any presented token is ``expected``. Every one is compared (no early
+    exit), so timing says nothing about which one matched."""
+    results = [token_matches(expected, given) for given in presented_tokens(headers)]
+    return any(results)
 
 
 async def _refuse(send: Send, status: int, detail: str) -> None:
@@ -98,7 +117,7 @@ class Perimeter:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = _headers(scope)
+        headers = header_map(scope)
         problem = self._check(scope, headers)
         if problem is not None:
             await _refuse(send, *problem)
@@ -108,7 +127,7 @@ class Perimeter:
     async def _guard_websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The same Host and token checks, and an Origin check on every connection (a
         browser opens a WebSocket to any site without a preflight)."""
-        headers = _headers(scope)
+        headers = header_map(scope)
         problem = self._check_access(scope, headers) or self._check_origin(headers)
         if problem is None:
             await self.app(scope, receive, send)
@@ -129,9 +148,7 @@ class Perimeter:
             return 403, "Host not allowed (set TETHER_ALLOWED_HOSTS to accept it)"
         if not _guarded(scope):
             return None
-        if self.policy.token is not None and not token_matches(
-            self.policy.token, presented_token(headers)
-        ):
+        if self.policy.token is not None and not authenticated(self.policy.token, headers):
             return 401, "Missing or invalid token"
         return None
 

@@ -9,7 +9,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from tether.security.perimeter import COOKIE_NAME, presented_token, token_matches
+from tether.security.perimeter import COOKIE_NAME, authenticated, header_map, token_matches
 
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -44,8 +44,7 @@ _OPTIONAL_APIS = {"approvals": "/api/approval/list", "cron": "/api/cron/jobs"}
 def _logged_in(token: str | None, request: Request) -> bool:
     if token is None:
         return True
-    headers = {k.lower(): v for k, v in request.headers.items()}
-    return token_matches(token, presented_token(headers))
+    return authenticated(token, header_map(request.scope))
 
 
 def console_router(token: str | None) -> APIRouter:

@@ -76,6 +76,17 @@ async def test_right_token_by_header_or_cookie(client: httpx.AsyncClient) -> Non
     assert resp.status_code == 200
 
 
+async def test_any_presented_token_cookie_may_be_the_right_one(client: httpx.AsyncClient) -> None:
+    client.headers.pop("Authorization")
+    for cookie in (
+        f"tether_token=planted; tether_token={TOKEN}",
+        f"tether_token={TOKEN}; tether_token=planted",
+    ):
+        assert (await client.get("/api/things", headers={"Cookie": cookie})).status_code == 200
+    resp = await client.get("/api/things", headers={"Cookie": "tether_token=a; tether_token=b"})
+    assert resp.status_code == 401
+
+
 def test_token_comparison() -> None:
     assert token_matches(TOKEN, TOKEN)
     assert not token_matches(TOKEN, None)
