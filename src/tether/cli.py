@@ -28,6 +28,7 @@ def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> 
     from tether import logs
     from tether.app import create_app
     from tether.config import Settings
+    from tether.security.http_head import BoundedHeadProtocol
     from tether.security.perimeter import LOOPBACK_NAMES
     from tether.security.token import resolve_token
 
@@ -60,6 +61,7 @@ def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> 
         app,
         host=settings.host,
         port=settings.port,
+        http=BoundedHeadProtocol,
         log_level=log_level.lower(),
         access_log=False,
         timeout_graceful_shutdown=5,

@@ -47,7 +47,10 @@ def _chunk(delta: ChoiceDelta, finish: str | None = None) -> str:
         model=MOCK_MODEL,
         choices=[Choice(index=0, delta=delta, finish_reason=finish)],  # type: ignore[arg-type]
     )
-    return f"data: {chunk.model_dump_json(exclude_none=True)}\n\n"
+    # json.dumps rather than model_dump_json: it writes what a provider may send but
+    # pydantic refuses to encode (an unpaired surrogate such as U+D83D, escaped).
+    data = json.dumps(chunk.model_dump(mode="json", exclude_none=True), separators=(",", ":"))
+    return f"data: {data}\n\n"
 
 
 def text_frames(text: str, reasoning: str = "") -> list[str]:

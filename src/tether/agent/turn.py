@@ -17,6 +17,7 @@ from tether.llm.wire import TETHER_CALL_ID, assistant_message
 from tether.store.chats import ChatRepository
 from tether.store.deliveries import DeliveryRepository
 from tether.store.records import OutputChunk
+from tether.text import valid_data
 from tether.toolcalls.call import CallInfo, Invocation
 from tether.toolcalls.coordinator import ToolCallCoordinator
 from tether.toolcalls.ids import new_call_id
@@ -209,7 +210,8 @@ def _parse_arguments(raw: str) -> dict[str, Any]:
         raise ToolInputError(f"its arguments are not valid JSON ({exc.msg})") from exc
     if not isinstance(value, dict):
         raise ToolInputError("its arguments must be a JSON object")
-    return value
+    # An escaped unpaired surrogate in the arguments becomes one only here.
+    return dict(valid_data(value))
 
 
 __all__ = ["Agent", "ModelError", "StepLimitReached", "TurnRequest", "TurnResult"]

@@ -8,10 +8,11 @@ from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether.api.deps import ServicesDep
+from tether.api.valid_json import ValidTextRoute
 from tether.governance.approvals import ApprovalForbidden, ApprovalNotFound, approval_view
 from tether.services import Services
 
-router = APIRouter(prefix="/api/approval", tags=["approvals"])
+router = APIRouter(prefix="/api/approval", tags=["approvals"], route_class=ValidTextRoute)
 
 
 class Finding(BaseModel):

@@ -11,11 +11,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from tether.api.deps import ServicesDep
 from tether.api.sse import SSE_HEADERS, sse_event
+from tether.api.valid_json import ValidTextRoute
 from tether.governance.levels import parse_level
 from tether.services import Services
 from tether.tasks.service import TooManyTasks
 
-router = APIRouter(prefix="/api/console/chat", tags=["chat"])
+router = APIRouter(prefix="/api/console/chat", tags=["chat"], route_class=ValidTextRoute)
 
 
 class TextPart(BaseModel):

@@ -8,9 +8,10 @@ from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from tether.api.deps import ServicesDep
+from tether.api.valid_json import ValidTextRoute
 from tether.governance.levels import parse_level
 
-router = APIRouter(prefix="/api/chats", tags=["chats"])
+router = APIRouter(prefix="/api/chats", tags=["chats"], route_class=ValidTextRoute)
 
 
 class SessionOut(BaseModel):

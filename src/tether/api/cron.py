@@ -11,12 +11,13 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
 from tether.api.deps import ServicesDep
+from tether.api.valid_json import ValidTextRoute
 from tether.scheduler.clock import from_epoch
 from tether.scheduler.jobs import JobBusy, JobExists, JobFieldError, JobNotFound
 from tether.scheduler.models import JobSpec
 from tether.store.records import CronRunRecord
 
-router = APIRouter(prefix="/api/cron", tags=["cron"])
+router = APIRouter(prefix="/api/cron", tags=["cron"], route_class=ValidTextRoute)
 
 T = TypeVar("T")
 JobBody = Body(..., description="A cron job: id?, name, enabled?, schedule, task, ...")

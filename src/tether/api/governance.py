@@ -8,9 +8,10 @@ from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether.api.deps import ServicesDep
+from tether.api.valid_json import ValidTextRoute
 from tether.governance.rulebook import InvalidRules
 
-router = APIRouter(prefix="/api/governance", tags=["governance"])
+router = APIRouter(prefix="/api/governance", tags=["governance"], route_class=ValidTextRoute)
 
 
 class AuditOut(BaseModel):

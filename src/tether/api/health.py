@@ -5,8 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from tether import __version__
+from tether.api.valid_json import ValidTextRoute
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], route_class=ValidTextRoute)
 
 
 @router.get("/api/healthz")

@@ -8,9 +8,10 @@ from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl
 
 from tether.api.deps import ServicesDep
+from tether.api.valid_json import ValidTextRoute
 from tether.llm.providers import ProviderView, UnknownModel, UnknownProvider
 
-router = APIRouter(prefix="/api/models", tags=["models"])
+router = APIRouter(prefix="/api/models", tags=["models"], route_class=ValidTextRoute)
 
 _ID = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 

@@ -11,11 +11,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tether.api.deps import ServicesDep
 from tether.api.sse import SSE_HEADERS, sse_event
+from tether.api.valid_json import ValidTextRoute
 from tether.store.records import OutputChunk
 from tether.toolcalls.call import CallInfo
 from tether.toolcalls.errors import ToolCallConflict, ToolCallNotFound
 
-router = APIRouter(prefix="/api/tool-calls", tags=["tool-calls"])
+router = APIRouter(prefix="/api/tool-calls", tags=["tool-calls"], route_class=ValidTextRoute)
 
 NOT_FOUND = "Tool call not found"
 

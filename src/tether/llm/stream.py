@@ -25,6 +25,7 @@ from tether.llm.reply import (
     check_reply,
     with_distinct_ids,
 )
+from tether.text import valid_text
 
 
 @dataclass(frozen=True)
@@ -166,15 +167,15 @@ class StreamAssembler:
         calls = [
             RequestedCall(
                 id=call.id or f"call_{position}",
-                name=call.name,
-                arguments=valid_unicode(call.arguments) if call.arguments.strip() else "{}",
+                name=valid_text(call.name),
+                arguments=valid_text(call.arguments) if call.arguments.strip() else "{}",
                 echo=dict(call.echo),
             )
             for position, call in enumerate(self._calls)
         ]
-        reasoning = valid_unicode("".join(self._reasoning))
+        reasoning = valid_text("".join(self._reasoning))
         return AssistantReply(
-            text=valid_unicode("".join(self._text)),
+            text=valid_text("".join(self._text)),
             tool_calls=calls,
             reasoning=reasoning,
             echo={"reasoning_field": self.reasoning_field} if self.reasoning_field else {},
@@ -221,8 +222,3 @@ def _merged(old: Any, new: Any) -> Any:
 
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
-
-
-def valid_unicode(text: str) -> str:
-    """``text`` with surrogate halves split across chunks rejoined and lone ones replaced."""
-    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -11,8 +12,16 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from tether.store.tables import metadata
+from tether.text import may_hold_surrogates, valid_data
 
 Migration = Callable[[sa.Connection], None]
+
+
+def _load_json(text: str) -> object:
+    """JSON columns as read: valid Unicode even if an older version stored an escaped
+    unpaired surrogate, so no stored value can break a read."""
+    value = json.loads(text)
+    return valid_data(value) if may_hold_surrogates(text) else value
 
 
 def _create_missing_tables(conn: sa.Connection) -> None:
@@ -57,7 +66,9 @@ class Database:
     def __init__(self, url: str) -> None:
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
-        self.engine: AsyncEngine = create_async_engine(url, pool_pre_ping=not self.is_sqlite)
+        self.engine: AsyncEngine = create_async_engine(
+            url, pool_pre_ping=not self.is_sqlite, json_deserializer=_load_json
+        )
         if self.is_sqlite:
             sa.event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
         self._write_lock = asyncio.Lock()
