@@ -10,7 +10,8 @@ from tether.governance.file_analysis import FileOp, analyze_file_access
 from tether.governance.findings import Finding, Severity
 from tether.governance.paths import within
 from tether.governance.rules import Rule, load_builtin_rules
-from tether.governance.shell_analysis import analyze_shell
+from tether.governance.shell_analysis import analyze_shell, dedupe
+from tether.governance.text_analysis import analyze_text
 from tether.governance.tool_analysis import annotation_finding, tool_rule_findings
 
 # What an external tool declares about itself (MCP annotations), or None for a tool that
@@ -56,19 +57,26 @@ class Analyzer:
     def analyze_tool_call(
         self, tool_name: str, arguments: Mapping[str, object], ctx: AnalysisContext
     ) -> list[Finding]:
-        """Findings for one tool call; unknown tools yield none (the level decides)."""
+        """Findings for one tool call: its tool's analysis (unknown tools have none; the
+        level decides) and the text rules, which read every tool's arguments."""
         rules = self._rules  # one snapshot for the whole analysis
         findings = tool_rule_findings(tool_name, rules)
         if tool_name == SHELL_TOOL:
             findings += _shell_call(arguments, ctx, rules)
         elif tool_name in FILE_TOOLS:
-            path = arguments.get("path")
-            if not isinstance(path, str):
-                return [_invalid(tool_name, "path"), *findings]
-            findings += analyze_file_access(FILE_TOOLS[tool_name], path, ctx, rules)
+            findings += _file_call(tool_name, arguments, ctx, rules)
         elif (annotations := self._annotations_of(tool_name)) is not None:
             findings.append(annotation_finding(tool_name, annotations))
-        return sorted(findings, key=lambda f: -f.severity)
+        return dedupe([*findings, *analyze_text(arguments, rules)])
+
+
+def _file_call(
+    tool_name: str, arguments: Mapping[str, object], ctx: AnalysisContext, rules: Sequence[Rule]
+) -> list[Finding]:
+    path = arguments.get("path")
+    if not isinstance(path, str):
+        return [_invalid(tool_name, "path")]
+    return analyze_file_access(FILE_TOOLS[tool_name], path, ctx, rules)
 
 
 def _shell_call(

@@ -2,8 +2,9 @@
 
 A rule is data. Shell rules match a parsed simple command (its name, arguments,
 redirections and what consumes its output); file rules match a file-tool access
-(operation and path class). Every constraint present must hold (AND); inside a
-list any entry may match (OR).
+(operation and path class); tool rules match a tool's name; text rules match
+characters in the strings of any tool call's arguments. Every constraint present must
+hold (AND); inside a list any entry may match (OR).
 """
 
 from __future__ import annotations
@@ -57,7 +58,15 @@ _SHELL_MATCHERS = (
 )
 _FILE_MATCHERS = ("ops", "path_target", "path_glob")
 _TOOL_MATCHERS = ("tool",)
-_MATCHERS = {"shell": _SHELL_MATCHERS, "file": _FILE_MATCHERS, "tool": _TOOL_MATCHERS}
+_TEXT_MATCHERS = ("text_regex",)
+_MATCHERS = {
+    "shell": _SHELL_MATCHERS,
+    "file": _FILE_MATCHERS,
+    "tool": _TOOL_MATCHERS,
+    "text": _TEXT_MATCHERS,
+}
+# Matchers that hold a regex (checked when the rule is loaded).
+_REGEX_FIELDS = ("arg_regex", "argv_regex", "text_regex")
 # Matchers that look at patterns of command names (and so may use @sets).
 _NAME_PATTERN_FIELDS = ("command", "piped_into", "executed_by")
 
@@ -92,6 +101,10 @@ class Rule(BaseModel):
 
     Tool matchers (``kind = "tool"``): ``tool``, fnmatch patterns on the tool's name as
     the model sees it (``github__create_issue``, ``github__*``), for MCP tools above all.
+
+    Text matchers (``kind = "text"``, any tool): ``text_regex``, searched in every
+    string of the call's arguments, or only in those under the argument names listed
+    in ``in_arguments`` (fnmatch patterns).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -99,7 +112,7 @@ class Rule(BaseModel):
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")
     severity: SeverityField
     description: str = Field(min_length=1, max_length=500)
-    kind: Literal["shell", "file", "tool"] = "shell"
+    kind: Literal["shell", "file", "tool", "text"] = "shell"
 
     command: Patterns | None = None
     subcommand: Patterns | None = None
@@ -123,6 +136,9 @@ class Rule(BaseModel):
 
     tool: Patterns | None = None
 
+    text_regex: str | None = None
+    in_arguments: Patterns | None = None
+
     @model_validator(mode="after")
     def _check_consistency(self) -> Rule:
         own = _MATCHERS[self.kind]
@@ -133,11 +149,13 @@ class Rule(BaseModel):
             for name in names
             if getattr(self, name) is not None
         ]
+        if self.in_arguments is not None and self.kind != "text":
+            misplaced.append("in_arguments")
         if misplaced:
             raise ValueError(f"{self.kind} rule cannot use {', '.join(misplaced)}")
         if all(getattr(self, name) is None for name in own):
             raise ValueError(f"{self.kind} rule needs at least one of: {', '.join(own)}")
-        for name in ("arg_regex", "argv_regex"):
+        for name in _REGEX_FIELDS:
             pattern = getattr(self, name)
             if pattern is not None:
                 try:
