@@ -3,6 +3,7 @@
 
 import { api, features } from "./api.js";
 import { act, enc, formatSeconds, h } from "./dom.js";
+import { revealed, revealedString } from "./reveal.js";
 import { describeArguments } from "./toolcalls.js";
 
 let available = true;
@@ -21,7 +22,7 @@ function finding(f) {
     " ",
     h("code", {}, f.rule_id),
     " ",
-    f.description,
+    revealed(f.description),
   );
 }
 
@@ -42,10 +43,10 @@ function card(item, onDecided) {
       class: "approval",
       "data-request-id": item.request_id,
       "data-expires": String(epochSeconds(item.expires_at) ?? ""),
-      "aria-label": `Approval for ${item.tool_name}`,
+      "aria-label": `Approval for ${revealedString(item.tool_name)}`,
     },
-    h("header", {}, h("strong", {}, item.tool_name), h("span", { class: "time-left" })),
-    h("pre", { class: "approval-command" }, describeArguments(item.tool_name, item.arguments)),
+    h("header", {}, h("strong", {}, revealed(item.tool_name)), h("span", { class: "time-left" })),
+    h("pre", { class: "approval-command" }, revealed(describeArguments(item.tool_name, item.arguments))),
     h("ul", { class: "findings" }, (item.findings || []).map(finding)),
     h(
       "div",

@@ -3,8 +3,9 @@
 
 import { api, postStream } from "./api.js";
 import { clearApprovals, refreshApprovals } from "./approvals.js";
-import { act, enc, h, randomId, showStatus } from "./dom.js";
+import { act, enc, h, randomId, Runs, showStatus } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
+import { revealed, revealedString } from "./reveal.js";
 import { callCard, callModel, liveModels, pollCalls, refreshInfo } from "./toolcalls.js";
 
 const NOTE_PREFIX = /^\[tether notification\]\s*/;
@@ -43,14 +44,14 @@ function renderSessions() {
             "aria-current": s.session_id === state.sessionId ? "true" : null,
             onclick: act(() => selectSession(s.session_id)),
           },
-          title,
+          revealed(title),
         ),
         h(
           "button",
           {
             type: "button",
             class: "session-delete small",
-            "aria-label": `Delete session ${title}`,
+            "aria-label": `Delete session ${revealedString(title)}`,
             title: "Delete",
             onclick: act(() => deleteSession(s.session_id, title)),
           },
@@ -59,6 +60,10 @@ function renderSessions() {
       );
     }),
   );
+}
+
+function showTitle(title) {
+  $("conv-title").replaceChildren(revealed(title));
 }
 
 async function loadSessions() {
@@ -71,7 +76,7 @@ async function loadSessions() {
 
 async function deleteSession(sessionId, title) {
   await api("DELETE", `/api/chats/${enc(sessionId)}`);
-  showStatus(`Deleted “${title}”.`);
+  showStatus(`Deleted “${revealedString(title)}”.`);
   await loadSessions();
   if (sessionId === state.sessionId) newSession();
 }
@@ -86,7 +91,7 @@ export function newSession() {
   state.sessionId = `console:${randomId()}`;
   state.updatedAt = null;
   state.bgBusy = false;
-  $("conv-title").textContent = "New chat";
+  showTitle("New chat");
   $("approval-level").value = "";
   $("messages").replaceChildren(h("li", { class: "muted empty" }, "Say something to start."));
   resetSide();
@@ -99,7 +104,7 @@ async function selectSession(sessionId) {
   const session = currentSession();
   state.updatedAt = session ? session.updated_at : null;
   state.bgBusy = Boolean(session && session.busy);
-  $("conv-title").textContent = session?.title || sessionId;
+  showTitle(session?.title || sessionId);
   $("approval-level").value = session?.approval_level || "";
   resetSide();
   renderSessions();
@@ -139,7 +144,10 @@ function callSlot(call) {
 /** The model's reasoning, folded: there to read, out of the way of the answer. */
 function reasoningBox(text) {
   const box = h("details", { class: "reasoning" }, h("summary", {}, "Reasoning"));
-  box.append(h("div", { class: "reasoning-text" }, text));
+  const body = h("div", { class: "reasoning-text" });
+  body.runs = new Runs(body);
+  body.runs.text(String(text ?? ""));
+  box.append(body);
   return box;
 }
 
@@ -243,6 +251,22 @@ async function refreshSide() {
 
 // ---------------------------------------------------------------- the turn
 
+/** Streamed text goes in once per frame, appended: setting the whole text on every
+ * delta would cost the square of the answer's length. */
+function showDelta(turn, text) {
+  turn.pending += text;
+  if (turn.frame) return;
+  turn.frame = requestAnimationFrame(() => {
+    turn.frame = 0;
+    if (!turn.pending) return;
+    const text = turn.live.querySelector(".live-text");
+    text.runs ??= new Runs(text);
+    text.runs.text(turn.pending);
+    turn.pending = "";
+    scrollToEnd();
+  });
+}
+
 function onEvent(event, turn) {
   switch (event.type) {
     case "task":
@@ -251,20 +275,20 @@ function onEvent(event, turn) {
       act(() => afterSessionCreated())();
       break;
     case "text_delta":
-      turn.text += event.text;
-      turn.live.querySelector(".live-text").textContent = turn.text;
-      scrollToEnd();
+      showDelta(turn, event.text);
       break;
     case "reasoning_delta": {
       const box = turn.live.querySelector(".reasoning");
       box.hidden = false;
-      box.querySelector(".reasoning-text").textContent += event.text;
+      const text = box.querySelector(".reasoning-text");
+      text.runs ??= new Runs(text);
+      text.runs.text(event.text);
       break;
     }
     case "message":
       if (event.kind === "assistant") {
         turn.live.replaceWith(assistantBubble(event.message));
-        turn.text = "";
+        turn.pending = "";
         turn.live = liveBubble();
         $("messages").append(turn.live);
       } else if (event.kind !== "user") {
@@ -309,7 +333,7 @@ async function afterSessionCreated() {
   const pending = state.pendingLevel;
   await loadSessions();
   const session = currentSession();
-  if (session) $("conv-title").textContent = session.title || session.session_id;
+  if (session) showTitle(session.title || session.session_id);
   if (pending && session && session.approval_level !== pending) await saveLevel(pending);
   state.pendingLevel = undefined;
 }
@@ -321,7 +345,7 @@ async function send(text) {
   const list = $("messages");
   list.querySelector(".empty")?.remove();
   list.append(userBubble({ content: text }));
-  const turn = { text: "", live: liveBubble(), error: null };
+  const turn = { pending: "", frame: 0, live: liveBubble(), error: null };
   list.append(turn.live);
   scrollToEnd();
   const level = $("approval-level").value;

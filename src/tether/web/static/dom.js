@@ -56,3 +56,51 @@ export function randomId() {
 }
 
 export const enc = encodeURIComponent;
+
+/** Characters per isolated run (see Runs). */
+export const RUN_CHARS = 1000;
+
+const isHighSurrogate = (code) => code >= 0xd800 && code <= 0xdbff;
+
+/** Appends text and small nodes to `parent`, moving on to a new isolated span
+ * (`.run`, unicode-bidi: isolate) every RUN_CHARS characters. Chromium's bidi layout
+ * costs the square of a run's length when it holds unmatched brackets and any
+ * right-to-left character: one 500 kB answer line froze the page for over 20 s. Short
+ * text goes straight into `parent`. */
+export class Runs {
+  constructor(parent) {
+    this.parent = parent;
+    this.box = parent;
+    this.used = 0;
+  }
+
+  /** Append a node that stands for `size` characters. */
+  node(node, size = 1) {
+    if (this.used > 0 && this.used + size > RUN_CHARS) this.newBox();
+    this.box.append(node);
+    this.used += size;
+  }
+
+  /** Append text, cut into runs (never inside a surrogate pair). */
+  text(text) {
+    let i = 0;
+    while (i < text.length) {
+      let end = Math.min(text.length, i + RUN_CHARS - this.used);
+      if (end < text.length && end > i && isHighSurrogate(text.charCodeAt(end - 1))) end -= 1;
+      if (end <= i) {
+        this.newBox();
+        continue;
+      }
+      this.box.append(text.slice(i, end));
+      this.used += end - i;
+      i = end;
+    }
+  }
+
+  newBox() {
+    this.box = document.createElement("span");
+    this.box.className = "run";
+    this.parent.append(this.box);
+    this.used = 0;
+  }
+}

@@ -3,7 +3,8 @@
 // EventSource per call in flight) or, for finished calls, from /output.
 
 import { api } from "./api.js";
-import { act, enc, formatSeconds, h } from "./dom.js";
+import { act, enc, formatSeconds, h, Runs } from "./dom.js";
+import { revealed } from "./reveal.js";
 
 const LIVE = new Set(["awaiting_approval", "running", "offloaded"]);
 const models = new Map();
@@ -97,7 +98,8 @@ class CallModel {
     for (const card of this.cards) {
       const pre = card.querySelector(".call-output");
       const atBottom = pre.scrollHeight - pre.scrollTop - pre.clientHeight < 24;
-      pre.append(text);
+      pre.runs ??= new Runs(pre);
+      pre.runs.text(text);
       if (atBottom) pre.scrollTop = pre.scrollHeight;
     }
   }
@@ -193,15 +195,22 @@ function renderTimers(model, card) {
   );
 }
 
+/** Show `text` in `node` with hiding characters marked (redrawn only when it changed). */
+function showRevealed(node, text) {
+  if (node.shownText === text) return;
+  node.shownText = text;
+  node.replaceChildren(revealed(text));
+}
+
 function renderCard(model, card) {
   const { info } = model;
   card.dataset.status = info.status;
   card.dataset.endState = info.end_state || "";
-  card.querySelector(".call-tool").textContent = info.tool_name || "tool";
+  showRevealed(card.querySelector(".call-tool"), info.tool_name || "tool");
   card.querySelector(".call-state").textContent = statusText(info);
   const args = info.extra?.arguments;
   if (args !== undefined) {
-    card.querySelector(".call-args").textContent = describeArguments(info.tool_name, args);
+    showRevealed(card.querySelector(".call-args"), describeArguments(info.tool_name, args));
   }
   card.querySelector(".call-deadlines").hidden = !model.live;
   card.querySelector(".call-actions").hidden = !model.live;
@@ -209,7 +218,11 @@ function renderCard(model, card) {
   offloadButton.disabled = info.status !== "running";
   const pre = card.querySelector(".call-output");
   if (model.outputState === "loaded" || model.outputState === "streaming") {
-    if (pre.textContent !== model.output) pre.textContent = model.output;
+    if (pre.textContent !== model.output) {
+      pre.replaceChildren();
+      pre.runs = new Runs(pre);
+      pre.runs.text(model.output);
+    }
   }
   renderTimers(model, card);
 }

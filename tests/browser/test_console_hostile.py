@@ -1,0 +1,121 @@
+"""The console against hostile text: an answer built to run code, mislead or freeze the
+page, and commands and titles hiding what they do behind bidi and invisible characters.
+Real server, fake model, headless Chromium."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from core_support import FakeModel, shell_call
+from helpers import default_http_timeout, register_mock_provider
+from playwright.sync_api import expect
+
+pytestmark = pytest.mark.browser
+
+# Shows as one harmless echo; bash runs the rm.
+DISGUISED = 'echo "ok\u2067"; rm ./notes.txt; #\u2069'
+SLOW_LINKS = "[a](b" * 100_000  # 500 kB that made the old link pattern backtrack
+HOSTILE_ANSWER = "\n\n".join(
+    [
+        "# Report <script>window.__pwned = 'script'</script>",
+        "<img src=x onerror=\"window.__pwned = 'img'\"> **bold** and *em*",
+        "[run me](javascript:window.__pwned='link') and [docs](https://example.com/docs)",
+        f"Run `{DISGUISED}` to check.",
+        "```\n</pre><iframe src=javascript:window.__pwned='iframe'></iframe>\n```",
+        f"tail {SLOW_LINKS} end-of-answer",
+    ]
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def provider(console_server: Any, mock_llm: FakeModel) -> None:
+    register_mock_provider(console_server, mock_llm.url)
+
+
+def _new_chat(page: Any) -> None:
+    page.get_by_role("button", name="New chat").click()
+    expect(page.locator("#conv-title")).to_have_text("New chat")
+
+
+def _send(page: Any, text: str) -> None:
+    box = page.get_by_label("Message")
+    box.fill(text)
+    box.press("Enter")
+
+
+def _assert_typing_works_quickly(page: Any) -> None:
+    """Keys reach the message box within a bounded wait (a busy page queues them)."""
+    box = page.get_by_label("Message")
+    box.click()
+    started = time.monotonic()
+    page.keyboard.type("still here")
+    expect(box).to_have_value("still here", timeout=default_http_timeout(5) * 1000)
+    elapsed = time.monotonic() - started
+    assert elapsed < default_http_timeout(5), f"typing took {elapsed:.1f}s"
+    box.fill("")
+
+
+def test_a_hostile_answer_runs_nothing_and_the_page_stays_usable(
+    page: Any, mock_llm: FakeModel
+) -> None:
+    mock_llm.script({"text": HOSTILE_ANSWER})
+    _new_chat(page)
+    _send(page, "Write the report")
+    answer = page.locator(".msg.assistant:not(.streaming)").last
+    expect(answer.locator("h3")).to_contain_text("Report <script>")
+    _assert_typing_works_quickly(page)
+    expect(page.locator(".md[data-rendering]")).to_have_count(0)
+    expect(answer).to_contain_text("end-of-answer")
+
+    assert page.evaluate("window.__pwned") is None
+    assert answer.locator("script, img, iframe").count() == 0
+    expect(answer.locator("strong")).to_have_text("bold")
+    links = answer.locator("a")
+    expect(links).to_have_count(1)
+    expect(links).to_have_attribute("href", "https://example.com/docs")
+    expect(links).to_have_attribute("rel", "noopener noreferrer")
+    expect(answer).to_contain_text("[run me](javascript:")
+    # The command in the answer shows what it hides.
+    code = answer.locator("code").filter(has_text="rm ./notes.txt")
+    expect(code.locator("mark.hidden-char")).to_have_text(["⟦U+2067 RLI⟧", "⟦U+2069 PDI⟧"])
+
+    # The newest session opens when the page loads, and draws the answer again.
+    page.reload()
+    page.wait_for_selector("body[data-ready]")
+    expect(page.locator("#conv-title")).to_have_text("Write the report")
+    _assert_typing_works_quickly(page)
+    expect(page.locator(".msg.assistant").last).to_contain_text("end-of-answer")
+    assert page.evaluate("window.__pwned") is None
+
+
+def test_an_approval_shows_the_hidden_characters_and_why_it_asks(
+    page: Any, mock_llm: FakeModel, console_server: Any
+) -> None:
+    notes = console_server.home / "workspace" / "notes.txt"
+    notes.write_text("keep me")
+    mock_llm.script(shell_call(DISGUISED, timeout=120), {"text": "Denied, so nothing ran."})
+    _new_chat(page)
+    # The server's default level (auto) asks only because of the finding.
+    _send(page, "Tidy up\u202e txt.exe")
+
+    card = page.locator("#approvals .approval")
+    command = card.locator(".approval-command")
+    expect(command.locator("mark.hidden-char")).to_have_text(["⟦U+2067 RLI⟧", "⟦U+2069 PDI⟧"])
+    expect(command).to_contain_text("rm ./notes.txt")
+    finding = card.locator(".finding").filter(has_text="text-bidi-control")
+    expect(finding.locator(".severity")).to_have_text("HIGH")
+    expect(finding).to_contain_text("U+2067 RIGHT-TO-LEFT ISOLATE")
+
+    call = page.locator("#calls-in-flight .call").first
+    expect(call.locator(".call-args mark.hidden-char")).to_have_count(2)
+    for title in (page.locator("#conv-title"), page.locator("#session-list [aria-current=true]")):
+        expect(title.locator("mark.hidden-char")).to_have_text("⟦U+202E RLO⟧")
+
+    card.get_by_role("button", name="Deny").click()
+    expect(
+        page.locator(".msg.assistant").filter(has_text="Denied, so nothing ran.")
+    ).to_be_visible()
+    expect(page.locator("#messages .call").first).to_have_attribute("data-end-state", "denied")
+    assert notes.read_text() == "keep me"
