@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_support import ConsoleErrors, screenshot, watch
+from browser_support import ConsoleErrors, new_chat, screenshot, send, watch
 from core_support import shell_call
 from mcp_support import FIXTURE
 from playwright.sync_api import expect
@@ -31,17 +31,6 @@ def _loop_command(lines: int, every: float = 0.2, ignore_term: bool = False) -> 
         f"    print(f'tick {{i}}', flush=True)\n    time.sleep({every})"
     )
     return f"python -u -c {shlex.quote(script)}"
-
-
-def _new_chat(page: Any) -> None:
-    page.get_by_role("button", name="New chat").click()
-    expect(page.locator("#conv-title")).to_have_text("New chat")
-
-
-def _send(page: Any, text: str) -> None:
-    box = page.get_by_label("Message")
-    box.fill(text)
-    box.press("Enter")
 
 
 def _seconds(text: str) -> float:
@@ -91,8 +80,8 @@ def test_add_the_fake_provider_through_the_settings(page: Any, mock_llm: Any) ->
 
 def test_a_message_streams_its_answer_as_safe_markdown(page: Any, mock_llm: Any) -> None:
     mock_llm.script({"text": "Hello **world** <img src=x onerror=alert(1)> `code`"})
-    _new_chat(page)
-    _send(page, "Say hello")
+    new_chat(page)
+    send(page, "Say hello")
     answer = page.locator(".msg.assistant:not(.streaming)").last
     expect(answer.locator("strong")).to_have_text("world")
     expect(answer).to_contain_text("<img src=x onerror=alert(1)>")
@@ -109,8 +98,8 @@ def test_a_long_command_streams_live_then_gets_a_minute_and_goes_to_the_backgrou
         {"text": "It runs in the background now."},
         {"text": "The background command has finished."},
     )
-    _new_chat(page)
-    _send(page, "Count slowly")
+    new_chat(page)
+    send(page, "Count slowly")
     card = page.locator("#calls-in-flight .call").first
     expect(card).to_have_attribute("data-status", "running")
     output = card.locator(".call-output")
@@ -149,8 +138,8 @@ def test_cancel_ends_a_running_command_as_cancelled(page: Any, mock_llm: Any) ->
     mock_llm.script(
         shell_call(_loop_command(300), timeout=120), {"text": "Understood, it was cancelled."}
     )
-    _new_chat(page)
-    _send(page, "Run something long")
+    new_chat(page)
+    send(page, "Run something long")
     card = page.locator("#calls-in-flight .call").first
     expect(card.locator(".call-output")).to_contain_text("tick 2")
     card.get_by_role("button", name="Cancel").click()
@@ -169,9 +158,9 @@ def test_a_strict_session_asks_and_the_approved_call_runs(
 ) -> None:
     command = "mkdir -p scratch && chmod -R 755 scratch && echo approved-run"
     mock_llm.script(shell_call(command, timeout=120), {"text": "The approved command ran."})
-    _new_chat(page)
+    new_chat(page)
     page.get_by_label("Approval level", exact=True).select_option("strict")
-    _send(page, "Prepare the scratch folder")
+    send(page, "Prepare the scratch folder")
 
     card = page.locator("#approvals .approval")
     expect(card).to_be_visible()
@@ -201,9 +190,9 @@ def test_a_denied_call_never_runs_and_ends_denied(
     mock_llm.script(
         shell_call("echo should-never-run", timeout=120), {"text": "Denied, moving on."}
     )
-    _new_chat(page)
+    new_chat(page)
     page.get_by_label("Approval level", exact=True).select_option("strict")
-    _send(page, "Try something")
+    send(page, "Try something")
     card = page.locator("#approvals .approval")
     card.get_by_role("button", name="Deny").click()
     expect(page.locator(".msg.assistant").filter(has_text="Denied, moving on.")).to_be_visible()
@@ -216,8 +205,8 @@ def test_force_kill_ends_a_command_at_once(page: Any, mock_llm: Any, console_ser
     mock_llm.script(
         shell_call(_loop_command(300, ignore_term=True), timeout=120), {"text": "Killed it."}
     )
-    _new_chat(page)
-    _send(page, "Run a stubborn command")
+    new_chat(page)
+    send(page, "Run a stubborn command")
     card = page.locator("#calls-in-flight .call").first
     expect(card.locator(".call-output")).to_contain_text("tick 1")
     card.get_by_role("button", name="Force kill").click()

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+from browser_support import new_chat, send
 from core_support import FakeModel, shell_call
 from helpers import default_http_timeout, register_mock_provider
 from playwright.sync_api import expect
@@ -34,17 +35,6 @@ def provider(console_server: Any, mock_llm: FakeModel) -> None:
     register_mock_provider(console_server, mock_llm.url)
 
 
-def _new_chat(page: Any) -> None:
-    page.get_by_role("button", name="New chat").click()
-    expect(page.locator("#conv-title")).to_have_text("New chat")
-
-
-def _send(page: Any, text: str) -> None:
-    box = page.get_by_label("Message")
-    box.fill(text)
-    box.press("Enter")
-
-
 def _assert_typing_works_quickly(page: Any) -> None:
     """Keys reach the message box within a bounded wait (a busy page queues them)."""
     box = page.get_by_label("Message")
@@ -61,8 +51,8 @@ def test_a_hostile_answer_runs_nothing_and_the_page_stays_usable(
     page: Any, mock_llm: FakeModel
 ) -> None:
     mock_llm.script({"text": HOSTILE_ANSWER})
-    _new_chat(page)
-    _send(page, "Write the report")
+    new_chat(page)
+    send(page, "Write the report")
     answer = page.locator(".msg.assistant:not(.streaming)").last
     expect(answer.locator("h3")).to_contain_text("Report <script>")
     _assert_typing_works_quickly(page)
@@ -96,9 +86,9 @@ def test_an_approval_shows_the_hidden_characters_and_why_it_asks(
     notes = console_server.home / "workspace" / "notes.txt"
     notes.write_text("keep me")
     mock_llm.script(shell_call(DISGUISED, timeout=120), {"text": "Denied, so nothing ran."})
-    _new_chat(page)
+    new_chat(page)
     # The server's default level (auto) asks only because of the finding.
-    _send(page, "Tidy up\u202e txt.exe")
+    send(page, "Tidy up\u202e txt.exe")
 
     card = page.locator("#approvals .approval")
     command = card.locator(".approval-command")
