@@ -11,7 +11,7 @@ from typing import Any
 
 import psutil
 import pytest
-from core_support import SHELL, Stack, chat_body, new_session, stack_for_module
+from core_support import SHELL, Stack, chat_body, new_session, stack_for_module, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.p1]
 
@@ -179,3 +179,41 @@ def test_a_bad_value_already_stored_does_not_break_the_routes(stack: Stack) -> N
     _assert_every_read_answers(stack, session_id, task_id)
     (answer,) = [m for m in stack.messages(session_id) if m["kind"] == "assistant"]
     assert answer["message"]["content"] == f"old {REPLACEMENT} value"
+
+
+def test_a_command_disguised_by_bidi_controls_asks_and_says_why(stack: Stack) -> None:
+    """Shows as one echo; bash would run the rm. At level auto it waits for a person,
+    with a HIGH finding naming the hidden characters."""
+    notes = stack.workspace / "notes.txt"
+    notes.write_text("keep me")
+    session_id = new_session()
+    stack.model.script(
+        {
+            "tool_calls": [
+                (SHELL, json.dumps({"command": 'echo "ok\u2067"; rm ./notes.txt; #\u2069'}))
+            ]
+        },
+        {"text": "not run"},
+    )
+    body = chat_body("tidy up", session_id, request_context={"approval_level": "auto"})
+    resp = stack.api("POST", "/api/console/chat/task", json=body)
+    assert resp.status_code == 200, resp.text
+    task_id = resp.json()["task_id"]
+
+    def pending() -> list[dict[str, Any]]:
+        listed = stack.api("GET", f"/api/approval/list?session_id={session_id}").json()
+        return list(listed["pending_approvals"])
+
+    (request,) = wait_for(pending, what="the approval request")
+    (finding,) = [f for f in request["findings"] if f["rule_id"] == "text-bidi-control"]
+    assert finding["severity"] == "HIGH"
+    assert "U+2067 RIGHT-TO-LEFT ISOLATE" in finding["description"]
+    assert "U+2069 POP DIRECTIONAL ISOLATE" in finding["description"]
+    resp = stack.api(
+        "POST",
+        "/api/approval/deny",
+        json={"request_id": request["request_id"], "session_id": session_id},
+    )
+    assert resp.status_code == 200, resp.text
+    assert stack.wait_task(task_id)["result"]["status"] == "completed"
+    assert notes.read_text() == "keep me"
