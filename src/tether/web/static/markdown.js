@@ -8,7 +8,7 @@
 import { RUN_CHARS, Runs } from "./dom.js";
 import { appendRevealed } from "./reveal.js";
 
-const FIRST_SLICE_MS = 12; // drawn at once: short answers appear whole
+const FIRST_SLICE_MS = 12; // drawn at once, shared by all answers drawn in one task
 const SLICE_MS = 8; // then a slice per task, leaving the page time for input
 const YIELD_EVERY_CHARS = 4096;
 
@@ -202,20 +202,33 @@ function* blocks(root, source) {
   }
 }
 
-/** Run `work` for up to `ms`; true once it is done. */
-function runFor(work, ms) {
-  const end = performance.now() + ms;
-  while (performance.now() < end) {
+/** Run `work` until `deadline` (performance.now()); true once it is done. */
+function runUntil(work, deadline) {
+  while (performance.now() < deadline) {
     if (work.next().done) return true;
   }
   return false;
+}
+
+let firstSliceEnd = 0;
+
+/** When the synchronous first slice of this task ends. A history reload draws every
+ * answer of the session in one task; they share one slice, not one each. */
+function firstSliceDeadline() {
+  if (!firstSliceEnd) {
+    firstSliceEnd = performance.now() + FIRST_SLICE_MS;
+    setTimeout(() => {
+      firstSliceEnd = 0;
+    }, 0);
+  }
+  return firstSliceEnd;
 }
 
 function continueLater(root, work) {
   setTimeout(() => {
     // A reload of the conversation replaced this answer: stop drawing it.
     if (!root.isConnected) return;
-    if (runFor(work, SLICE_MS)) delete root.dataset.rendering;
+    if (runUntil(work, performance.now() + SLICE_MS)) delete root.dataset.rendering;
     else continueLater(root, work);
   }, 0);
 }
@@ -226,7 +239,7 @@ export function renderMarkdown(source) {
   const root = el("div");
   root.className = "md";
   const work = blocks(root, String(source ?? ""));
-  if (!runFor(work, FIRST_SLICE_MS)) {
+  if (!runUntil(work, firstSliceDeadline())) {
     root.dataset.rendering = "1";
     continueLater(root, work);
   }
