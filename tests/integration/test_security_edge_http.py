@@ -62,11 +62,34 @@ def test_an_endless_header_line_is_refused_without_growing_the_server(stack: Sta
 
 
 def test_a_head_over_the_limit_gets_431(stack: Stack) -> None:
-    head = b"GET /api/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"b" * 70_000 + b"\r\n\r\n"
+    head = _head(b"X-Big: " + b"b" * 70_000 + b"\r\n")
     with socket.create_connection(("127.0.0.1", stack.server.port), timeout=30) as sock:
         try:
             sock.sendall(head)
             answer = sock.recv(4096)
+        except ConnectionResetError:
+            answer = b""
+    assert answer == b"" or answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+
+
+def _head(extra: bytes = b"") -> bytes:
+    return b"GET /api/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n" + extra + b"\r\n"
+
+
+def test_the_limit_counts_each_request_of_a_kept_alive_connection(stack: Stack) -> None:
+    big = b"X-Big: " + b"b" * 60_000 + b"\r\n"  # under the limit alone, over it twice
+    with socket.create_connection(("127.0.0.1", stack.server.port), timeout=30) as sock:
+        sock.sendall(_head() + _head(big) + _head())  # pipelined
+        answers = b""
+        while answers.count(b"HTTP/1.1 200 ") < 3:
+            chunk = sock.recv(65536)
+            assert chunk, answers[-200:]
+            answers += chunk
+        sock.sendall(_head(big))
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
+        sock.sendall(_head(big + big))
+        try:
+            answer = sock.recv(65536)
         except ConnectionResetError:
             answer = b""
     assert answer == b"" or answer.startswith(b"HTTP/1.1 431 "), answer[:200]
