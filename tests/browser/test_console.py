@@ -307,8 +307,8 @@ def test_sessions_switch_and_delete_by_keyboard(page: Any) -> None:
 
 def test_reasoning_is_shown_folded_above_the_answer(page: Any, mock_llm: Any) -> None:
     mock_llm.script({"text": "The answer is 4.", "reasoning": "Two plus two <b>is</b> four."})
-    _new_chat(page)
-    _send(page, "What is 2+2?")
+    new_chat(page)
+    send(page, "What is 2+2?")
     answer = page.locator(".msg.assistant:not(.streaming)").last
     expect(answer).to_contain_text("The answer is 4.")
     box = answer.locator("details.reasoning")
@@ -326,8 +326,8 @@ def test_a_call_the_model_named_with_a_path_shows_its_output_and_cancels(
     # The model's id "a/b" would make a broken route; the card uses Tether's own id.
     odd = {**shell_call(_loop_command(300), timeout=120), "ids": ["a/b"]}
     mock_llm.script(odd, {"text": "Stopped the odd one."})
-    _new_chat(page)
-    _send(page, "Run with an odd id")
+    new_chat(page)
+    send(page, "Run with an odd id")
     inline = page.locator("#messages .call").first
     expect(inline.locator(".call-output")).to_contain_text("tick 2")
     assert "/" not in (inline.get_attribute("data-call-id") or "/")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from tether.api.deps import ServicesDep
+from tether.api.valid_json import ValidTextRoute
 from tether.mcp.spec import (
     McpClientInfo,
     McpClientUpdate,
@@ -17,7 +18,7 @@ from tether.mcp.spec import (
     McpToolList,
 )
 
-router = APIRouter(prefix="/api/mcp", tags=["mcp"])
+router = APIRouter(prefix="/api/mcp", tags=["mcp"], route_class=ValidTextRoute)
 
 
 @router.get("")
