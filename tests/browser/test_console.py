@@ -264,6 +264,8 @@ def test_an_mcp_server_is_added_its_tools_chosen_disabled_and_removed(
     card.get_by_role("button", name="Tools").click()
     card.get_by_label("hidden").uncheck()
     card.get_by_role("button", name="Save tool list").click()
+    # The click only starts the request; the status line says when it has been answered.
+    expect(page.locator("#status")).to_have_text("Tools of Fixture server saved.")
     tools = console_server.api_request("GET", "/api/mcp/fixture").json()["tools"]
     assert tools is not None and "hidden" not in tools and "echo" in tools
     card.get_by_role("button", name="Disable").click()
