@@ -27,12 +27,14 @@ from tether.api import (
     mcp_clients,
     providers,
     toolcalls,
+    webhooks,
 )
 from tether.config import Settings
 from tether.governance.analyzer import Analyzer
 from tether.governance.approvals import ApprovalService
 from tether.governance.context import AnalysisContext
 from tether.governance.gate import GovernanceGate
+from tether.governance.memory import DecisionMemory
 from tether.governance.rulebook import RuleBook
 from tether.llm.client import OpenAIChatModel
 from tether.llm.providers import ModelFactory, ProviderService
@@ -58,6 +60,9 @@ from tether.tools.files import FILE_TOOLS
 from tether.tools.registry import ToolRegistry
 from tether.tools.shell import make_shell_tool, shell_environment
 from tether.web.routes import mount_console
+from tether.webhooks.backoff import RetryPolicy
+from tether.webhooks.events import Notify
+from tether.webhooks.service import WebhookService
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +118,8 @@ async def build_services(
             "recorded %d interrupted call group(s); reaped %d process(es)", len(leftovers), reaped
         )
     keybox = KeyBox(settings.home / "secret.key")
+    hooks = WebhookService(store.webhooks, keybox, _retry_policy(settings))
+    await hooks.load()
     mcp = McpService(
         store.mcp_clients,
         keybox,
@@ -124,14 +131,14 @@ async def build_services(
     analyzer = Analyzer(annotations_of=mcp.annotations_of)
     rules = RuleBook(analyzer, store.governance)
     await rules.load()
-    approval_service = ApprovalService(store.governance, settings.approval_timeout_seconds)
+    context = AnalysisContext(
+        settings.resolved_workspace.resolve(), Path.home(), settings.home.resolve()
+    )
+    memory = DecisionMemory(store.remembered, context)
+    await memory.load()
+    approval_service = ApprovalService(store.governance, settings.approval_timeout_seconds, memory)
     governance_gate = GovernanceGate(
-        analyzer,
-        AnalysisContext(
-            settings.resolved_workspace.resolve(), Path.home(), settings.home.resolve()
-        ),
-        approval_service,
-        store.governance,
+        analyzer, context, approval_service, store.governance, memory=memory, notify=hooks.notify
     )
     denied = await governance_gate.deny_leftovers()
     if denied:
@@ -143,6 +150,7 @@ async def build_services(
     holder: dict[str, TaskService] = {}
 
     async def deliver(session_id: str, call_id: str, text: str) -> None:
+        hooks.notify("tool_call.ended", await _ended_event(store, session_id, call_id))
         await holder["tasks"].on_background_result(session_id, call_id, text)
 
     coordinator = ToolCallCoordinator(
@@ -180,11 +188,17 @@ async def build_services(
         settings.max_steps,
     )
     tasks = TaskService(
-        store, agent, coordinator, settings.default_approval_level, settings.max_concurrent_tasks
+        store,
+        agent,
+        coordinator,
+        settings.default_approval_level,
+        settings.max_concurrent_tasks,
+        when_unattended=settings.when_unattended,
+        notify=hooks.notify,
     )
     holder["tasks"] = tasks
     await tasks.recover()
-    cron = await _build_cron(store, tasks, clock or utc_now)
+    cron = await _build_cron(store, tasks, clock or utc_now, hooks.notify)
     return Services(
         settings,
         store,
@@ -198,11 +212,37 @@ async def build_services(
         mcp,
         tools,
         active_gate,
+        memory,
+        hooks,
     )
 
 
-async def _build_cron(store: Store, tasks: TaskService, clock: Clock) -> CronJobs:
-    executor = RunExecutor(store.cron, store.chats, store.tool_calls, tasks, clock)
+def _retry_policy(settings: Settings) -> RetryPolicy:
+    return RetryPolicy(
+        first_delay=settings.webhook_retry_first_seconds,
+        max_delay=settings.webhook_retry_max_seconds,
+        give_up_after=settings.webhook_give_up_seconds,
+        timeout=settings.webhook_timeout_seconds,
+    )
+
+
+async def _ended_event(store: Store, session_id: str, call_id: str) -> dict[str, Any]:
+    """The tool_call.ended notification of a call that ended in the background."""
+    record = await store.tool_calls.get(session_id, call_id)
+    event: dict[str, Any] = {"session_id": session_id, "tool_call_id": call_id}
+    if record is not None:
+        event.update(
+            tool_name=record.tool_name,
+            task_id=record.task_id,
+            end_state=record.end_state,
+            end_reason=record.end_reason,
+            finished_at=record.finished_at,
+        )
+    return event
+
+
+async def _build_cron(store: Store, tasks: TaskService, clock: Clock, notify: Notify) -> CronJobs:
+    executor = RunExecutor(store.cron, store.chats, store.tool_calls, tasks, clock, notify)
     scheduler = CronScheduler(store.cron, executor, clock)
     await scheduler.recover()
     return CronJobs(store.cron, scheduler)
@@ -215,6 +255,7 @@ def create_app(settings: Settings, factory: ModelFactory | None = None) -> Any:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         services = await build_services(settings, factory)
         app.state.services = services
+        services.webhooks.start()
         services.cron.scheduler.start()
         await services.mcp.start()
         try:
@@ -229,6 +270,8 @@ def create_app(settings: Settings, factory: ModelFactory | None = None) -> Any:
             await services.tasks.shutdown()
             await services.coordinator.shutdown()
             await services.mcp.close()
+            # Last: what the shutdown itself notified is queued for the next start.
+            await services.webhooks.shutdown()
             await services.store.db.close()
 
     app = FastAPI(title="Tether", version=__version__, lifespan=lifespan)
@@ -245,6 +288,7 @@ def create_app(settings: Settings, factory: ModelFactory | None = None) -> Any:
         governance,
         cron,
         mcp_clients,
+        webhooks,
     ):
         app.include_router(module.router)
     token = (

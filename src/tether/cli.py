@@ -7,6 +7,7 @@ import sys
 import click
 
 from tether import __version__
+from tether.cli_audit import audit
 from tether.cli_cron import cron
 
 
@@ -69,6 +70,7 @@ def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> 
 
 
 main.add_command(cron)
+main.add_command(audit)
 
 
 if __name__ == "__main__":

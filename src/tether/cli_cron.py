@@ -130,6 +130,11 @@ def _once_time(at: str, tz: str | None) -> str:
 @click.option("--id", "job_id", help="Job id (default: generated).")
 @click.option("--session", "session_id", help="Session to use (default cron:<id>).")
 @click.option("--approval-level", type=click.Choice(["off", "auto", "smart", "strict"]))
+@click.option(
+    "--when-unattended",
+    type=click.Choice(["deny", "wait"]),
+    help="A call that needs approval: refused at once (default) or waits for a person.",
+)
 @click.option("--timeout", type=float, help="Seconds a run may take (default 600).")
 @click.option("--grace", type=float, help="Misfire grace in seconds (default 300).")
 @click.option("--paused", is_flag=True, help="Create the job paused.")
@@ -154,6 +159,7 @@ def add(api: _Api, /, **opts: Any) -> None:
         "id": opts["job_id"],
         "session_id": opts["session_id"],
         "approval_level": opts["approval_level"],
+        "when_unattended": opts["when_unattended"],
         "timeout_seconds": opts["timeout"],
         "misfire_grace_seconds": opts["grace"],
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -35,6 +36,21 @@ class Settings(BaseSettings):
     )
     default_approval_level: str = Field("auto", description="off | auto | smart | strict.")
     approval_timeout_seconds: float = Field(300.0, gt=0)
+    when_unattended: Literal["deny", "wait"] | None = Field(
+        None,
+        description="When a call needs approval and nobody follows the turn: deny | wait. "
+        "Unset: cron runs deny, other unattended turns wait.",
+    )
+    webhook_retry_first_seconds: float = Field(
+        5.0, gt=0, description="Wait before a failed webhook delivery's first retry."
+    )
+    webhook_retry_max_seconds: float = Field(
+        21_600.0, gt=0, description="Longest wait between retries (it doubles up to this)."
+    )
+    webhook_give_up_seconds: float = Field(
+        86_400.0, gt=0, description="A delivery not made within this long is given up."
+    )
+    webhook_timeout_seconds: float = Field(10.0, gt=0, description="Per delivery attempt.")
     shell_default_timeout: float = Field(60.0, gt=0, description="Shell tool timeout (s).")
     shell_max_timeout: float = Field(3600.0, gt=0, description="Cap on a shell call's deadline.")
     mcp_call_timeout: float = Field(

@@ -8,6 +8,7 @@ from tether.agent.ports import Gate
 from tether.agent.turn import Agent
 from tether.config import Settings
 from tether.governance.approvals import ApprovalService
+from tether.governance.memory import DecisionMemory
 from tether.governance.rulebook import RuleBook
 from tether.llm.providers import ProviderService
 from tether.mcp.service import McpService
@@ -16,6 +17,7 @@ from tether.store.store import Store
 from tether.tasks.service import TaskService
 from tether.toolcalls.coordinator import ToolCallCoordinator
 from tether.tools.registry import ToolRegistry
+from tether.webhooks.service import WebhookService
 
 
 @dataclass
@@ -32,3 +34,5 @@ class Services:
     mcp: McpService
     tools: ToolRegistry
     gate: Gate
+    memory: DecisionMemory
+    webhooks: WebhookService

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from browser_support import ConsoleErrors, new_chat, screenshot, send, watch
-from core_support import shell_call
+from core_support import shell_call, wait_for
 from mcp_support import FIXTURE
 from playwright.sync_api import expect
 
@@ -199,6 +199,88 @@ def test_a_denied_call_never_runs_and_ends_denied(
     call = page.locator("#messages .call").first
     expect(call).to_have_attribute("data-end-state", "denied")
     expect(page.locator("#approvals .approval")).to_have_count(0)
+
+
+def test_the_card_shows_the_pattern_first_and_a_similar_approval_is_remembered(
+    page: Any, mock_llm: Any
+) -> None:
+    mock_llm.script(
+        shell_call("echo remember me", timeout=120),
+        {"text": "First echo done."},
+        shell_call("echo remember you", timeout=120),
+        {"text": "Second echo done."},
+    )
+    new_chat(page)
+    page.get_by_label("Approval level", exact=True).select_option("strict")
+    send(page, "Echo twice")
+
+    card = page.locator("#approvals .approval")
+    expect(card.locator(".approval-pattern")).to_contain_text("echo remember *")
+    card.locator(".approval-scope").select_option("similar:session")
+    card.get_by_role("button", name="Approve").click()
+    expect(page.locator(".msg.assistant").filter(has_text="First echo done.")).to_be_visible()
+    expect(page.locator("#stop")).to_be_hidden()  # the turn has ended
+    send(page, "Again")
+    expect(page.locator(".msg.assistant").filter(has_text="Second echo done.")).to_be_visible()
+    expect(page.locator("#approvals .approval")).to_have_count(0)
+
+    page.get_by_role("button", name="Settings").click()
+    row = page.locator("#remembered-list .remembered")
+    expect(row).to_contain_text("echo remember *")
+    row.get_by_role("button", name="Revoke").click()
+    expect(page.locator("#remembered-list .remembered")).to_have_count(0)
+
+
+# Stand-ins the page gets before its scripts run: a tab that can be hidden on demand and
+# notifications that are recorded instead of shown.
+_HIDDEN_TAB_AND_NOTIFICATIONS = """
+window.__hidden = false;
+window.__notes = [];
+Object.defineProperty(document, "hidden", { get: () => window.__hidden, configurable: true });
+window.Notification = class {
+  static permission = "granted";
+  static requestPermission() { return Promise.resolve("granted"); }
+  constructor(title, options) { window.__notes.push({ title, body: options.body }); }
+};
+"""
+
+
+def test_the_inbox_shows_other_sessions_and_a_hidden_tab_is_notified(
+    page: Any, mock_llm: Any, console_server: Any
+) -> None:
+    page.add_init_script(_HIDDEN_TAB_AND_NOTIFICATIONS)
+    page.reload()
+    page.wait_for_selector("body[data-ready]")
+    # The inbox has been read once: what waited before the page opened is not news.
+    expect(page.locator("#approvals-inbox .empty")).to_be_visible()
+    page.evaluate("window.__hidden = true")
+    mock_llm.script(shell_call("echo from elsewhere", timeout=120), {"text": "Elsewhere done."})
+    body = {
+        "session_id": "api:elsewhere",
+        "input": [{"role": "user", "content": "go"}],
+        "request_context": {"approval_level": "strict"},
+    }
+    resp = console_server.api_request("POST", "/api/console/chat/task", json=body)
+    assert resp.status_code == 200, resp.text
+
+    page.wait_for_function("() => window.__notes.length === 1")
+    note = page.evaluate("window.__notes[0]")
+    assert note == {
+        "title": "Tether: approval needed",
+        "body": "api:elsewhere: echo from elsewhere",
+    }
+    page.evaluate("window.__hidden = false")
+    card = page.locator("#approvals-inbox .approval")
+    expect(card.locator(".approval-session")).to_contain_text("api:elsewhere")
+    card.get_by_role("button", name="Approve").click()
+    expect(page.locator("#approvals-inbox .approval")).to_have_count(0)
+    expect(page.locator("#approvals-inbox .empty")).to_be_visible()
+    task_path = f"/api/console/chat/task/{resp.json()['task_id']}"
+    # The turn ends before the next test scripts the shared model.
+    wait_for(
+        lambda: console_server.api_request("GET", task_path).json()["status"] == "finished",
+        what="the approved turn to finish",
+    )
 
 
 def test_force_kill_ends_a_command_at_once(page: Any, mock_llm: Any, console_server: Any) -> None:

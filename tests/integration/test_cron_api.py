@@ -46,6 +46,7 @@ def test_create_fills_in_the_defaults(app_server: Any) -> None:
         "enabled": True,
         "session_id": "cron:defaults",
         "approval_level": "auto",
+        "when_unattended": None,  # the session's, the server's, else deny
         "timeout_seconds": 600.0,
         "misfire_grace_seconds": 300.0,
     }

@@ -60,7 +60,12 @@ def test_strict_asks_even_for_the_clock_and_approval_runs_it(stack: Stack) -> No
     status, body = decide(stack, "approve", approval)
     assert (status, body) == (
         200,
-        {"success": True, "request_id": approval["request_id"], "tool_name": "get_current_time"},
+        {
+            "success": True,
+            "request_id": approval["request_id"],
+            "tool_name": "get_current_time",
+            "remembered": None,  # scope "once" by default: nothing is remembered
+        },
     )
     task = stack.wait_task(task_id)
 

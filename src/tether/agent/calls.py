@@ -6,9 +6,10 @@ another agent over MCP is governed, recorded and controllable exactly like the m
 
 from __future__ import annotations
 
-from tether.agent.ports import Gate, TurnEvents
+from tether.agent.ports import ATTENDED, Attendance, Gate, TurnEvents
 from tether.toolcalls.call import CallObserver, CallOutcome, Invocation
 from tether.toolcalls.coordinator import ToolCallCoordinator
+from tether.toolcalls.errors import CapacityExceeded
 from tether.tools.base import ToolInputError
 from tether.tools.registry import ToolRegistry
 
@@ -21,19 +22,28 @@ async def run_tool_call(
     level: str,
     events: TurnEvents,
     observer: CallObserver | None = None,
+    attendance: Attendance = ATTENDED,
 ) -> CallOutcome:
-    """Run ``inv`` to its end (or until it is offloaded); what the caller is told."""
+    """Run ``inv`` to its end (or until it is offloaded); what the caller is told.
+
+    ``attendance`` says whether a person follows the caller (see governance's
+    ``when_unattended``). A call refused before review is audited too.
+    """
     tool = tools.get(inv.tool_name)
     if tool is None:
-        return _not_run(f"There is no tool named {inv.tool_name!r}. Available: {tools.names()}")
-    plan = await gate.plan_admission(inv, level, events)
+        text = f"There is no tool named {inv.tool_name!r}. Available: {tools.names()}"
+        return await _not_run(gate, inv, level, "unknown-tool", text)
+    plan = await gate.plan_admission(inv, level, events, attendance)
     if plan.mode == "deny":
         return await coordinator.record_denied(inv, plan.reason)
     try:
         return await coordinator.run(inv, tool, ask=plan.ask, observer=observer)
     except ToolInputError as exc:
-        return _not_run(f"The call was not run: {exc}")
+        cause = "capacity" if isinstance(exc, CapacityExceeded) else "invalid-arguments"
+        return await _not_run(gate, inv, level, cause, f"The call was not run: {exc}")
 
 
-def _not_run(text: str) -> CallOutcome:
-    return CallOutcome(end_state="error", offloaded=False, model_text=f"[tether] {text}")
+async def _not_run(gate: Gate, inv: Invocation, level: str, cause: str, text: str) -> CallOutcome:
+    outcome = CallOutcome(end_state="error", offloaded=False, model_text=f"[tether] {text}")
+    await gate.refused(inv, level, cause, outcome.model_text)
+    return outcome

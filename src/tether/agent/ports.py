@@ -2,9 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 from tether.toolcalls.call import AdmissionPlan, Invocation
+
+WhenUnattended = Literal["deny", "wait"]
+WHEN_UNATTENDED: tuple[WhenUnattended, ...] = ("deny", "wait")
+
+
+@dataclass(frozen=True)
+class Attendance:
+    """Whether a person follows the turn, and what to do when a call needs one and none does.
+
+    ``deny`` refuses such a call at once (the model is told why); ``wait`` waits for an
+    answer as usual (someone may open the console) until the approval times out.
+    """
+
+    attended: bool = True
+    when_unattended: WhenUnattended = "wait"
+
+
+ATTENDED = Attendance()
 
 
 class TurnEvents(Protocol):
@@ -20,5 +39,12 @@ class Gate(Protocol):
     """
 
     async def plan_admission(
-        self, inv: Invocation, level: str, events: TurnEvents
+        self,
+        inv: Invocation,
+        level: str,
+        events: TurnEvents,
+        attendance: Attendance = ATTENDED,
     ) -> AdmissionPlan: ...
+
+    async def refused(self, inv: Invocation, level: str, cause: str, reason: str) -> None:
+        """Record a call refused before review (unknown tool, bad arguments, capacity)."""

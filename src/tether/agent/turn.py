@@ -9,7 +9,7 @@ from typing import Any
 
 from tether.agent.calls import run_tool_call
 from tether.agent.history import repair
-from tether.agent.ports import Gate, TurnEvents
+from tether.agent.ports import ATTENDED, Attendance, Gate, TurnEvents
 from tether.llm.client import ModelError, RequestedCall
 from tether.llm.providers import ProviderService
 from tether.llm.reply import check_reply, with_distinct_ids
@@ -25,6 +25,8 @@ from tether.tools.base import ToolInputError
 from tether.tools.registry import ToolRegistry
 
 AGENT_ID = "default"
+# Of arguments that are not valid JSON, this much is kept in the audit.
+_RAW_ARGUMENTS_KEPT = 2000
 
 SYSTEM_PROMPT = (
     "You are Tether, an agent that works in the user's workspace with real tools. "
@@ -43,6 +45,7 @@ class TurnRequest:
     session_id: str
     task_id: str
     approval_level: str
+    attendance: Attendance = ATTENDED
 
 
 @dataclass(frozen=True)
@@ -185,7 +188,11 @@ class Agent:
         try:
             arguments = _parse_arguments(call.arguments)
         except ToolInputError as exc:
-            return f"[tether] The call was not run: {exc}"
+            text = f"[tether] The call was not run: {exc}"
+            raw = {"unparsed": call.arguments[:_RAW_ARGUMENTS_KEPT]}
+            inv = Invocation(call_id, req.session_id, req.task_id, AGENT_ID, call.name, raw)
+            await self._gate.refused(inv, req.approval_level, "invalid-arguments", text)
+            return text
         inv = Invocation(call_id, req.session_id, req.task_id, AGENT_ID, call.name, arguments)
         outcome = await run_tool_call(
             inv,
@@ -195,6 +202,7 @@ class Agent:
             req.approval_level,
             events,
             _CallObserver(events),
+            req.attendance,
         )
         return outcome.model_text
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field
@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tether.api.deps import ServicesDep
 from tether.api.valid_json import ValidTextRoute
 from tether.governance.approvals import ApprovalForbidden, ApprovalNotFound, approval_view
+from tether.governance.memory import CannotRemember
 from tether.services import Services
 
 router = APIRouter(prefix="/api/approval", tags=["approvals"], route_class=ValidTextRoute)
@@ -30,6 +31,10 @@ class PendingApproval(BaseModel):
     findings: list[Finding]
     created_at: float = Field(description="Epoch seconds.")
     expires_at: float = Field(description="Epoch seconds; unanswered by then, it is denied.")
+    patterns: dict[str, str | None] = Field(
+        description="What a remembered decision would match: `exact` (this call) and "
+        "`similar` (null when the call has no similar pattern)."
+    )
 
 
 class PendingList(BaseModel):
@@ -42,12 +47,28 @@ class DecisionRequest(BaseModel):
     request_id: str = Field(min_length=1, max_length=64)
     session_id: str = Field(min_length=1, max_length=512)
     reason: str | None = Field(None, max_length=2000)
+    scope: Literal["once", "exact", "similar"] = Field(
+        "once",
+        description="once: this call only; exact: this literal call again; similar: calls "
+        "matching the approval's similar pattern.",
+    )
+    remember: Literal["session", "always"] = Field(
+        "session",
+        description="With exact or similar: for the rest of this session, or always (kept "
+        "across restarts, listed and revocable under /api/governance/rules).",
+    )
+
+
+class RememberedOut(BaseModel):
+    id: str
+    pattern: str
 
 
 class DecisionOut(BaseModel):
     success: bool
     request_id: str
     tool_name: str
+    remembered: RememberedOut | None = None
 
 
 @router.get("/list", response_model=PendingList)
@@ -64,14 +85,22 @@ async def list_pending(
 
 async def _decide(body: DecisionRequest, approve: bool, services: Services) -> DecisionOut:
     try:
-        record = await services.approvals.resolve(
-            body.request_id, body.session_id, approve, body.reason
+        record, rule = await services.approvals.resolve(
+            body.request_id, body.session_id, approve, body.reason, body.scope, body.remember
         )
     except ApprovalNotFound:
         raise HTTPException(404, "No pending approval with that request_id") from None
     except ApprovalForbidden:
         raise HTTPException(403, "The approval belongs to another session") from None
-    return DecisionOut(success=True, request_id=record.request_id, tool_name=record.tool_name)
+    except CannotRemember as exc:
+        raise HTTPException(422, str(exc)) from None
+    remembered = RememberedOut(id=rule.id, pattern=rule.pattern) if rule else None
+    return DecisionOut(
+        success=True,
+        request_id=record.request_id,
+        tool_name=record.tool_name,
+        remembered=remembered,
+    )
 
 
 @router.post("/approve", response_model=DecisionOut)

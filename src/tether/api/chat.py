@@ -80,7 +80,7 @@ class TaskOut(BaseModel):
     messages: list[dict[str, Any]]
 
 
-async def _submit(body: ChatRequest, services: Services) -> TaskSubmitted:
+async def _submit(body: ChatRequest, services: Services, *, attended: bool) -> TaskSubmitted:
     session_id = body.resolved_session_id
     try:
         task_id = await services.tasks.submit(
@@ -89,6 +89,7 @@ async def _submit(body: ChatRequest, services: Services) -> TaskSubmitted:
             body.channel,
             [m.text() for m in body.input if m.text().strip()],
             body.request_context.approval_level,
+            attended=attended,
         )
     except TooManyTasks as exc:
         raise HTTPException(429, str(exc)) from None
@@ -97,8 +98,11 @@ async def _submit(body: ChatRequest, services: Services) -> TaskSubmitted:
 
 @router.post("/task", response_model=TaskSubmitted)
 async def submit_task(body: ChatRequest, services: ServicesDep) -> TaskSubmitted:
-    """Start a turn in the background; poll it with GET /task/{task_id}."""
-    return await _submit(body, services)
+    """Start a turn in the background; poll it with GET /task/{task_id}.
+
+    Nobody follows such a turn: a call that needs approval follows the unattended
+    policy (``when_unattended``)."""
+    return await _submit(body, services, attended=False)
 
 
 @router.get("/task/{task_id}", response_model=TaskOut)
@@ -132,7 +136,7 @@ async def stop_task(task_id: str, services: ServicesDep) -> dict[str, Any]:
 @router.post("")
 async def chat_stream(body: ChatRequest, services: ServicesDep) -> StreamingResponse:
     """Run a turn and stream its events (SSE) until it ends."""
-    submitted = await _submit(body, services)
+    submitted = await _submit(body, services, attended=True)
     feed = services.tasks.follow(submitted.task_id)
 
     async def frames() -> AsyncIterator[str]:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tether.api.deps import ServicesDep
 from tether.api.valid_json import ValidTextRoute
@@ -20,6 +20,7 @@ class SessionOut(BaseModel):
     channel: str
     title: str | None
     approval_level: str | None
+    when_unattended: str | None
     created_at: float
     updated_at: float
     busy: bool
@@ -34,8 +35,13 @@ class MessageOut(BaseModel):
 
 
 class SessionSettings(BaseModel):
+    """Fields left out keep their value; null means the server default."""
+
     model_config = ConfigDict(extra="forbid")
-    approval_level: str | None
+    approval_level: str | None = None
+    when_unattended: Literal["deny", "wait"] | None = Field(
+        None, description="For turns nobody follows: refuse calls that need a person, or wait."
+    )
 
     @field_validator("approval_level")
     @classmethod
@@ -52,6 +58,7 @@ async def list_sessions(services: ServicesDep) -> list[SessionOut]:
             channel=s.channel,
             title=s.title,
             approval_level=s.approval_level,
+            when_unattended=s.when_unattended,
             created_at=s.created_at,
             updated_at=s.updated_at,
             busy=services.tasks.session_busy(s.id),
@@ -76,10 +83,17 @@ async def session_messages(session_id: str, services: ServicesDep) -> list[Messa
 async def update_settings(
     session_id: str, body: SessionSettings, services: ServicesDep
 ) -> dict[str, Any]:
-    """Set the session's approval level (None: use the server default)."""
-    if not await services.store.chats.set_approval_level(session_id, body.approval_level):
+    """Set the session's approval level and unattended policy (null: the server default)."""
+    values = body.model_dump(include=body.model_fields_set)
+    if not await services.store.chats.update_settings(session_id, values):
         raise HTTPException(404, "Session not found")
-    return {"session_id": session_id, "approval_level": body.approval_level}
+    session = await services.store.chats.get_session(session_id)
+    assert session is not None
+    return {
+        "session_id": session_id,
+        "approval_level": session.approval_level,
+        "when_unattended": session.when_unattended,
+    }
 
 
 @router.delete("/{session_id}")

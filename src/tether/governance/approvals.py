@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tether.governance.findings import Finding
+from tether.governance.memory import Action, DecisionMemory, Remember, Scope
+from tether.governance.patterns import exact_text, pattern_text
 from tether.store.governance import GovernanceRepository
-from tether.store.records import ApprovalRecord
+from tether.store.records import ApprovalRecord, RememberedRule
 from tether.toolcalls.call import Admission, Invocation
 
 RESTART_REASON = "server restarted"
@@ -57,19 +59,35 @@ def approval_view(record: ApprovalRecord) -> dict[str, Any]:
         "findings": record.findings,
         "created_at": record.created_at,
         "expires_at": record.expires_at,
+        "patterns": {
+            "exact": exact_text(record.tool_name, record.arguments),
+            "similar": pattern_text(record.similar_pattern)
+            if record.similar_pattern is not None
+            else None,
+        },
     }
 
 
 class ApprovalService:
     """Open, wait on, settle and list approval requests."""
 
-    def __init__(self, repo: GovernanceRepository, timeout_seconds: float) -> None:
+    def __init__(
+        self,
+        repo: GovernanceRepository,
+        timeout_seconds: float,
+        memory: DecisionMemory | None = None,
+    ) -> None:
         self._repo = repo
         self.timeout_seconds = timeout_seconds
+        self._memory = memory
         self._pending: dict[str, _Pending] = {}
 
     async def open(
-        self, inv: Invocation, level: str, findings: Sequence[Finding]
+        self,
+        inv: Invocation,
+        level: str,
+        findings: Sequence[Finding],
+        similar_pattern: Sequence[str | None] | None = None,
     ) -> ApprovalRecord:
         """Record a new pending request for ``inv``."""
         now = time.time()
@@ -87,6 +105,7 @@ class ApprovalService:
             created_at=now,
             expires_at=now + self.timeout_seconds,
             decided_at=None,
+            similar_pattern=list(similar_pattern) if similar_pattern is not None else None,
         )
         await self._repo.add_approval(record)
         self._pending[record.request_id] = _Pending(record)
@@ -126,14 +145,29 @@ class ApprovalService:
         return answer
 
     async def resolve(
-        self, request_id: str, session_id: str, approve: bool, reason: str | None
-    ) -> ApprovalRecord:
-        """A person's decision. Raises ApprovalNotFound or ApprovalForbidden."""
+        self,
+        request_id: str,
+        session_id: str,
+        approve: bool,
+        reason: str | None,
+        scope: Scope = "once",
+        remember: Remember = "session",
+    ) -> tuple[ApprovalRecord, RememberedRule | None]:
+        """A person's decision, remembered for later calls unless ``scope`` is ``once``.
+
+        Raises ApprovalNotFound, ApprovalForbidden or CannotRemember (nothing changed).
+        """
         entry = self._pending.get(request_id)
         if entry is None or entry.decided:
             raise ApprovalNotFound(request_id)
         if entry.record.session_id != session_id:
             raise ApprovalForbidden(request_id)
+        rule = None
+        if self._memory is not None:
+            action: Action = "approve" if approve else "deny"
+            rule = await self._memory.remember(entry.record, action, scope, remember)
+        if entry.decided:  # decided while the rule was being stored
+            raise ApprovalNotFound(request_id)
         entry.decided = True
         status = "approved" if approve else "denied"
         try:
@@ -141,7 +175,7 @@ class ApprovalService:
         finally:
             # Even if recording fails, the waiting call must not hang on it.
             entry.answer.set_result(Admission(approve, reason or "", "user"))
-        return entry.record
+        return entry.record, rule
 
     def list_pending(self, session_id: str | None = None) -> list[ApprovalRecord]:
         """Pending requests, oldest first, for one session or all."""

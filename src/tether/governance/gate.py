@@ -7,15 +7,18 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tether.agent.ports import TurnEvents
+from tether.agent.ports import ATTENDED, Attendance, TurnEvents
 from tether.governance.analyzer import Analyzer
 from tether.governance.approvals import ApprovalService, approval_view, findings_data
 from tether.governance.context import AnalysisContext
 from tether.governance.findings import Finding, Severity
 from tether.governance.levels import ApprovalLevel, decide, parse_level
+from tether.governance.memory import DecisionMemory
+from tether.governance.patterns import exact_text, similar_words
 from tether.store.governance import GovernanceRepository
-from tether.store.records import ApprovalRecord, AuditEntry
+from tether.store.records import ApprovalRecord, AuditEntry, RememberedRule
 from tether.toolcalls.call import Admission, AdmissionMode, AdmissionPlan, Invocation
+from tether.webhooks.events import Notify, ignore
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +48,24 @@ def answer_denial(answer: Admission) -> str:
     return f"Approval was not given: {answer.reason}. {NO_RETRY}"
 
 
+def unattended_denial(inv: Invocation, findings: Sequence[Finding]) -> str:
+    """What the model is told when a call needs a person and none attends the run."""
+    why = (
+        "; ".join(f"rule {f.rule_id!r}: {f.description}" for f in findings)
+        or "the approval level asks a person for every call"
+    )
+    return (
+        f"Refused without asking: {exact_text(inv.tool_name, inv.arguments)!r} needs a "
+        f"person's approval ({why}), and no one attends this run (when_unattended=deny). "
+        f"{NO_RETRY}"
+    )
+
+
+def remembered_denial(rule: RememberedRule) -> str:
+    """What the model is told when a remembered deny refuses a call."""
+    return f"A person denied calls like this before (remembered rule {rule.pattern!r}). {NO_RETRY}"
+
+
 class GovernanceGate:
     """Implements the agent's Gate with the analyser, the approval service and the audit."""
 
@@ -54,14 +75,23 @@ class GovernanceGate:
         context: AnalysisContext,
         approvals: ApprovalService,
         repo: GovernanceRepository,
+        *,
+        memory: DecisionMemory | None = None,
+        notify: Notify = ignore,
     ) -> None:
         self._analyzer = analyzer
         self._context = context
         self._approvals = approvals
         self._repo = repo
+        self._memory = memory
+        self._notify = notify
 
     async def plan_admission(
-        self, inv: Invocation, level: str, events: TurnEvents
+        self,
+        inv: Invocation,
+        level: str,
+        events: TurnEvents,
+        attendance: Attendance = ATTENDED,
     ) -> AdmissionPlan:
         """allow, deny (with the text the model sees) or ask (a person decides)."""
         parsed, findings = self._analyse(inv, level)
@@ -74,11 +104,38 @@ class GovernanceGate:
             reason = rule_denial(findings)
             await self._audit(decision, "denied", "policy", reason)
             return AdmissionPlan("deny", reason)
+        return await self._plan_ask(decision, events, attendance)
+
+    async def _plan_ask(
+        self, decision: _Decision, events: TurnEvents, attendance: Attendance
+    ) -> AdmissionPlan:
+        inv = decision.inv
+        rule = (
+            self._memory.find(inv.session_id, inv.tool_name, inv.arguments, decision.findings)
+            if self._memory
+            else None
+        )
+        if rule is not None and rule.action == "deny":
+            reason = remembered_denial(rule)
+            await self._audit(decision, "denied", "remembered", reason, rule_id=rule.id)
+            return AdmissionPlan("deny", reason)
+        if rule is not None:
+            await self._audit(decision, "allowed", "remembered", rule.pattern, rule_id=rule.id)
+            return AdmissionPlan("ask", ask=_remembered_approval)
+        if not attendance.attended and attendance.when_unattended == "deny":
+            reason = unattended_denial(inv, decision.findings)
+            await self._audit(decision, "denied", "unattended", reason)
+            return AdmissionPlan("deny", reason)
 
         async def ask() -> Admission:
             return await self._ask(decision, events)
 
         return AdmissionPlan("ask", ask=ask)
+
+    async def refused(self, inv: Invocation, level: str, cause: str, reason: str) -> None:
+        """Audit a call refused before review: unknown tool, bad arguments, capacity."""
+        decision = _Decision(inv, level, [], "deny")
+        await self._audit(decision, "denied", cause, reason)
 
     def _analyse(self, inv: Invocation, level: str) -> tuple[ApprovalLevel | None, list[Finding]]:
         # Fail closed: a level or an analysis we cannot trust refuses the call.
@@ -92,8 +149,12 @@ class GovernanceGate:
         return parsed, findings
 
     async def _ask(self, decision: _Decision, events: TurnEvents) -> Admission:
-        record = await self._approvals.open(decision.inv, decision.level, decision.findings)
-        events.emit({"type": "approval_requested", "approval": approval_view(record)})
+        inv = decision.inv
+        similar = similar_words(inv.tool_name, inv.arguments, self._context)
+        record = await self._approvals.open(inv, decision.level, decision.findings, similar)
+        view = approval_view(record)
+        events.emit({"type": "approval_requested", "approval": view})
+        self._notify("approval.requested", view)
         try:
             answer = await self._approvals.wait(record.request_id)
         except asyncio.CancelledError:
@@ -109,6 +170,8 @@ class GovernanceGate:
                 "decided_by": answer.decided_by,
             }
         )
+        if answer.decided_by == "timeout":
+            self._notify("approval.expired", approval_view(record))
         if answer.allowed:
             await self._audit(decision, "allowed", answer.decided_by, answer.reason or None, record)
             return answer
@@ -130,6 +193,7 @@ class GovernanceGate:
         decided_by: str,
         reason: str | None,
         record: ApprovalRecord | None = None,
+        rule_id: str | None = None,
     ) -> None:
         inv = decision.inv
         entry = AuditEntry(
@@ -144,6 +208,7 @@ class GovernanceGate:
             decided_by=decided_by,
             reason=reason,
             request_id=record.request_id if record else None,
+            rule_id=rule_id,
         )
         await self._write_audit(entry)
 
@@ -162,6 +227,11 @@ class GovernanceGate:
             ",".join(f["rule_id"] for f in entry.findings) or "-",
         )
         await self._repo.add_audit(entry)
+
+
+async def _remembered_approval() -> Admission:
+    # A person approved calls like this one before: it runs as if approved now.
+    return Admission(True, decided_by="remembered")
 
 
 def _restart_entry(record: ApprovalRecord) -> AuditEntry:

@@ -252,6 +252,10 @@ class JobSpec(_Strict):
     task: JobTask
     session_id: SessionId | None = None
     approval_level: str = DEFAULT_APPROVAL_LEVEL
+    #: A call that needs a person's approval: refused at once (``deny``) or waits for
+    #: someone to answer (``wait``). None: the session's, then the server's policy, and
+    #: ``deny`` by default (nobody watches a cron run).
+    when_unattended: Literal["deny", "wait"] | None = None
     timeout_seconds: Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)] = (
         DEFAULT_TIMEOUT_SECONDS
     )

@@ -6,12 +6,13 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from tether.scheduler.models import AgentTask, JobSpec, default_session_id
 from tether.store.chats import ChatRepository
 from tether.store.cron import CronRepository
 from tether.store.toolcalls import ToolCallRepository
+from tether.webhooks.events import Notify, ignore
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,9 @@ class TaskPort(Protocol):
         texts: Sequence[str],
         level: str | None,
         trigger: str = "user",
+        *,
+        attended: bool = False,
+        when_unattended: Literal["deny", "wait"] | None = None,
     ) -> str: ...
 
     async def wait(self, task_id: str) -> dict[str, Any] | None: ...
@@ -69,7 +73,9 @@ class RunExecutor:
         calls: ToolCallRepository,
         tasks: TaskPort,
         clock: Callable[[], datetime],
+        notify: Notify = ignore,
     ) -> None:
+        self._notify = notify
         self._runs = runs
         self._chats = chats
         self._calls = calls
@@ -91,6 +97,9 @@ class RunExecutor:
             log.warning("cron run %s of job %s failed: %s", run_id, spec.id, exc)
             status, error = "error", str(exc) or type(exc).__name__
         await self._finish(run_id, status, error)
+        if status != "success":
+            event = {"job_id": spec.id, "run_id": run_id, "status": status, "error": error}
+            self._notify("cron.run_failed", event)
 
     async def _perform(
         self, spec: JobSpec, run_id: str, task_ids: list[str]
@@ -108,6 +117,7 @@ class RunExecutor:
             [spec.task.prompt],
             spec.approval_level,
             trigger="cron",
+            when_unattended=spec.when_unattended,
         )
         task_ids.append(task_id)
         await self._runs.set_run_task(run_id, task_id)

@@ -56,13 +56,14 @@ class ChatRepository:
             )
             return [to_record(SessionRecord, r) for r in rows]
 
-    async def set_approval_level(self, session_id: str, level: str | None) -> bool:
+    async def update_settings(self, session_id: str, values: dict[str, Any]) -> bool:
+        """Set the given settings columns (approval_level, when_unattended); False if no
+        such session."""
         async with self._db.write() as conn:
-            result = await conn.execute(
-                sa.update(chat_sessions)
-                .where(chat_sessions.c.id == session_id)
-                .values(approval_level=level)
-            )
+            query = sa.update(chat_sessions).where(chat_sessions.c.id == session_id)
+            # With nothing to change, the update still says whether the session exists.
+            query = query.values(**values) if values else query.values(id=chat_sessions.c.id)
+            result = await conn.execute(query)
             return result.rowcount > 0
 
     async def delete_session(self, session_id: str) -> bool:

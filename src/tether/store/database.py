@@ -28,6 +28,26 @@ def _create_missing_tables(conn: sa.Connection) -> None:
     metadata.create_all(conn, checkfirst=True)
 
 
+def _add_missing_columns(*wanted: tuple[str, str]) -> Migration:
+    """A migration adding (table, column) from the schema, unless the table has it.
+
+    A database created after the column joined the schema got it from the first
+    migration already; only an older one is altered.
+    """
+
+    def migrate(conn: sa.Connection) -> None:
+        inspector = sa.inspect(conn)
+        for table_name, column_name in wanted:
+            present = {c["name"] for c in inspector.get_columns(table_name)}
+            if column_name in present:
+                continue
+            column = metadata.tables[table_name].c[column_name]
+            kind = column.type.compile(dialect=conn.dialect)
+            conn.execute(sa.text(f"ALTER TABLE {table_name} ADD COLUMN {column_name} {kind}"))
+
+    return migrate
+
+
 # Ordered, named migrations; each runs once and is recorded in `_migrations`. The first
 # creates whatever tables are missing. Once a release has shipped, a change to an existing
 # table is a new entry here with its own ALTER statements.
@@ -37,6 +57,17 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0002_cron_tables", _create_missing_tables),
     # MCP client configurations (a new table only).
     ("0003_i17_mcp_clients", _create_missing_tables),
+    # Remembered decisions and webhooks (new tables), the similar pattern shown on an
+    # approval, the rule behind an audited decision, the per-session unattended policy.
+    ("0004_i18_unattended_tables", _create_missing_tables),
+    (
+        "0005_i18_unattended_columns",
+        _add_missing_columns(
+            ("approvals", "similar_pattern"),
+            ("governance_audit", "rule_id"),
+            ("chat_sessions", "when_unattended"),
+        ),
+    ),
 ]
 
 _migrations_table = sa.Table(

@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from tether.store.database import Database
-from tether.store.records import ApprovalRecord, AuditEntry, AuditRecord
+from tether.store.records import ApprovalRecord, AuditEntry, AuditQuery, AuditRecord
 from tether.store.rows import record_values, to_record
 from tether.store.tables import app_settings, approvals, governance_audit
 
@@ -80,6 +80,22 @@ class GovernanceRepository:
             query = query.where(governance_audit.c.session_id == session_id)
         async with self._db.read() as conn:
             return [to_record(AuditRecord, r) for r in await conn.execute(query)]
+
+    async def audit_page(self, query: AuditQuery, after_id: int, limit: int) -> list[AuditRecord]:
+        """Decisions matching ``query`` with an id above ``after_id``, oldest first."""
+        table = governance_audit
+        conditions = [table.c.id > after_id]
+        if query.since is not None:
+            conditions.append(table.c.created_at >= query.since)
+        if query.until is not None:
+            conditions.append(table.c.created_at < query.until)
+        if query.session_id is not None:
+            conditions.append(table.c.session_id == query.session_id)
+        if query.outcome is not None:
+            conditions.append(table.c.outcome == query.outcome)
+        statement = sa.select(table).where(*conditions).order_by(table.c.id).limit(limit)
+        async with self._db.read() as conn:
+            return [to_record(AuditRecord, r) for r in await conn.execute(statement)]
 
     # ----------------------------------------------------------------- user rules
 

@@ -26,6 +26,7 @@ class SessionRecord:
     approval_level: str | None
     created_at: float
     updated_at: float
+    when_unattended: str | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,7 @@ class ApprovalRecord:
     created_at: float
     expires_at: float
     decided_at: float | None
+    similar_pattern: list[str | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -122,14 +124,75 @@ class AuditEntry:
     decided_by: str
     reason: str | None
     request_id: str | None
+    rule_id: str | None = None
 
 
 @dataclass(frozen=True)
 class AuditRecord(AuditEntry):
     """A stored decision, with its id and time."""
 
-    id: int
+    id: int = 0
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class AuditQuery:
+    """Filters of an audit export: [since, until) in epoch seconds, one session, one
+    outcome (allowed | denied); None leaves a filter out."""
+
+    since: float | None = None
+    until: float | None = None
+    session_id: str | None = None
+    outcome: str | None = None
+
+
+@dataclass(frozen=True)
+class RememberedRule:
+    """A person's decision applied to later calls (see governance.memory)."""
+
+    id: str
+    action: str
+    scope: str
+    tool_name: str
+    match: Any
+    pattern: str
+    finding_ids: list[str]
+    session_id: str | None
+    request_id: str | None
     created_at: float
+
+
+@dataclass(frozen=True)
+class WebhookRecord:
+    id: str
+    url: str
+    events: list[str]
+    description: str
+    secret_encrypted: str
+    created_at: float
+
+
+@dataclass(frozen=True)
+class WebhookDeliveryRecord:
+    id: str
+    webhook_id: str
+    event: str
+    body: str
+    status: str
+    attempts: int
+    next_attempt_at: float | None
+    created_at: float
+    finished_at: float | None
+
+
+@dataclass(frozen=True)
+class WebhookAttemptRecord:
+    delivery_id: str
+    attempt: int
+    started_at: float
+    duration_seconds: float
+    status_code: int | None
+    error: str | None
 
 
 @dataclass(frozen=True)

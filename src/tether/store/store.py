@@ -9,8 +9,10 @@ from tether.store.deliveries import DeliveryRepository
 from tether.store.governance import GovernanceRepository
 from tether.store.mcp import McpClientRepository
 from tether.store.providers import ProviderRepository
+from tether.store.remembered import RememberedRepository
 from tether.store.tasks import TaskRepository
 from tether.store.toolcalls import ToolCallRepository
+from tether.store.webhooks import WebhookRepository
 
 
 class Store:
@@ -26,3 +28,5 @@ class Store:
         self.governance = GovernanceRepository(db)
         self.cron = CronRepository(db)
         self.mcp_clients = McpClientRepository(db)
+        self.remembered = RememberedRepository(db)
+        self.webhooks = WebhookRepository(db)

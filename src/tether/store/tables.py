@@ -41,6 +41,8 @@ chat_sessions = sa.Table(
     sa.Column("approval_level", sa.String(16), nullable=True),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
+    # deny | wait; NULL: the server's policy for unattended turns.
+    sa.Column("when_unattended", sa.String(8), nullable=True),
 )
 
 messages = sa.Table(
@@ -133,6 +135,8 @@ approvals = sa.Table(
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("expires_at", sa.Float, nullable=False),
     sa.Column("decided_at", sa.Float, nullable=True),
+    # The call's similar pattern (words, null for the wildcard), shown before deciding.
+    sa.Column("similar_pattern", sa.JSON, nullable=True),
 )
 
 governance_audit = sa.Table(
@@ -154,6 +158,70 @@ governance_audit = sa.Table(
     sa.Column("reason", sa.Text, nullable=True),
     sa.Column("request_id", sa.String(64), nullable=True),
     sa.Column("created_at", sa.Float, nullable=False),
+    # The remembered rule that decided, when one did.
+    sa.Column("rule_id", sa.String(64), nullable=True),
+)
+
+# A person's decision kept for later calls: for one session, or always (session_id NULL).
+remembered_rules = sa.Table(
+    "remembered_rules",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    # approve | deny
+    sa.Column("action", sa.String(8), nullable=False),
+    # exact | similar
+    sa.Column("scope", sa.String(8), nullable=False),
+    sa.Column("tool_name", sa.String(128), nullable=False),
+    # exact: the canonical call text; similar: JSON words (null = wildcard).
+    sa.Column("match", sa.JSON, nullable=False),
+    sa.Column("pattern", sa.Text, nullable=False),
+    # Rule ids of the findings the person saw; an approval covers no others.
+    sa.Column("finding_ids", sa.JSON, nullable=False),
+    sa.Column("session_id", sa.String(512), nullable=True, index=True),
+    sa.Column("request_id", sa.String(64), nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+webhooks = sa.Table(
+    "webhooks",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("events", sa.JSON, nullable=False),
+    sa.Column("description", sa.Text, nullable=False),
+    # Fernet ciphertext of the signing secret; never returned after creation.
+    sa.Column("secret_encrypted", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+webhook_deliveries = sa.Table(
+    "webhook_deliveries",
+    metadata,
+    # The Standard Webhooks message id (webhook-id header): the same on every attempt.
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("webhook_id", sa.String(64), nullable=False, index=True),
+    sa.Column("event", sa.String(64), nullable=False),
+    # The exact body sent on every attempt.
+    sa.Column("body", sa.Text, nullable=False),
+    # pending | delivered | failed
+    sa.Column("status", sa.String(16), nullable=False, index=True),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("next_attempt_at", sa.Float, nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("finished_at", sa.Float, nullable=True),
+)
+
+webhook_attempts = sa.Table(
+    "webhook_attempts",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("delivery_id", sa.String(64), nullable=False, index=True),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("duration_seconds", sa.Float, nullable=False),
+    # The receiver's HTTP status, or NULL when there was no answer (see error).
+    sa.Column("status_code", sa.Integer, nullable=True),
+    sa.Column("error", sa.Text, nullable=True),
 )
 
 cron_jobs = sa.Table(

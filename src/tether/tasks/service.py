@@ -10,17 +10,21 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tether.agent.ports import ATTENDED, WHEN_UNATTENDED, Attendance, WhenUnattended
 from tether.agent.turn import Agent, ModelError, StepLimitReached, TurnRequest
 from tether.store.records import TaskRecord
 from tether.store.store import Store
 from tether.tasks.events import EventFeed
 from tether.toolcalls.coordinator import ToolCallCoordinator
+from tether.webhooks.events import Notify, ignore
 
 log = logging.getLogger(__name__)
 
 INTERNAL_ERROR = "the turn failed on an internal error; the server log has the details"
 
 RESTARTED = "server restarted"
+# Of a finished task's answer, this much goes into its task.finished notification.
+_NOTIFIED_TEXT_CHARS = 2000
 
 
 class TooManyTasks(Exception):
@@ -31,6 +35,9 @@ class TooManyTasks(Exception):
 class _Running:
     task_id: str
     session_id: str
+    trigger: str = "user"
+    attended: bool = False
+    when_unattended: WhenUnattended | None = None
     feed: EventFeed = field(default_factory=EventFeed)
     job: asyncio.Task[None] | None = None
     stop_reason: str | None = None
@@ -50,8 +57,13 @@ class TaskService:
         coordinator: ToolCallCoordinator,
         default_level: str,
         max_tasks: int,
+        *,
+        when_unattended: WhenUnattended | None = None,
+        notify: Notify = ignore,
     ) -> None:
         self._store = store
+        self._when_unattended = when_unattended
+        self._notify = notify
         self._agent = agent
         self._coordinator = coordinator
         self._default_level = default_level
@@ -69,8 +81,15 @@ class TaskService:
         texts: Sequence[str],
         level: str | None,
         trigger: str = "user",
+        *,
+        attended: bool = False,
+        when_unattended: WhenUnattended | None = None,
     ) -> str:
-        """Persist the user's messages, record the task and start it; returns its id."""
+        """Persist the user's messages, record the task and start it; returns its id.
+
+        ``attended``: someone follows the turn's stream. ``when_unattended`` overrides the
+        session's and the server's policy for an unattended turn (a cron job sets it).
+        """
         if len(self._running) >= self._max_tasks:
             raise TooManyTasks(f"{self._max_tasks} tasks are already running; try again later")
         task_id = uuid.uuid4().hex
@@ -81,7 +100,7 @@ class TaskService:
         await self._store.chats.append(
             session_id, task_id, [("user", {"role": "user", "content": t}) for t in texts]
         )
-        run = _Running(task_id, session_id)
+        run = _Running(task_id, session_id, trigger, attended, when_unattended)
         self._running[task_id] = run
         run.job = asyncio.create_task(self._run(run, level))
         return task_id
@@ -107,6 +126,7 @@ class TaskService:
                 result = {"status": "cancelled", "error": run.stop_reason}
             await self._store.tasks.finish(run.task_id, result)
             run.feed.emit({"type": "final", "task_id": run.task_id, "result": result})
+            self._notify("task.finished", _finished_event(run, result))
         finally:
             run.feed.close()
             self._running.pop(run.task_id, None)
@@ -127,11 +147,28 @@ class TaskService:
             else:
                 self._session_locks[session_id] = (lock, users - 1)
 
+    async def _attendance(self, run: _Running) -> Attendance:
+        if run.attended:
+            return ATTENDED
+        session = await self._store.chats.get_session(run.session_id)
+        stored = session.when_unattended if session is not None else None
+        policy = (
+            run.when_unattended
+            or (stored if stored in WHEN_UNATTENDED else None)
+            or self._when_unattended
+            # Nobody answers a cron run's question: by default it is refused at once.
+            or ("deny" if run.trigger == "cron" else "wait")
+        )
+        return Attendance(attended=False, when_unattended=policy)
+
     async def _turn(self, run: _Running, level: str | None) -> dict[str, Any]:
         await self._store.tasks.mark_running(run.task_id)
         run.feed.emit({"type": "task_started", "task_id": run.task_id})
         req = TurnRequest(
-            run.session_id, run.task_id, await self.resolve_level(run.session_id, level)
+            run.session_id,
+            run.task_id,
+            await self.resolve_level(run.session_id, level),
+            await self._attendance(run),
         )
         try:
             outcome = await self._agent.run_turn(req, run.feed)
@@ -230,3 +267,11 @@ class TaskService:
             if run.job is not None:
                 with contextlib.suppress(BaseException):
                     await run.job
+
+
+def _finished_event(run: _Running, result: dict[str, Any]) -> dict[str, Any]:
+    event = {"task_id": run.task_id, "session_id": run.session_id, "trigger": run.trigger}
+    text = result.get("text")
+    if isinstance(text, str):
+        result = {**result, "text": text[:_NOTIFIED_TEXT_CHARS]}
+    return {**event, "result": result}

@@ -17,8 +17,9 @@ from tether.toolcalls.state import EndState, Status
 
 # allow: runs at once; ask: a person decides first; deny: refused without running.
 AdmissionMode = Literal["allow", "ask", "deny"]
-# Who settled an admission: policy at once, a person, expiry, cancellation, a restart.
-DecidedBy = Literal["policy", "user", "timeout", "cancel", "restart"]
+# Who settled an admission: policy at once, a person, a person's remembered decision,
+# expiry, cancellation, a restart.
+DecidedBy = Literal["policy", "user", "remembered", "timeout", "cancel", "restart"]
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,9 @@ class Admission:
 
     @property
     def by_human(self) -> bool:
-        """Whether a person gave this answer (a person's yes widens what tools may touch)."""
-        return self.decided_by == "user"
+        """Whether a person gave this answer, now or by a remembered decision (a person's
+        yes widens what tools may touch)."""
+        return self.decided_by in ("user", "remembered")
 
 
 @dataclass(frozen=True)

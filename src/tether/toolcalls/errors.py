@@ -1,4 +1,6 @@
-"""Errors the coordinator raises for the HTTP layer to translate."""
+"""Errors the coordinator raises for the HTTP layer (and the agent) to translate."""
+
+from tether.tools.base import ToolInputError
 
 
 class ToolCallNotFound(LookupError):
@@ -7,3 +9,7 @@ class ToolCallNotFound(LookupError):
 
 class ToolCallConflict(Exception):
     """The call exists but is not in a state that allows the request."""
+
+
+class CapacityExceeded(ToolInputError):
+    """Too many calls are in flight (per session or on the server); the call never ran."""

@@ -8,9 +8,8 @@ from typing import Any
 from tether.store.records import ToolCallRecord
 from tether.store.toolcalls import ToolCallRepository
 from tether.toolcalls.call import CallInfo
-from tether.toolcalls.errors import ToolCallConflict, ToolCallNotFound
+from tether.toolcalls.errors import CapacityExceeded, ToolCallConflict, ToolCallNotFound
 from tether.toolcalls.live_call import LiveCall, live_info
-from tether.tools.base import ToolInputError
 
 
 class CallIndex:
@@ -27,7 +26,7 @@ class CallIndex:
         """Refuse a new call (the model is told) when too many are in flight."""
         in_session = len(self._by_session.get(session_id, {}))
         if in_session >= self._max_per_session or len(self._live) >= self._max_total:
-            raise ToolInputError(
+            raise CapacityExceeded(
                 "too many tool calls are in flight; wait for some to finish and try again"
             )
 

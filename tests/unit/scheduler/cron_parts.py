@@ -40,6 +40,8 @@ class FakeTasks:
 
     instant: bool = True
     submitted: list[tuple[str, str | None]] = field(default_factory=list)
+    # The when_unattended each submission asked for.
+    policies: list[str | None] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)
     _ends: dict[str, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
@@ -58,8 +60,12 @@ class FakeTasks:
         texts: Sequence[str],
         level: str | None,
         trigger: str = "user",
+        *,
+        attended: bool = False,
+        when_unattended: str | None = None,
     ) -> str:
         task_id = f"task-{next(self._ids)}"
+        self.policies.append(when_unattended)
         self.submitted.append((session_id, level))
         self._ends[task_id] = asyncio.get_running_loop().create_future()
         self._submitted_event.set()

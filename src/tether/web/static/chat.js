@@ -87,6 +87,11 @@ function resetSide() {
   clearApprovals($("approvals"));
 }
 
+/** The session the conversation pane shows. */
+export function currentSessionId() {
+  return state.sessionId;
+}
+
 export function newSession() {
   state.sessionId = `console:${randomId()}`;
   state.updatedAt = null;
@@ -99,7 +104,7 @@ export function newSession() {
   $("message-input").focus();
 }
 
-async function selectSession(sessionId) {
+export async function selectSession(sessionId) {
   state.sessionId = sessionId;
   const session = currentSession();
   state.updatedAt = session ? session.updated_at : null;

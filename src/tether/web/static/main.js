@@ -1,8 +1,9 @@
 // The console's entry point: view switching, start-up and the shared timers.
 
 import { tickApprovals } from "./approvals.js";
-import { initChat, poll } from "./chat.js";
+import { currentSessionId, initChat, poll } from "./chat.js";
 import { act } from "./dom.js";
+import { initInbox, refreshInbox } from "./inbox.js";
 import { initSettings, showSettings } from "./settings.js";
 import { tickAll } from "./toolcalls.js";
 
@@ -16,8 +17,17 @@ function show(view) {
   if (view === "settings") act(showSettings)();
 }
 
+// The inbox is read even while the tab is hidden: that is when a notification matters.
+async function readInbox() {
+  await refreshInbox(currentSessionId(), readInbox);
+}
+const inboxLoop = act(readInbox);
+
 function schedulePolling() {
-  const loop = act(poll);
+  const loop = act(async () => {
+    await inboxLoop();
+    await poll();
+  });
   const again = async () => {
     await loop();
     setTimeout(again, 1000);
@@ -30,6 +40,7 @@ async function start() {
     document.getElementById(`nav-${name}`).addEventListener("click", () => show(name));
   }
   initSettings();
+  initInbox();
   await act(initChat)();
   document.body.dataset.ready = "1";
   // Countdowns tick locally between polls.

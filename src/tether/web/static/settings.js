@@ -4,6 +4,7 @@
 
 import { api, features } from "./api.js";
 import { act, enc, h, showStatus } from "./dom.js";
+import { revealed, revealedString } from "./reveal.js";
 import { initMcp, loadMcp } from "./mcp.js";
 
 const $ = (id) => document.getElementById(id);
@@ -217,16 +218,42 @@ async function addJob(event) {
     schedule: { type: "cron", cron: v("cron"), timezone: v("timezone") || "UTC" },
     task: { type: "agent", prompt: v("prompt") },
     approval_level: form.elements.approval_level.value,
+    when_unattended: form.elements.when_unattended.value,
   });
   showStatus(`Cron job ${v("name")} created.`);
   form.reset();
   await loadCron();
 }
 
+function rememberedRow(rule) {
+  const revoke = act(async () => {
+    await api("DELETE", `/api/governance/rules/remembered/${enc(rule.id)}`);
+    showStatus(`Revoked: ${revealedString(rule.pattern)}`);
+    await loadRemembered();
+  });
+  const where = rule.session_id ? `session ${rule.session_id}` : "always";
+  return h(
+    "div",
+    { class: "job remembered", "data-rule-id": rule.id },
+    h("strong", {}, rule.action === "approve" ? "Approve " : "Deny "),
+    h("code", {}, revealed(rule.pattern)),
+    h("span", { class: "muted" }, ` (${rule.scope}, ${where})`),
+    h("div", { class: "job-actions" }, h("button", { type: "button", class: "danger", onclick: revoke }, "Revoke")),
+  );
+}
+
+async function loadRemembered() {
+  const data = await api("GET", "/api/governance/rules");
+  const list = $("remembered-list");
+  list.replaceChildren(...(data.remembered || []).map(rememberedRow));
+  if (!list.children.length) list.append(h("p", { class: "muted" }, "No remembered decision."));
+}
+
 export async function showSettings() {
   await loadProviders();
   await loadCron();
   await loadMcp();
+  await loadRemembered();
 }
 
 export function initSettings() {

@@ -1,0 +1,134 @@
+"""/api/webhooks: subscriptions to Tether's events, and their delivery log."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from tether.api.deps import ServicesDep
+from tether.store.records import WebhookAttemptRecord, WebhookDeliveryRecord, WebhookRecord
+from tether.webhooks.events import EventType
+from tether.webhooks.service import InvalidWebhook, WebhookNotFound, check_url
+
+router = APIRouter(prefix="/api/webhooks", tags=["webhooks"])
+
+
+class WebhookIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    url: str = Field(min_length=1, max_length=2000, description="An http:// or https:// URL.")
+    events: list[EventType] = Field(min_length=1, max_length=16)
+    description: str = Field("", max_length=500)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        try:
+            return check_url(value)
+        except InvalidWebhook as exc:
+            raise ValueError(str(exc)) from None
+
+
+class WebhookOut(BaseModel):
+    id: str
+    url: str
+    events: list[str]
+    description: str
+    created_at: float
+
+
+class WebhookCreated(WebhookOut):
+    secret: str = Field(
+        description="The signing secret (Standard Webhooks, whsec_...). Shown only now."
+    )
+
+
+class WebhookList(BaseModel):
+    items: list[WebhookOut]
+    count: int
+
+
+class AttemptOut(BaseModel):
+    attempt: int
+    started_at: float
+    duration_seconds: float
+    status_code: int | None
+    error: str | None = Field(description="null when the receiver answered 2xx.")
+
+
+class DeliveryOut(BaseModel):
+    id: str = Field(description="The webhook-id header: the same on every attempt.")
+    event: str
+    status: str = Field(description="pending | delivered | failed (given up).")
+    attempts: int
+    next_attempt_at: float | None
+    created_at: float
+    finished_at: float | None
+    attempt_log: list[AttemptOut]
+
+
+class DeliveryList(BaseModel):
+    items: list[DeliveryOut]
+    count: int
+
+
+def _out(hook: WebhookRecord) -> WebhookOut:
+    return WebhookOut(
+        id=hook.id,
+        url=hook.url,
+        events=hook.events,
+        description=hook.description,
+        created_at=hook.created_at,
+    )
+
+
+def _delivery(record: WebhookDeliveryRecord, attempts: list[WebhookAttemptRecord]) -> DeliveryOut:
+    return DeliveryOut(
+        id=record.id,
+        event=record.event,
+        status=record.status,
+        attempts=record.attempts,
+        next_attempt_at=record.next_attempt_at,
+        created_at=record.created_at,
+        finished_at=record.finished_at,
+        attempt_log=[AttemptOut(**a.__dict__) for a in attempts],
+    )
+
+
+@router.post("", status_code=201, response_model=WebhookCreated)
+async def create_webhook(body: WebhookIn, services: ServicesDep) -> WebhookCreated:
+    """Subscribe a URL to events; the answer holds the signing secret, shown only once."""
+    hook, secret = await services.webhooks.create(body.url, body.events, body.description)
+    return WebhookCreated(**_out(hook).model_dump(), secret=secret)
+
+
+@router.get("", response_model=WebhookList)
+async def list_webhooks(services: ServicesDep) -> WebhookList:
+    items = [_out(h) for h in services.webhooks.subscriptions()]
+    return WebhookList(items=items, count=len(items))
+
+
+@router.delete("/{webhook_id}")
+async def delete_webhook(webhook_id: str, services: ServicesDep) -> dict[str, str]:
+    """Unsubscribe; deliveries not yet made are dropped."""
+    try:
+        await services.webhooks.delete(webhook_id)
+    except WebhookNotFound:
+        raise HTTPException(404, "Webhook not found") from None
+    return {"deleted": webhook_id}
+
+
+@router.get("/{webhook_id}/deliveries", response_model=DeliveryList)
+async def deliveries(
+    webhook_id: str,
+    services: ServicesDep,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> DeliveryList:
+    """Deliveries, newest first, with a log of every attempt."""
+    try:
+        found = await services.webhooks.deliveries(webhook_id, limit)
+    except WebhookNotFound:
+        raise HTTPException(404, "Webhook not found") from None
+    items = [_delivery(d, attempts) for d, attempts in found]
+    return DeliveryList(items=items, count=len(items))

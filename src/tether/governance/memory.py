@@ -1,0 +1,131 @@
+"""Remembered decisions: a person's approve or deny, applied to later calls.
+
+A rule is remembered for one session or always (it then survives restarts). It matches
+the exact call or, for a plain shell command, the similar pattern shown on the approval
+card. A remembered deny applies to any call it matches. A remembered approval applies
+only to a call the policy would ask about (so never to a CRITICAL one, which policy
+denies first) and only if the call raises no finding the person did not see.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from tether.governance.context import AnalysisContext
+from tether.governance.findings import Finding, Severity
+from tether.governance.patterns import exact_key, exact_text, matches_similar, pattern_text
+from tether.store.records import ApprovalRecord, RememberedRule
+from tether.store.remembered import RememberedRepository
+
+Scope = Literal["once", "exact", "similar"]
+Remember = Literal["session", "always"]
+Action = Literal["approve", "deny"]
+
+
+class CannotRemember(ValueError):
+    """The decision cannot be remembered the way asked; the message says why."""
+
+
+class RuleNotFound(LookupError):
+    """No remembered rule has that id."""
+
+
+class DecisionMemory:
+    """The remembered rules, cached in memory and persisted in the store."""
+
+    def __init__(self, repo: RememberedRepository, ctx: AnalysisContext) -> None:
+        self._repo = repo
+        self._ctx = ctx
+        self._rules: dict[str, RememberedRule] = {}
+
+    async def load(self) -> None:
+        """Read the stored rules (at start-up)."""
+        self._rules = {r.id: r for r in await self._repo.list_all()}
+
+    def rules(self) -> list[RememberedRule]:
+        """Every rule in force, oldest first."""
+        return sorted(self._rules.values(), key=lambda r: r.created_at)
+
+    async def remember(
+        self, record: ApprovalRecord, action: Action, scope: Scope, remember: Remember
+    ) -> RememberedRule | None:
+        """Keep a decision on ``record`` for later calls; None for ``once``.
+
+        Raises CannotRemember when the call has no similar pattern or a CRITICAL finding.
+        """
+        if scope == "once":
+            return None
+        if action == "approve" and any(
+            f["severity"] == Severity.CRITICAL.name for f in record.findings
+        ):
+            raise CannotRemember("a call with a CRITICAL finding cannot be approved in advance")
+        match, pattern = self._match_of(record, scope)
+        rule = RememberedRule(
+            id=f"rr-{uuid.uuid4().hex[:16]}",
+            action=action,
+            scope=scope,
+            tool_name=record.tool_name,
+            match=match,
+            pattern=pattern,
+            finding_ids=sorted({f["rule_id"] for f in record.findings}),
+            session_id=record.session_id if remember == "session" else None,
+            request_id=record.request_id,
+            created_at=time.time(),
+        )
+        await self._repo.add(rule)
+        self._rules[rule.id] = rule
+        return rule
+
+    @staticmethod
+    def _match_of(record: ApprovalRecord, scope: Scope) -> tuple[Any, str]:
+        if scope == "exact":
+            return exact_key(record.tool_name, record.arguments), exact_text(
+                record.tool_name, record.arguments
+            )
+        if record.similar_pattern is None:
+            raise CannotRemember(
+                "this call has no similar pattern (only a single plain command has one); "
+                "use scope 'exact'"
+            )
+        return list(record.similar_pattern), pattern_text(record.similar_pattern)
+
+    async def revoke(self, rule_id: str) -> None:
+        """Forget a rule. Raises RuleNotFound."""
+        if rule_id not in self._rules:
+            raise RuleNotFound(rule_id)
+        await self._repo.delete(rule_id)
+        self._rules.pop(rule_id, None)
+
+    def find(
+        self,
+        session_id: str,
+        tool_name: str,
+        arguments: Mapping[str, Any],
+        findings: Sequence[Finding],
+    ) -> RememberedRule | None:
+        """The rule that decides this call (a deny before an approval), or None."""
+        candidates = [
+            r
+            for r in self.rules()
+            if r.tool_name == tool_name
+            and r.session_id in (None, session_id)
+            and self._matches(r, tool_name, arguments)
+        ]
+        for rule in candidates:
+            if rule.action == "deny":
+                return rule
+        seen = {f.rule_id for f in findings}
+        if any(f.severity is Severity.CRITICAL for f in findings):
+            return None
+        for rule in candidates:
+            if seen <= set(rule.finding_ids):
+                return rule
+        return None
+
+    def _matches(self, rule: RememberedRule, tool_name: str, arguments: Mapping[str, Any]) -> bool:
+        if rule.scope == "exact":
+            return bool(rule.match == exact_key(tool_name, arguments))
+        return matches_similar(rule.match, tool_name, arguments, self._ctx)

@@ -1,0 +1,103 @@
+"""Webhook subscriptions, their persisted delivery queue and the log of every attempt."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from tether.store.database import Database
+from tether.store.records import WebhookAttemptRecord, WebhookDeliveryRecord, WebhookRecord
+from tether.store.rows import record_values, to_record
+from tether.store.tables import webhook_attempts, webhook_deliveries, webhooks
+
+
+class WebhookRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    # ----------------------------------------------------------------- subscriptions
+
+    async def add(self, record: WebhookRecord) -> None:
+        async with self._db.write() as conn:
+            await conn.execute(webhooks.insert().values(**record_values(record)))
+
+    async def list_all(self) -> list[WebhookRecord]:
+        async with self._db.read() as conn:
+            rows = await conn.execute(sa.select(webhooks).order_by(webhooks.c.created_at))
+            return [to_record(WebhookRecord, r) for r in rows]
+
+    async def delete(self, webhook_id: str) -> bool:
+        """Remove a webhook with its deliveries and their attempts; False if unknown."""
+        async with self._db.write() as conn:
+            ids = sa.select(webhook_deliveries.c.id).where(
+                webhook_deliveries.c.webhook_id == webhook_id
+            )
+            await conn.execute(
+                sa.delete(webhook_attempts).where(webhook_attempts.c.delivery_id.in_(ids))
+            )
+            await conn.execute(
+                sa.delete(webhook_deliveries).where(webhook_deliveries.c.webhook_id == webhook_id)
+            )
+            result = await conn.execute(sa.delete(webhooks).where(webhooks.c.id == webhook_id))
+            return result.rowcount > 0
+
+    # ----------------------------------------------------------------- deliveries
+
+    async def enqueue(self, deliveries: list[WebhookDeliveryRecord]) -> None:
+        if not deliveries:
+            return
+        async with self._db.write() as conn:
+            await conn.execute(webhook_deliveries.insert(), [record_values(d) for d in deliveries])
+
+    async def pending(self, limit: int) -> list[WebhookDeliveryRecord]:
+        """Deliveries still to be made, the soonest due first."""
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(webhook_deliveries)
+                .where(webhook_deliveries.c.status == "pending")
+                .order_by(webhook_deliveries.c.next_attempt_at)
+                .limit(limit)
+            )
+            return [to_record(WebhookDeliveryRecord, r) for r in rows]
+
+    async def record_attempt(
+        self,
+        attempt: WebhookAttemptRecord,
+        status: str,
+        next_attempt_at: float | None,
+        finished_at: float | None,
+    ) -> None:
+        """Log one attempt and move its delivery on, in one transaction."""
+        async with self._db.write() as conn:
+            await conn.execute(webhook_attempts.insert().values(**record_values(attempt)))
+            await conn.execute(
+                sa.update(webhook_deliveries)
+                .where(webhook_deliveries.c.id == attempt.delivery_id)
+                .values(
+                    status=status,
+                    attempts=attempt.attempt,
+                    next_attempt_at=next_attempt_at,
+                    finished_at=finished_at,
+                )
+            )
+
+    async def deliveries(
+        self, webhook_id: str, limit: int
+    ) -> list[tuple[WebhookDeliveryRecord, list[WebhookAttemptRecord]]]:
+        """A webhook's deliveries, newest first, each with its attempts in order."""
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(webhook_deliveries)
+                .where(webhook_deliveries.c.webhook_id == webhook_id)
+                .order_by(webhook_deliveries.c.created_at.desc())
+                .limit(limit)
+            )
+            found = [to_record(WebhookDeliveryRecord, r) for r in rows]
+            attempts = await conn.execute(
+                sa.select(webhook_attempts)
+                .where(webhook_attempts.c.delivery_id.in_([d.id for d in found]))
+                .order_by(webhook_attempts.c.id)
+            )
+            by_delivery: dict[str, list[WebhookAttemptRecord]] = {d.id: [] for d in found}
+            for row in attempts:
+                by_delivery[row.delivery_id].append(to_record(WebhookAttemptRecord, row))
+            return [(d, by_delivery[d.id]) for d in found]

@@ -1,0 +1,1 @@
+"""Outgoing webhooks: signed notifications of what waits for a person or has ended."""

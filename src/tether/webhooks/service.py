@@ -1,0 +1,267 @@
+"""Webhook subscriptions and their delivery queue.
+
+``notify`` never blocks or fails the caller: it only schedules the enqueueing of one
+delivery per subscribed webhook. Deliveries are rows in the store, so a restart loses
+none: the worker picks up whatever is pending. Each attempt is logged; a failure (an
+answer other than 2xx, a timeout, no connection) is retried with exponential back-off
+until the policy gives up. URLs and secrets never reach the log: attempts are logged by
+webhook and delivery id, and errors by their type.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from tether.security.keybox import KeyBox
+from tether.store.records import WebhookAttemptRecord, WebhookDeliveryRecord, WebhookRecord
+from tether.store.webhooks import WebhookRepository
+from tether.webhooks.backoff import RetryPolicy
+from tether.webhooks.events import EventType
+from tether.webhooks.signing import new_secret, signed_headers
+
+log = logging.getLogger(__name__)
+
+_BATCH = 200
+_MAX_IN_FLIGHT = 16
+_USER_AGENT = "Tether-Webhooks"
+
+
+class InvalidWebhook(ValueError):
+    """The subscription cannot be accepted; the message says why."""
+
+
+class WebhookNotFound(LookupError):
+    """No webhook has that id."""
+
+
+def check_url(url: str) -> str:
+    """The URL if it is an absolute http(s) URL with a host; InvalidWebhook otherwise."""
+    try:
+        parts = urlsplit(url)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        raise InvalidWebhook("url is not a valid URL") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        raise InvalidWebhook("url must be an absolute http:// or https:// URL with a host")
+    return url
+
+
+def _message(event: EventType, data: dict[str, Any]) -> str:
+    now = datetime.now(UTC).isoformat()
+    return json.dumps({"type": event, "timestamp": now, "data": data}, default=str)
+
+
+class WebhookService:
+    """Registers webhooks, queues their deliveries and makes them."""
+
+    def __init__(
+        self,
+        repo: WebhookRepository,
+        keybox: KeyBox,
+        policy: RetryPolicy,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._repo = repo
+        self._keybox = keybox
+        self.policy = policy
+        self._transport = transport
+        self._hooks: dict[str, WebhookRecord] = {}
+        self._wake = asyncio.Event()
+        self._in_flight: dict[str, asyncio.Task[None]] = {}
+        self._enqueueing: set[asyncio.Task[None]] = set()
+        self._worker: asyncio.Task[None] | None = None
+        self._client: httpx.AsyncClient | None = None
+
+    # ----------------------------------------------------------------- subscriptions
+
+    async def load(self) -> None:
+        """Read the subscriptions (at start-up)."""
+        self._hooks = {h.id: h for h in await self._repo.list_all()}
+
+    def subscriptions(self) -> list[WebhookRecord]:
+        """Every webhook, oldest first."""
+        return sorted(self._hooks.values(), key=lambda h: h.created_at)
+
+    def get(self, webhook_id: str) -> WebhookRecord:
+        hook = self._hooks.get(webhook_id)
+        if hook is None:
+            raise WebhookNotFound(webhook_id)
+        return hook
+
+    async def create(
+        self, url: str, events: Sequence[EventType], description: str
+    ) -> tuple[WebhookRecord, str]:
+        """Subscribe ``url``; returns the webhook and its signing secret (shown once)."""
+        secret = new_secret()
+        record = WebhookRecord(
+            id=f"wh-{uuid.uuid4().hex[:16]}",
+            url=check_url(url),
+            events=sorted(set(events)),
+            description=description,
+            secret_encrypted=self._keybox.seal(secret),
+            created_at=time.time(),
+        )
+        await self._repo.add(record)
+        self._hooks[record.id] = record
+        return record, secret
+
+    async def delete(self, webhook_id: str) -> None:
+        """Unsubscribe; its pending deliveries are dropped. Raises WebhookNotFound."""
+        self.get(webhook_id)
+        self._hooks.pop(webhook_id, None)
+        await self._repo.delete(webhook_id)
+
+    async def deliveries(
+        self, webhook_id: str, limit: int
+    ) -> list[tuple[WebhookDeliveryRecord, list[WebhookAttemptRecord]]]:
+        self.get(webhook_id)
+        return await self._repo.deliveries(webhook_id, limit)
+
+    # ----------------------------------------------------------------- notifying
+
+    def notify(self, event: EventType, data: dict[str, Any]) -> None:
+        """Queue ``event`` for every webhook subscribed to it; returns at once."""
+        targets = [h.id for h in self._hooks.values() if event in h.events]
+        if not targets:
+            return
+        body = _message(event, data)
+        task = asyncio.get_running_loop().create_task(self._enqueue(targets, event, body))
+        self._enqueueing.add(task)
+        task.add_done_callback(self._enqueueing.discard)
+
+    async def _enqueue(self, targets: list[str], event: EventType, body: str) -> None:
+        now = time.time()
+        deliveries = [
+            WebhookDeliveryRecord(
+                id=f"msg_{uuid.uuid4().hex}",
+                webhook_id=webhook_id,
+                event=event,
+                body=body,
+                status="pending",
+                attempts=0,
+                next_attempt_at=now,
+                created_at=now,
+                finished_at=None,
+            )
+            for webhook_id in targets
+        ]
+        try:
+            await self._repo.enqueue(deliveries)
+        except Exception:
+            log.exception("queueing a %s webhook delivery failed", event)
+            return
+        self._wake.set()
+
+    # ----------------------------------------------------------------- delivering
+
+    def start(self) -> None:
+        """Start the delivery worker (pending deliveries of an earlier run included)."""
+        self._client = httpx.AsyncClient(
+            transport=self._transport,
+            timeout=self.policy.timeout,
+            follow_redirects=False,
+            headers={"user-agent": _USER_AGENT},
+        )
+        self._worker = asyncio.create_task(self._run())
+
+    async def shutdown(self) -> None:
+        """Queue what was notified, stop delivering; what is pending is kept for the
+        next start."""
+        if self._enqueueing:
+            await asyncio.wait(set(self._enqueueing))
+        tasks = [t for t in (self._worker, *self._in_flight.values()) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        if self._client is not None:
+            await self._client.aclose()
+
+    async def _run(self) -> None:
+        while True:
+            self._wake.clear()
+            try:
+                delay = await self._start_due()
+            except Exception:
+                log.exception("the webhook delivery worker failed; retrying")
+                delay = self.policy.first_delay
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), delay)
+
+    async def _start_due(self) -> float | None:
+        """Start every due delivery; returns how long until the next one (None: none)."""
+        now = time.time()
+        waiting: list[float] = []
+        for delivery in await self._repo.pending(_BATCH):
+            if delivery.id in self._in_flight:
+                continue
+            due = delivery.next_attempt_at or now
+            if due > now or len(self._in_flight) >= _MAX_IN_FLIGHT:
+                waiting.append(max(due - now, 0.0))
+                continue
+            task = asyncio.create_task(self._attempt(delivery))
+            self._in_flight[delivery.id] = task
+            task.add_done_callback(self._attempt_done)
+        return min(waiting) if waiting else None
+
+    def _attempt_done(self, task: asyncio.Task[None]) -> None:
+        for key, running in list(self._in_flight.items()):
+            if running is task:
+                del self._in_flight[key]
+        self._wake.set()
+
+    async def _attempt(self, delivery: WebhookDeliveryRecord) -> None:
+        hook = self._hooks.get(delivery.webhook_id)
+        if hook is None or self._client is None:
+            return  # unsubscribed meanwhile: its deliveries are gone with it
+        number = delivery.attempts + 1
+        started, clock = time.time(), time.monotonic()
+        status_code, error = await self._post(hook, delivery)
+        attempt = WebhookAttemptRecord(
+            delivery.id, number, started, time.monotonic() - clock, status_code, error
+        )
+        now = time.time()
+        if error is None:
+            await self._repo.record_attempt(attempt, "delivered", None, now)
+            return
+        retry_at = self.policy.next_attempt(delivery.created_at, now, number)
+        log.warning(
+            "webhook %s delivery %s attempt %d failed (%s)%s",
+            hook.id,
+            delivery.id,
+            number,
+            error,
+            "" if retry_at is not None else "; giving up",
+        )
+        status = "pending" if retry_at is not None else "failed"
+        await self._repo.record_attempt(attempt, status, retry_at, None if retry_at else now)
+
+    async def _post(
+        self, hook: WebhookRecord, delivery: WebhookDeliveryRecord
+    ) -> tuple[int | None, str | None]:
+        """(status code, error); error is None for a 2xx answer."""
+        assert self._client is not None
+        try:
+            secret = self._keybox.open(hook.secret_encrypted)
+            headers = signed_headers(secret, delivery.id, int(time.time()), delivery.body)
+            resp = await self._client.post(hook.url, content=delivery.body, headers=headers)
+        except httpx.TimeoutException:
+            return None, "timeout"
+        except (httpx.HTTPError, ValueError) as exc:
+            # The type only: an httpx message may quote the URL.
+            return None, type(exc).__name__
+        if 200 <= resp.status_code < 300:
+            return resp.status_code, None
+        return resp.status_code, f"HTTP {resp.status_code}"

@@ -1,0 +1,149 @@
+"""Webhooks against a real receiver on loopback: signed deliveries, retries with back-off
+and an attempt log, a delivery pending across a restart, and secrets kept secret."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from core_support import Stack, new_session, stack_for_module, wait_for
+from governance_support import CLOCK, decide, first_pending, script, submit
+from webhook_support import Receiver, delivered, fresh_receiver, subscribe
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    # Retries within a tenth of a second keep the test fast; the schedule's shape is
+    # unit-tested with the real defaults.
+    yield from stack_for_module(
+        "webhooks",
+        TETHER_WEBHOOK_RETRY_FIRST_SECONDS="0.05",
+        TETHER_WEBHOOK_RETRY_MAX_SECONDS="0.2",
+    )
+
+
+@pytest.fixture
+def receiver(stack: Stack) -> Iterator[Receiver]:
+    with fresh_receiver(stack) as receiver:
+        yield receiver
+
+
+def _deliveries(stack: Stack, webhook_id: str) -> list[dict[str, Any]]:
+    resp = stack.api("GET", f"/api/webhooks/{webhook_id}/deliveries")
+    assert resp.status_code == 200, resp.text
+    return list(resp.json()["items"])
+
+
+def _settled(stack: Stack, webhook_id: str) -> list[dict[str, Any]]:
+    """The deliveries once none is pending (the receiver's answer is recorded after it
+    was sent)."""
+    return wait_for(
+        lambda: (
+            (d := _deliveries(stack, webhook_id)) and all(x["status"] != "pending" for x in d) and d
+        ),
+        what="the deliveries to settle",
+    )
+
+
+@pytest.mark.p0
+def test_a_delivery_is_signed_retried_after_failures_and_logged(
+    stack: Stack, receiver: Receiver
+) -> None:
+    hook = subscribe(stack, receiver, "approval.requested")
+    receiver.script = [500, 500]
+    session = new_session()
+    script(stack, CLOCK)
+    task_id = submit(stack, session, "strict")
+    approval = first_pending(stack, session)
+
+    got = receiver.wait(lambda r: any(x.answered == 200 for x in r))
+
+    assert [r.answered for r in got] == [500, 500, 200]
+    assert all(r.signature_ok for r in got)
+    assert len({r.message_id for r in got}) == 1  # one delivery id on every attempt
+    body = got[-1].body
+    assert body["type"] == "approval.requested"
+    assert body["data"]["request_id"] == approval["request_id"]
+    assert body["data"]["patterns"]["exact"] == "get_current_time"
+    (delivery,) = _settled(stack, hook["id"])
+    assert delivery["id"] == got[0].message_id
+    assert (delivery["status"], delivery["attempts"]) == ("delivered", 3)
+    log = delivery["attempt_log"]
+    assert [a["status_code"] for a in log] == [500, 500, 200]
+    assert [a["error"] for a in log] == ["HTTP 500", "HTTP 500", None]
+    decide(stack, "approve", approval)
+    stack.wait_task(task_id)
+
+
+def test_a_delivery_pending_across_a_restart_is_still_delivered(
+    stack: Stack, receiver: Receiver
+) -> None:
+    hook = subscribe(stack, receiver, "task.finished")
+    receiver.default = 500  # the receiver is down until the server has restarted
+    stack.model.script({"text": "all done"})
+    task_id = stack.submit("hello", new_session())
+    first = receiver.wait(lambda r: len(r) >= 1)[0]
+
+    stack.server.stop()
+    receiver.default = 200
+    stack.server.start()
+
+    got = receiver.wait(delivered(first.message_id))
+    assert all(r.signature_ok for r in got)
+    assert got[-1].body["data"]["task_id"] == task_id
+    assert got[-1].body["data"]["result"]["status"] == "completed"
+    (delivery,) = _settled(stack, hook["id"])
+    assert delivery["status"] == "delivered"
+    assert delivery["attempt_log"][-1]["status_code"] == 200
+    assert len([r for r in got if r.answered == 200]) == 1
+
+
+def test_the_secret_is_shown_once_and_never_stored_or_logged_in_plain_text(
+    stack: Stack, receiver: Receiver
+) -> None:
+    hook = subscribe(stack, receiver, "task.finished")
+    secret = hook["secret"]
+    assert secret.startswith("whsec_")
+    listed = stack.api("GET", "/api/webhooks").json()
+    assert listed["count"] == 1
+    assert "secret" not in listed["items"][0]
+    assert listed["items"][0]["url"] == receiver.url
+    stack.model.script({"text": "ok"})
+    stack.submit("hello", new_session())
+    receiver.wait(lambda r: any(x.answered == 200 for x in r))
+
+    for path in stack.server.home.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert secret.encode() not in data, path
+            assert secret.removeprefix("whsec_").encode() not in data, path
+    log = stack.server.log_path.read_text(errors="replace")
+    assert receiver.url not in log
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"url": "ftp://127.0.0.1/hook", "events": ["task.finished"]},
+        {"url": "file:///etc/passwd", "events": ["task.finished"]},
+        {"url": "http://", "events": ["task.finished"]},
+        {"url": "127.0.0.1:9/hook", "events": ["task.finished"]},
+        {"url": "http://127.0.0.1:9/hook", "events": ["no.such.event"]},
+        {"url": "http://127.0.0.1:9/hook", "events": []},
+        {"url": "http://127.0.0.1:9/hook", "events": ["task.finished"], "extra": 1},
+    ],
+)
+def test_bad_subscriptions_are_refused_and_change_nothing(
+    stack: Stack, body: dict[str, Any]
+) -> None:
+    resp = stack.api("POST", "/api/webhooks", json=body)
+    assert resp.status_code == 422, resp.text
+    assert stack.api("GET", "/api/webhooks").json()["count"] == 0
+
+
+def test_unknown_webhooks_are_404(stack: Stack) -> None:
+    assert stack.api("DELETE", "/api/webhooks/wh-nope").status_code == 404
+    assert stack.api("GET", "/api/webhooks/wh-nope/deliveries").status_code == 404
