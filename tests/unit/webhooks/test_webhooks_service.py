@@ -1,0 +1,103 @@
+"""The delivery queue against httpx.MockTransport and a real SQLite store: nothing is
+queued without a subscriber, a receiver that keeps failing is given up on after the
+policy's limit, and no URL or secret reaches the log."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tether.security.keybox import KeyBox
+from tether.store.database import Database
+from tether.store.records import WebhookAttemptRecord
+from tether.store.webhooks import WebhookRepository
+from tether.webhooks.backoff import RetryPolicy
+from tether.webhooks.service import WebhookService
+
+URL = "https://hooks.example/in?token=very-private"
+
+
+class Failing:
+    """A transport whose receiver is down; it counts the attempts."""
+
+    def __init__(self) -> None:
+        self.attempts = 0
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.attempts += 1
+        raise httpx.ConnectError(f"cannot connect to {request.url}", request=request)
+
+
+class WatchedRepository(WebhookRepository):
+    """The real repository, signalling when a delivery is given up."""
+
+    def __init__(self, db: Database) -> None:
+        super().__init__(db)
+        self.gave_up = asyncio.Event()
+
+    async def record_attempt(
+        self,
+        attempt: WebhookAttemptRecord,
+        status: str,
+        next_attempt_at: float | None,
+        finished_at: float | None,
+    ) -> None:
+        await super().record_attempt(attempt, status, next_attempt_at, finished_at)
+        if status == "failed":
+            self.gave_up.set()
+
+
+@pytest.fixture
+async def repo(tmp_path: Path) -> AsyncIterator[WatchedRepository]:
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'hooks.db'}")
+    await db.migrate()
+    yield WatchedRepository(db)
+    await db.close()
+
+
+def _service(repo: WebhookRepository, tmp_path: Path, transport: Failing) -> WebhookService:
+    policy = RetryPolicy(first_delay=0.01, max_delay=0.02, give_up_after=0.1, timeout=1)
+    keybox = KeyBox(tmp_path / "secret.key")
+    return WebhookService(repo, keybox, policy, httpx.MockTransport(transport))
+
+
+async def test_only_subscribed_events_are_queued(repo: WatchedRepository, tmp_path: Path) -> None:
+    service = _service(repo, tmp_path, Failing())
+    await service.create(URL, ["task.finished"], "")
+    service.notify("approval.requested", {"x": 1})
+    await service.shutdown()  # waits for whatever notify queued
+    assert await repo.pending(10) == []
+    service.notify("task.finished", {"x": 1})
+    await service.shutdown()
+    (queued,) = await repo.pending(10)
+    assert queued.event == "task.finished"
+
+
+async def test_a_failing_receiver_is_given_up_on_and_never_named_in_the_log(
+    repo: WatchedRepository, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    transport = Failing()
+    service = _service(repo, tmp_path, transport)
+    hook, secret = await service.create(URL, ["task.finished"], "ops")
+    service.start()
+    caplog.set_level(logging.INFO)
+    try:
+        service.notify("task.finished", {"task_id": "t1"})
+        await asyncio.wait_for(repo.gave_up.wait(), 10)
+    finally:
+        await service.shutdown()
+
+    ((delivery, attempts),) = await repo.deliveries(hook.id, 10)
+    assert delivery.status == "failed"
+    assert delivery.attempts == len(attempts) == transport.attempts >= 2
+    assert {a.error for a in attempts} == {"ConnectError"}
+    assert all(a.status_code is None for a in attempts)
+    assert "giving up" in caplog.text
+    assert "hooks.example" not in caplog.text
+    assert "very-private" not in caplog.text
+    assert secret not in caplog.text
