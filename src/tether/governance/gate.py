@@ -247,4 +247,5 @@ def _restart_entry(record: ApprovalRecord) -> AuditEntry:
         decided_by="restart",
         reason="the server restarted while the call awaited approval",
         request_id=record.request_id,
+        rule_id=None,
     )

@@ -16,7 +16,13 @@ from typing import Any, Literal
 
 from tether.governance.context import AnalysisContext
 from tether.governance.findings import Finding, Severity
-from tether.governance.patterns import exact_key, exact_text, matches_similar, pattern_text
+from tether.governance.patterns import (
+    exact_key,
+    exact_text,
+    pattern_text,
+    plain_words,
+    words_match,
+)
 from tether.store.records import ApprovalRecord, RememberedRule
 from tether.store.remembered import RememberedRepository
 
@@ -107,12 +113,24 @@ class DecisionMemory:
         findings: Sequence[Finding],
     ) -> RememberedRule | None:
         """The rule that decides this call (a deny before an approval), or None."""
-        candidates = [
+        rules = [
             r
             for r in self.rules()
-            if r.tool_name == tool_name
-            and r.session_id in (None, session_id)
-            and self._matches(r, tool_name, arguments)
+            if r.tool_name == tool_name and r.session_id in (None, session_id)
+        ]
+        if not rules:
+            return None
+        key = exact_key(tool_name, arguments)
+        # Parsed once for every similar rule, and only if there is one.
+        words = (
+            plain_words(tool_name, arguments, self._ctx)
+            if any(r.scope == "similar" for r in rules)
+            else None
+        )
+        candidates = [
+            r
+            for r in rules
+            if (r.match == key if r.scope == "exact" else words_match(r.match, words))
         ]
         for rule in candidates:
             if rule.action == "deny":
@@ -124,8 +142,3 @@ class DecisionMemory:
             if seen <= set(rule.finding_ids):
                 return rule
         return None
-
-    def _matches(self, rule: RememberedRule, tool_name: str, arguments: Mapping[str, Any]) -> bool:
-        if rule.scope == "exact":
-            return bool(rule.match == exact_key(tool_name, arguments))
-        return matches_similar(rule.match, tool_name, arguments, self._ctx)

@@ -69,15 +69,32 @@ def similar_words(
     tool_name: str, arguments: Mapping[str, Any], ctx: AnalysisContext
 ) -> Words | None:
     """The similar pattern of a shell call, or None when it has none."""
-    if tool_name != SHELL_TOOL or arguments.get("cwd"):
-        return None
-    words = _literal_words(arguments, ctx)
+    words = plain_words(tool_name, arguments, ctx)
     if words is None:
         return None
     # The first word after the program may be a subcommand: it is never widened.
     if len(words) >= 3 and _plain(words[-1]):
         return (*words[:-1], None)
     return tuple(words)
+
+
+def plain_words(
+    tool_name: str, arguments: Mapping[str, Any], ctx: AnalysisContext
+) -> list[str] | None:
+    """The words of a shell call that is one plain command (what similar patterns match)."""
+    if tool_name != SHELL_TOOL or arguments.get("cwd"):
+        return None
+    return _literal_words(arguments, ctx)
+
+
+def words_match(pattern: Sequence[str | None], words: Sequence[str] | None) -> bool:
+    """True if plain ``words`` (from :func:`plain_words`) have the pattern's shape."""
+    if words is None or len(words) != len(pattern):
+        return False
+    return all(
+        word == expected if expected is not None else _plain(word)
+        for word, expected in zip(words, pattern, strict=True)
+    )
 
 
 def matches_similar(
@@ -87,15 +104,7 @@ def matches_similar(
     ctx: AnalysisContext,
 ) -> bool:
     """True if the call is a plain command of the pattern's shape."""
-    if tool_name != SHELL_TOOL or arguments.get("cwd"):
-        return False
-    words = _literal_words(arguments, ctx)
-    if words is None or len(words) != len(pattern):
-        return False
-    return all(
-        word == expected if expected is not None else _plain(word)
-        for word, expected in zip(words, pattern, strict=True)
-    )
+    return words_match(pattern, plain_words(tool_name, arguments, ctx))
 
 
 def pattern_text(pattern: Sequence[str | None]) -> str:

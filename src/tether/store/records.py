@@ -124,15 +124,16 @@ class AuditEntry:
     decided_by: str
     reason: str | None
     request_id: str | None
-    rule_id: str | None = None
+    # The remembered rule that decided, when one did.
+    rule_id: str | None
 
 
 @dataclass(frozen=True)
 class AuditRecord(AuditEntry):
     """A stored decision, with its id and time."""
 
-    id: int = 0
-    created_at: float = 0.0
+    id: int
+    created_at: float
 
 
 @dataclass(frozen=True)
