@@ -29,7 +29,10 @@ def session(stack: Stack) -> str:
     """A session whose turn was refused in every way the agent refuses before review."""
     session = new_session()
     waiting = json.dumps({"command": gated("audit-gate")})
-    script(stack, (SHELL, waiting), (SHELL, waiting), ("no_such_tool", "{}"), (SHELL, "not json"))
+    # Arguments that are JSON but not an object: a reply with broken JSON never gets this
+    # far (the turn refuses the whole reply), this does, and is refused as the call's.
+    not_an_object = (SHELL, "[1, 2]")
+    script(stack, (SHELL, waiting), (SHELL, waiting), ("no_such_tool", "{}"), not_an_object)
     task_id = stack.submit("go", session)
     wait_for(
         lambda: any(e["decided_by"] == "capacity" for e in audit(stack, session)),
@@ -53,7 +56,8 @@ def test_refusals_before_review_are_audited(stack: Stack, session: str) -> None:
     assert {"policy", "capacity", "unknown-tool", "invalid-arguments"} <= set(by_cause)
     assert by_cause["unknown-tool"]["tool_name"] == "no_such_tool"
     assert "no tool named 'no_such_tool'" in by_cause["unknown-tool"]["reason"]
-    assert by_cause["invalid-arguments"]["arguments"] == {"unparsed": "not json"}
+    assert by_cause["invalid-arguments"]["arguments"] == {"unparsed": "[1, 2]"}
+    assert "must be a JSON object" in by_cause["invalid-arguments"]["reason"]
     assert "too many tool calls" in by_cause["capacity"]["reason"]
     for cause in ("capacity", "unknown-tool", "invalid-arguments"):
         assert by_cause[cause]["outcome"] == "denied"
@@ -78,10 +82,15 @@ def test_the_export_filters(stack: Stack, session: str) -> None:
     assert _export(stack, session_id=session, since=middle) == [
         e for e in table if e["created_at"] >= middle
     ]
-    iso = datetime.fromtimestamp(middle, UTC).isoformat()
-    assert _export(stack, session_id=session, until=iso) == [
+    assert _export(stack, session_id=session, until=str(middle)) == [
         e for e in table if e["created_at"] < middle
     ]
+    # ISO 8601 times (microseconds apart would be at the mercy of float rounding: a second
+    # after the last decision is not).
+    after = datetime.fromtimestamp(table[-1]["created_at"] + 1, UTC)
+    assert _export(stack, session_id=session, until=after.isoformat()) == table
+    zulu = after.isoformat().replace("+00:00", "Z")
+    assert _export(stack, session_id=session, since=zulu) == []
     assert _export(stack, session_id="console:nobody") == []
 
 
