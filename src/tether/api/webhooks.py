@@ -8,11 +8,12 @@ from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tether.api.deps import ServicesDep
+from tether.api.valid_json import ValidTextRoute
 from tether.store.records import WebhookAttemptRecord, WebhookDeliveryRecord, WebhookRecord
 from tether.webhooks.events import EventType
 from tether.webhooks.service import InvalidWebhook, WebhookNotFound, check_url
 
-router = APIRouter(prefix="/api/webhooks", tags=["webhooks"])
+router = APIRouter(prefix="/api/webhooks", tags=["webhooks"], route_class=ValidTextRoute)
 
 
 class WebhookIn(BaseModel):
