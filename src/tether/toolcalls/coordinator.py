@@ -11,7 +11,8 @@ It wires the parts, each with one job, and forwards to them:
 
 The agent awaits :meth:`ToolCallCoordinator.run` for each call. It returns when the call
 ends, or at once when the call is moved to the background; in that case the call keeps
-running here and its result is handed to ``on_background_result`` when it ends.
+running here and its result is handed to ``on_background_result`` (or the receiver
+given to :meth:`ToolCallCoordinator.deliver_background_results_to`) when it ends.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class ToolCallCoordinator:
         config: CoordinatorConfig,
         workspace: Path,
         protected: tuple[Path, ...],
-        on_background_result: BackgroundResult,
+        on_background_result: BackgroundResult | None = None,
         launcher: Launcher | None = None,
     ) -> None:
         launcher = launcher or LocalLauncher()
@@ -86,6 +87,11 @@ class ToolCallCoordinator:
     async def record_denied(self, inv: Invocation, reason: str) -> CallOutcome:
         """Record a call policy refused outright; it never runs."""
         return await self._runner.record_denied(inv, reason)
+
+    def deliver_background_results_to(self, receiver: BackgroundResult) -> None:
+        """Hand the results of calls that ended in the background to ``receiver``
+        (session id, call id, the text for the model)."""
+        self._runner.on_background_result = receiver
 
     # ----------------------------------------------------------------- looking
 

@@ -12,6 +12,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
+from tether import model_texts
 from tether.toolcalls import process_tree
 from tether.toolcalls.launcher import MARKER_VAR, LaunchedProcess, LaunchSpec, OutputSink
 
@@ -20,7 +21,6 @@ _READ_SIZE = 64 * 1024
 # stop reading (otherwise `sleep 600 &` would hold the call open for ten minutes).
 _DRAIN_AFTER_EXIT = 1.0
 _PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
-KEPT_OPEN_NOTE = "\n[tether: background processes kept the output open]\n"
 
 
 def _death_signal_prefix() -> tuple[str, ...]:
@@ -90,7 +90,7 @@ class LocalProcess:
                 await asyncio.wait_for(asyncio.shield(readers), _DRAIN_AFTER_EXIT)
             except TimeoutError:
                 readers.cancel()
-                sink("stderr", KEPT_OPEN_NOTE)
+                sink("stderr", model_texts.OUTPUT_KEPT_OPEN)
         finally:
             if proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):

@@ -7,8 +7,8 @@ import sys
 import click
 
 from tether import __version__
-from tether.cli_audit import audit
-from tether.cli_cron import cron
+from tether.cli.audit import audit
+from tether.cli.cron import cron
 
 
 @click.group()

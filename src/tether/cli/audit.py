@@ -9,7 +9,7 @@ from typing import IO
 import click
 import httpx
 
-from tether.cli_cron import DEFAULT_URL, _describe_error, _token_from_home
+from tether.cli.cron import DEFAULT_URL, _describe_error, _token_from_home
 
 _TIMEOUT_SECONDS = 60.0
 
