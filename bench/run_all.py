@@ -20,6 +20,7 @@ SCRIPTS = [
     "bench_cancel.py",
     "bench_stream.py",
     "bench_many_calls.py",
+    "bench_busy_healthz.py",
     "bench_shell_analysis.py",
     "bench_mcp.py",
 ]

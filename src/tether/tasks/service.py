@@ -90,20 +90,34 @@ class TaskService:
         ``attended``: someone follows the turn's stream. ``when_unattended`` overrides the
         session's and the server's policy for an unattended turn (a cron job sets it).
         """
+        run = self._take_slot(
+            _Running(uuid.uuid4().hex, session_id, trigger, attended, when_unattended)
+        )
+        try:
+            title = texts[0][:80] if texts else None
+            await self._store.chats.ensure_session(session_id, user_id, channel, title)
+            await self._store.tasks.create(run.task_id, session_id, user_id, trigger, level)
+            # The user's words are saved before the model is called: a crash cannot lose
+            # them.
+            await self._store.chats.append(
+                session_id, run.task_id, [("user", {"role": "user", "content": t}) for t in texts]
+            )
+        except BaseException:
+            self._running.pop(run.task_id, None)
+            raise
+        run.job = asyncio.create_task(self._run(run, level))
+        return run.task_id
+
+    def _take_slot(self, run: _Running) -> _Running:
+        """Check the task limit and take a place under it in one step.
+
+        No await may come between the check and the take: a burst of requests would all
+        pass the check before any of them registered.
+        """
         if len(self._running) >= self._max_tasks:
             raise TooManyTasks(f"{self._max_tasks} tasks are already running; try again later")
-        task_id = uuid.uuid4().hex
-        title = texts[0][:80] if texts else None
-        await self._store.chats.ensure_session(session_id, user_id, channel, title)
-        await self._store.tasks.create(task_id, session_id, user_id, trigger, level)
-        # The user's words are saved before the model is called: a crash cannot lose them.
-        await self._store.chats.append(
-            session_id, task_id, [("user", {"role": "user", "content": t}) for t in texts]
-        )
-        run = _Running(task_id, session_id, trigger, attended, when_unattended)
-        self._running[task_id] = run
-        run.job = asyncio.create_task(self._run(run, level))
-        return task_id
+        self._running[run.task_id] = run
+        return run
 
     async def resolve_level(self, session_id: str, level: str | None) -> str:
         """The approval level in force: the request's, else the session's, else the default."""

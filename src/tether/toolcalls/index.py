@@ -22,15 +22,19 @@ class CallIndex:
         self._live: dict[str, LiveCall] = {}
         self._by_session: dict[str, dict[str, LiveCall]] = {}
 
-    def check_capacity(self, session_id: str) -> None:
-        """Refuse a new call (the model is told) when too many are in flight."""
-        in_session = len(self._by_session.get(session_id, {}))
-        if in_session >= self._max_per_session or len(self._live) >= self._max_total:
+    def add(self, call: LiveCall, *, limited: bool = True) -> None:
+        """Index a new call; if ``limited``, refuse it (CapacityExceeded, the model is
+        told) when too many are in flight.
+
+        The limits are checked and the place taken here in one step, with no await
+        between: the calls of one model reply start together and must not all pass the
+        check before any of them is counted.
+        """
+        in_session = len(self._by_session.get(call.session_id, {}))
+        if limited and (in_session >= self._max_per_session or len(self._live) >= self._max_total):
             raise CapacityExceeded(
                 "too many tool calls are in flight; wait for some to finish and try again"
             )
-
-    def add(self, call: LiveCall) -> None:
         self._live[call.call_id] = call
         self._by_session.setdefault(call.session_id, {})[call.call_id] = call
 

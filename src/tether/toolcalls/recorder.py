@@ -48,7 +48,8 @@ class CallRecorder:
             ),
             marker=f"{config.marker_prefix}:{inv.call_id}",
         )
-        self._index.add(call)
+        # A call refused outright (no tool) never runs, so it is not held to the limits.
+        self._index.add(call, limited=tool is not None)
         await self._repo.insert(_record_of(call))
         return call
 

@@ -55,7 +55,6 @@ class CallRunner:
         self, inv: Invocation, tool: Tool, ask: Ask | None, observer: CallObserver | None
     ) -> CallOutcome:
         """Run one call to its end (or until it is offloaded) and say what the model sees."""
-        self._index.check_capacity(inv.session_id)
         try:
             return await self._run(inv, tool, ask, observer)
         except asyncio.CancelledError:
