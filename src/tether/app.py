@@ -25,18 +25,23 @@ from tether.api import (
 from tether.config import Settings
 from tether.llm.provider_service import ModelFactory
 from tether.mcp.endpoint import build_endpoint, endpoint_routes, serving
+from tether.scheduler.clock import Clock
 from tether.security.perimeter import Perimeter, PerimeterPolicy, allowed_host_names
 from tether.security.token import resolve_token
 from tether.startup import start_services
 from tether.web.routes import mount_console
 
 
-def create_app(settings: Settings, factory: ModelFactory | None = None) -> Any:
-    """The ASGI application: the FastAPI app behind the perimeter middleware."""
+def create_app(
+    settings: Settings, factory: ModelFactory | None = None, clock: Clock | None = None
+) -> Any:
+    """The ASGI application: the FastAPI app behind the perimeter middleware.
+
+    ``clock`` (tests) replaces the real one for the cron scheduler."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        services = await start_services(settings, factory)
+        services = await start_services(settings, factory, clock=clock)
         app.state.services = services
         services.webhooks.start()
         services.cron.scheduler.start()
@@ -56,6 +61,9 @@ def create_app(settings: Settings, factory: ModelFactory | None = None) -> Any:
             # Last: what the shutdown itself notified is queued for the next start.
             await services.webhooks.shutdown()
             await services.store.db.close()
+            if services.store.owner is not None:
+                # Everything this server started has stopped: nothing is left to recover.
+                services.store.owner.release()
 
     app = FastAPI(title="Tether", version=__version__, lifespan=lifespan)
     mcp_endpoint = build_endpoint(lambda: app.state.services)

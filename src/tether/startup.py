@@ -6,13 +6,12 @@ reads as the ordered list it is (:func:`recover_from_last_run`).
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import logging
 import os
 from pathlib import Path
 from typing import Any
 
+from tether import recovery
 from tether.agent.ports import Gate
 from tether.agent.turn import Agent
 from tether.api import toolcalls as toolcalls_api
@@ -37,7 +36,6 @@ from tether.services import Services
 from tether.store.database import Database
 from tether.store.store import Store
 from tether.tasks.service import RESTARTED, TaskService
-from tether.toolcalls import process_tree
 from tether.toolcalls.coordinator import CoordinatorConfig, ToolCallCoordinator
 from tether.tools.current_time import TIME_TOOL
 from tether.tools.files import FILE_TOOLS
@@ -79,7 +77,7 @@ async def open_store(settings: Settings) -> Store:
     settings.resolved_workspace.mkdir(parents=True, exist_ok=True)
     db = Database(settings.resolved_database_url)
     await db.migrate()
-    return Store(db)
+    return Store(db, await recovery.claim_owner(settings))
 
 
 def build_services(
@@ -110,9 +108,10 @@ def build_services(
         analyzer, context, approvals, store.governance, memory=memory, notify=hooks.notify
     )
     providers = ProviderService(store.providers, keybox, factory or _default_factory(settings))
+    owner = store.owner.id if store.owner is not None else None
     coordinator = ToolCallCoordinator(
         store.tool_calls,
-        _coordinator_config(settings),
+        _coordinator_config(settings, recovery.marker_prefix(owner)),
         workspace=settings.resolved_workspace,
         protected=(settings.home.resolve(),),
     )
@@ -146,7 +145,7 @@ def build_services(
     executor = RunExecutor(
         store.cron, store.chats, store.tool_calls, tasks, clock or utc_now, hooks.notify
     )
-    cron = CronJobs(store.cron, CronScheduler(store.cron, executor, clock or utc_now))
+    cron = CronJobs(store.cron, CronScheduler(store.cron, executor, clock or utc_now, owner))
     return Services(
         settings,
         store,
@@ -175,22 +174,22 @@ async def recover_from_last_run(services: Services) -> None:
     3. tasks left running are failed, and results waiting for an idle session wake it
        (this can start turns, so it comes once everything above is settled);
     4. cron runs left running are recorded as errors.
+
+    Only what servers that are gone left behind: another live server may share the
+    database, and its calls, tasks and runs are not this one's to end
+    (:mod:`tether.recovery`).
     """
-    store, settings = services.store, services.settings
-    leftovers = await store.tool_calls.interrupt_unfinished(RESTARTED)
-    # Reap even when no group was recorded: a crash can come before the pgid is saved,
-    # and the marker in the environment still finds those processes.
-    prefix = _marker_prefix(settings)
-    reaped = await asyncio.to_thread(process_tree.reap_groups, leftovers, prefix)
-    if leftovers or reaped:
-        log.info(
-            "recorded %d interrupted call group(s); reaped %d process(es)", len(leftovers), reaped
-        )
+    store = services.store
+    assert store.owner is not None, "the store was opened without an owner"
+    dead = await recovery.dead_owners(store, store.owner)
+    await recovery.interrupt_calls(store, dead, RESTARTED)
+    # Pending requests whose call still runs on a live server are left alone.
     denied = await services.governance_gate.deny_leftovers()
     if denied:
         log.info("denied %d approval request(s) left pending by the last run", denied)
-    await services.tasks.recover()
-    await services.cron.scheduler.recover()
+    await services.tasks.recover(dead)
+    await services.cron.scheduler.recover(dead)
+    await recovery.forget(store.owner, dead)
 
 
 def _retry_policy(settings: Settings) -> RetryPolicy:
@@ -226,12 +225,7 @@ def _default_factory(settings: Settings) -> ModelFactory:
     return make
 
 
-def _marker_prefix(settings: Settings) -> str:
-    digest = hashlib.sha256(str(settings.home.resolve()).encode()).hexdigest()[:12]
-    return f"tether-{digest}"
-
-
-def _coordinator_config(settings: Settings) -> CoordinatorConfig:
+def _coordinator_config(settings: Settings, marker_prefix: str) -> CoordinatorConfig:
     # toolcalls/ knows no HTTP: the output route's path is passed in, as a template.
     output_path = toolcalls_api.router.url_path_for(
         "get_output", session_id="{session_id}", tool_call_id="{call_id}"
@@ -243,7 +237,7 @@ def _coordinator_config(settings: Settings) -> CoordinatorConfig:
         output_memory_bytes=settings.output_memory_bytes,
         max_per_session=settings.max_calls_per_session,
         max_total=settings.max_calls_total,
-        marker_prefix=_marker_prefix(settings),
+        marker_prefix=marker_prefix,
         output_location=str(output_path),
         output_store_bytes=settings.output_store_bytes,
     )

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from collections.abc import Collection
 from dataclasses import replace
 from datetime import datetime
 
@@ -71,12 +72,18 @@ def _planned_runs(plan: CatchUp) -> tuple[list[NewRun], str | None]:
 class CronScheduler:
     """Fires due cron ticks exactly once across every process sharing the store."""
 
-    def __init__(self, repo: CronRepository, executor: RunExecutor, clock: Clock) -> None:
+    def __init__(
+        self,
+        repo: CronRepository,
+        executor: RunExecutor,
+        clock: Clock,
+        owner: str | None = None,
+    ) -> None:
         self._repo = repo
         self._executor = executor
         self.clock = clock
-        #: Identifies this process in the claims it makes.
-        self.owner = uuid.uuid4().hex[:16]
+        #: Identifies this process in the claims it makes (the server's owner id).
+        self.owner = owner or uuid.uuid4().hex[:16]
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
         self._inflight: dict[str, tuple[str, asyncio.Task[None]]] = {}
@@ -148,9 +155,9 @@ class CronScheduler:
 
     # ------------------------------------------------------------------ the loop
 
-    async def recover(self) -> None:
-        """After a restart no run claims to be in progress."""
-        count = await self._repo.fail_running(RESTARTED, self.clock().timestamp())
+    async def recover(self, dead_owners: Collection[str | None]) -> None:
+        """After a restart no run of a server that is gone claims to be in progress."""
+        count = await self._repo.fail_running(RESTARTED, self.clock().timestamp(), dead_owners)
         if count:
             log.info("marked %d unfinished cron run(s) as error (%s)", count, RESTARTED)
 

@@ -13,7 +13,7 @@ All times are epoch seconds, as everywhere in the store.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tether.store.database import Database
+from tether.store.owners import owned_by
 from tether.store.records import CronJobRecord, CronRunRecord
 from tether.store.rows import to_record
 from tether.store.tables import cron_jobs, cron_runs
@@ -206,12 +207,21 @@ class CronRepository:
                 .values(status=status, error=error, finished_at=now)
             )
 
-    async def fail_running(self, reason: str, now: float) -> int:
-        """After a restart: no run claims to be in progress any more."""
+    async def running_owners(self) -> set[str | None]:
+        """The owners (servers) of runs in progress."""
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(cron_runs.c.claimed_by).where(cron_runs.c.status == "running").distinct()
+            )
+            return {r.claimed_by for r in rows}
+
+    async def fail_running(self, reason: str, now: float, owners: Collection[str | None]) -> int:
+        """After a restart: the runs ``owners`` (servers that are gone) left in progress
+        are recorded as failed."""
         async with self._db.write() as conn:
             result = await conn.execute(
                 sa.update(cron_runs)
-                .where(cron_runs.c.status == "running")
+                .where(cron_runs.c.status == "running", owned_by(cron_runs.c.claimed_by, owners))
                 .values(status="error", error=reason, finished_at=now)
             )
             return int(result.rowcount)

@@ -70,6 +70,8 @@ MIGRATIONS: list[tuple[str, Migration]] = [
             ("chat_sessions", "when_unattended"),
         ),
     ),
+    # Which server owns a task or call, so start-up recovers only a dead server's rows.
+    ("0006_i10_owners", _add_missing_columns(("tasks", "owner"), ("tool_calls", "owner"))),
 ]
 
 _migrations_table = sa.Table(

@@ -11,7 +11,8 @@ import sqlalchemy as sa
 from tether.store.database import Database
 from tether.store.records import ApprovalRecord, AuditEntry, AuditQuery, AuditRecord
 from tether.store.rows import record_values, to_record
-from tether.store.tables import app_settings, approvals, governance_audit
+from tether.store.tables import app_settings, approvals, governance_audit, tool_calls
+from tether.store.toolcalls import UNFINISHED
 
 _USER_RULES_KEY = "governance.user_rules"
 
@@ -46,14 +47,23 @@ class GovernanceRepository:
             return to_record(ApprovalRecord, row) if row else None
 
     async def deny_pending_approvals(self, decided_by: str, reason: str) -> list[ApprovalRecord]:
-        """Deny every request still pending (after a restart) and return them as they were."""
+        """Deny the requests left pending by a server that is gone, and return them as
+        they were.
+
+        A request whose call is still unfinished belongs to a live server (start-up
+        recovery has already ended the calls of the dead ones) and is left alone.
+        """
+        live_calls = sa.select(tool_calls.c.id).where(tool_calls.c.status.in_(UNFINISHED))
+        leftover = sa.and_(
+            approvals.c.status == "pending", approvals.c.tool_call_id.not_in(live_calls)
+        )
         async with self._db.write() as conn:
-            rows = await conn.execute(sa.select(approvals).where(approvals.c.status == "pending"))
+            rows = await conn.execute(sa.select(approvals).where(leftover))
             pending = [to_record(ApprovalRecord, r) for r in rows]
             if pending:
                 await conn.execute(
                     sa.update(approvals)
-                    .where(approvals.c.status == "pending")
+                    .where(approvals.c.request_id.in_([p.request_id for p in pending]))
                     .values(
                         status="denied",
                         decided_by=decided_by,

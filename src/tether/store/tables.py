@@ -72,6 +72,8 @@ tasks = sa.Table(
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("started_at", sa.Float, nullable=True),
     sa.Column("finished_at", sa.Float, nullable=True),
+    # The server that runs it (store/owners.py); NULL on rows from before owners.
+    sa.Column("owner", sa.String(64), nullable=True),
 )
 
 tool_calls = sa.Table(
@@ -94,6 +96,8 @@ tool_calls = sa.Table(
     sa.Column("pgid", sa.Integer, nullable=True),
     sa.Column("started_at", sa.Float, nullable=False),
     sa.Column("finished_at", sa.Float, nullable=True),
+    # The server whose processes these are (store/owners.py); NULL on rows from before.
+    sa.Column("owner", sa.String(64), nullable=True),
 )
 
 tool_output = sa.Table(

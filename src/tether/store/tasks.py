@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from typing import Any
 
 import sqlalchemy as sa
 
 from tether.store.database import Database
+from tether.store.owners import owned_by
 from tether.store.records import TaskRecord
 from tether.store.rows import to_record
 from tether.store.tables import tasks
 
 
 class TaskRepository:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, owner: str | None = None) -> None:
         self._db = db
+        self._owner = owner
 
     async def create(
         self, task_id: str, session_id: str, user_id: str, trigger: str, level: str | None
@@ -31,6 +34,7 @@ class TaskRepository:
                     approval_level=level,
                     result=None,
                     created_at=time.time(),
+                    owner=self._owner,
                 )
             )
 
@@ -64,13 +68,21 @@ class TaskRepository:
             )
             return [to_record(TaskRecord, r) for r in rows]
 
-    async def fail_unfinished(self, reason: str) -> int:
-        """Mark every task a previous process left pending or running as failed."""
+    async def unfinished_owners(self) -> set[str | None]:
+        """The owners (servers) of tasks not yet finished."""
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(tasks.c.owner).where(tasks.c.status != "finished").distinct()
+            )
+            return {r.owner for r in rows}
+
+    async def fail_unfinished(self, reason: str, owners: Collection[str | None]) -> int:
+        """Mark the tasks ``owners`` (servers that are gone) left unfinished as failed."""
         now = time.time()
         async with self._db.write() as conn:
             result = await conn.execute(
                 sa.update(tasks)
-                .where(tasks.c.status != "finished")
+                .where(tasks.c.status != "finished", owned_by(tasks.c.owner, owners))
                 .values(
                     status="finished",
                     finished_at=now,

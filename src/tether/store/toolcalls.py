@@ -3,26 +3,31 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 
 from tether.store.database import Database
+from tether.store.owners import owned_by
 from tether.store.records import OutputChunk, ToolCallRecord
 from tether.store.rows import record_values, to_record
 from tether.store.tables import tool_calls, tool_output
 
-_UNFINISHED = ("running", "offloaded", "awaiting_approval")
+#: Statuses of a call that has not ended.
+UNFINISHED = ("running", "offloaded", "awaiting_approval")
 
 
 class ToolCallRepository:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, owner: str | None = None) -> None:
         self._db = db
+        self._owner = owner
 
     async def insert(self, record: ToolCallRecord) -> None:
         async with self._db.write() as conn:
-            await conn.execute(tool_calls.insert().values(**record_values(record)))
+            await conn.execute(
+                tool_calls.insert().values(**record_values(record), owner=self._owner)
+            )
 
     async def update(self, call_id: str, **values: Any) -> None:
         async with self._db.write() as conn:
@@ -72,21 +77,32 @@ class ToolCallRepository:
             )
             return [OutputChunk(seq=r.seq, stream=r.stream, text=r.text) for r in rows]
 
-    async def interrupt_unfinished(self, reason: str) -> list[tuple[int, float]]:
-        """Record calls a previous process left unfinished as cancelled.
+    async def unfinished_owners(self) -> set[str | None]:
+        """The owners (servers) of calls not yet finished."""
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(tool_calls.c.owner).where(tool_calls.c.status.in_(UNFINISHED)).distinct()
+            )
+            return {r.owner for r in rows}
+
+    async def interrupt_unfinished(
+        self, reason: str, owners: Collection[str | None]
+    ) -> list[tuple[int, float]]:
+        """Record the unfinished calls of ``owners`` (servers that are gone) as cancelled.
 
         Returns (process group, start time) of each, so the caller can reap survivors.
         """
+        theirs = sa.and_(tool_calls.c.status.in_(UNFINISHED), owned_by(tool_calls.c.owner, owners))
         async with self._db.write() as conn:
             rows = await conn.execute(
                 sa.select(tool_calls.c.pgid, tool_calls.c.started_at).where(
-                    tool_calls.c.status.in_(_UNFINISHED), tool_calls.c.pgid.is_not(None)
+                    theirs, tool_calls.c.pgid.is_not(None)
                 )
             )
             pgids = [(int(r.pgid), float(r.started_at)) for r in rows]
             await conn.execute(
                 sa.update(tool_calls)
-                .where(tool_calls.c.status.in_(_UNFINISHED))
+                .where(theirs)
                 .values(
                     status="completed",
                     end_state="cancelled",

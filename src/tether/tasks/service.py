@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -262,9 +262,10 @@ class TaskService:
         finally:
             self._waking.discard(session_id)
 
-    async def recover(self) -> None:
-        """After a restart: nothing claims to run, and waiting results get delivered."""
-        failed = await self._store.tasks.fail_unfinished(RESTARTED)
+    async def recover(self, dead_owners: Collection[str | None]) -> None:
+        """After a restart: no task of a server that is gone claims to run, and waiting
+        results get delivered."""
+        failed = await self._store.tasks.fail_unfinished(RESTARTED, dead_owners)
         if failed:
             log.info("marked %d unfinished task(s) failed (%s)", failed, RESTARTED)
         for session_id in await self._store.deliveries.sessions_with_pending():

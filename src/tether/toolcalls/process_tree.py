@@ -102,11 +102,13 @@ def terminate_many(targets: Sequence[Target], grace: float, force: bool) -> None
         psutil.wait_procs(list(survivors.values()), timeout=1.0)
 
 
-def reap_groups(groups: list[tuple[int, float]], marker_prefix: str | None = None) -> int:
+def reap_groups(groups: list[tuple[int, float]], marker_prefixes: Sequence[str] = ()) -> int:
     """Kill process groups (and marked processes) a crashed server left behind.
 
     ``groups`` holds (process group, epoch time the call started). A group recorded before
     the machine last booted is skipped: its number may now belong to something else.
+    ``marker_prefixes`` finds processes by the marker in their environment (a call's
+    setsid'd child outside its group); pass only prefixes of owners known to be gone.
     """
     killed = 0
     booted = psutil.boot_time()
@@ -116,10 +118,11 @@ def reap_groups(groups: list[tuple[int, float]], marker_prefix: str | None = Non
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
             killed += 1
-    if marker_prefix is not None:
+    if marker_prefixes:
+        prefixes = tuple(marker_prefixes)
         for proc in psutil.process_iter(["pid"]):
             with contextlib.suppress(psutil.Error, OSError):
-                if proc.environ().get(MARKER_VAR, "").startswith(marker_prefix):
+                if proc.environ().get(MARKER_VAR, "").startswith(prefixes):
                     proc.kill()
                     killed += 1
     if killed:

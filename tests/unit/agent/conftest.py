@@ -18,3 +18,5 @@ async def env(tmp_path: Path) -> AsyncIterator[AgentEnv]:
         await services.tasks.shutdown()
         await services.coordinator.shutdown()
         await services.store.db.close()
+        if services.store.owner is not None:
+            services.store.owner.release()

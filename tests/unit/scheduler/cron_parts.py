@@ -104,7 +104,7 @@ async def open_node(path: Path, clock: FakeClock, tasks: FakeTasks | None = None
     tasks = tasks or FakeTasks()
     executor = RunExecutor(store.cron, store.chats, store.tool_calls, tasks, clock)
     scheduler = CronScheduler(store.cron, executor, clock)
-    await scheduler.recover()
+    await scheduler.recover(await store.cron.running_owners())
     return CronNode(db, store, scheduler, CronJobs(store.cron, scheduler), tasks)
 
 

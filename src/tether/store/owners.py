@@ -1,0 +1,130 @@
+"""Which server owns which rows, and whether that server still lives.
+
+Several servers may use one database (the cron tests run two on one SQLite file; a later
+release runs several nodes). Each server takes an owner id at start and records it on the
+tool calls, tasks and cron runs it starts. Its liveness is an exclusive ``flock`` on a
+file named after the id, in a directory beside the database: the kernel drops the lock
+when the process ends, however it ends (SIGKILL included), so a lock file nobody holds
+is proof that its owner is gone. Start-up recovery touches only rows of owners proven
+dead this way, and never signals processes another live server started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import uuid
+from collections.abc import Collection, Iterable
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+_SUFFIX = ".lock"
+# Owner ids are made here (hex); anything else read from the database is never used as
+# a file name.
+_OWNER_ID = re.compile(r"[0-9a-f]{8,64}")
+
+
+def owners_directory(database_url: str, home: Path) -> Path:
+    """Where the owners of a database keep their lock files.
+
+    Beside a SQLite file (servers sharing the file may have different homes), else under
+    ``home``.
+    """
+    if database_url.startswith("sqlite"):
+        path = database_url.split("///", 1)[-1]
+        if path and path != ":memory:":
+            db_file = Path(path)
+            return db_file.parent / f"{db_file.name}.owners"
+    return home / "owners"
+
+
+class OwnerLock:
+    """This server's owner id, held alive by an exclusive lock on its file."""
+
+    def __init__(self, directory: Path, owner_id: str, fd: int) -> None:
+        self.directory = directory
+        self.id = owner_id
+        self._fd: int | None = fd
+
+    @classmethod
+    def claim(cls, directory: Path) -> OwnerLock:
+        """Take a fresh owner id and lock its file (blocking I/O: call it in a thread)."""
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        owner_id = uuid.uuid4().hex[:16]
+        # os.open makes the descriptor non-inheritable: a tool's process must not keep
+        # the lock (and so the owner) alive after the server has gone.
+        fd = os.open(directory / f"{owner_id}{_SUFFIX}", os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        return cls(directory, owner_id, fd)
+
+    @property
+    def marker_prefix(self) -> str:
+        """The prefix of the marker put in the environment of every process this owner
+        starts, so that only a dead owner's processes are found by it."""
+        return self.marker_prefix_of(self.id)
+
+    @staticmethod
+    def marker_prefix_of(owner: str) -> str:
+        """The marker prefix of ``owner``'s processes (followed by ``:<call id>``)."""
+        return f"tether-{owner}"
+
+    def dead_among(self, owners: Iterable[str | None]) -> set[str | None]:
+        """The owners among ``owners`` that are provably gone.
+
+        ``None`` (rows written before owners were recorded) counts as gone: the server
+        that wrote them predates this check. This owner is never gone.
+        """
+        return {o for o in owners if o != self.id and (o is None or _is_dead(self.directory, o))}
+
+    def abandoned(self) -> set[str]:
+        """Owners whose lock file is still here but held by nobody (crashed servers)."""
+        found = {p.name.removesuffix(_SUFFIX) for p in self.directory.glob(f"*{_SUFFIX}")}
+        return {o for o in found if o != self.id and _is_dead(self.directory, o)}
+
+    def forget(self, owners: Iterable[str | None]) -> None:
+        """Remove the lock files of dead owners once their rows are recovered."""
+        for owner in owners:
+            if owner is not None and owner != self.id and _OWNER_ID.fullmatch(owner):
+                with contextlib.suppress(FileNotFoundError):
+                    (self.directory / f"{owner}{_SUFFIX}").unlink()
+
+    def release(self) -> None:
+        """Give the id up at a clean shutdown (nothing of ours is left running)."""
+        if self._fd is None:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            (self.directory / f"{self.id}{_SUFFIX}").unlink()
+        os.close(self._fd)
+        self._fd = None
+
+
+def _is_dead(directory: Path, owner: str) -> bool:
+    if not _OWNER_ID.fullmatch(owner):
+        return True  # not one of ours: no server can be holding it
+    try:
+        fd = os.open(directory / f"{owner}{_SUFFIX}", os.O_RDWR)
+    except FileNotFoundError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # closing also drops the lock if we took it
+    return True
+
+
+def owned_by(
+    column: sa.ColumnElement[Any], owners: Collection[str | None]
+) -> sa.ColumnElement[bool]:
+    """A WHERE clause: ``column`` holds one of ``owners`` (``None``: no owner recorded)."""
+    named = [o for o in owners if o is not None]
+    clauses = [column.in_(named)] if named else []
+    if None in owners:
+        clauses.append(column.is_(None))
+    return sa.or_(sa.false(), *clauses)

@@ -1,0 +1,113 @@
+"""Two servers on one database: each recovers only what a dead server left behind.
+
+A server's start-up ends calls and tasks left unfinished, but only those of servers that
+are gone: a second server started on a database the first is using must not record the
+first one's calls as interrupted, nor signal their processes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from core_support import FakeModel, Stack, gated, new_session, start_server, wait_for
+from helpers import register_mock_provider
+
+pytestmark = pytest.mark.integration
+
+GATE = "shared-gate"
+
+
+@pytest.fixture
+def first(tmp_path: Path) -> Iterator[tuple[Stack, str]]:
+    """A server on a database in ``tmp_path``, with the fake model: (stack, its URL)."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'shared.db'}"
+    model = FakeModel()
+    server = None
+    try:
+        server = _start(tmp_path / "a", url)
+        register_mock_provider(server, model.url)
+        yield Stack(server, model), url
+    finally:
+        if server is not None:
+            server.close()
+        model.close()
+
+
+def _start(home: Path, url: str) -> Any:
+    return start_server(
+        home,
+        TETHER_DATABASE_URL=url,
+        TETHER_DEFAULT_APPROVAL_LEVEL="off",
+        TETHER_LLM_MAX_RETRIES="0",
+    )
+
+
+def _running_call(stack: Stack, watched: str = "$$") -> tuple[str, str, str, int]:
+    """A call holding on a gate: (session, task, call id, the pid of ``watched``, by
+    default the call's shell)."""
+    pid_file = f"p-{uuid.uuid4().hex[:8]}.pid"
+    command = f"echo {watched} > {pid_file}; " + gated(GATE, "echo started", "echo finished")
+    session, task_id, call = stack.start_shell(command, new_session())
+    path = stack.workspace / pid_file
+    pid = int(wait_for(lambda: path.exists() and path.read_text().strip(), what="the pid"))
+    return session, task_id, call["tool_call_id"], pid
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_a_second_server_leaves_the_first_ones_running_call_alone(
+    first: tuple[Stack, str], tmp_path: Path
+) -> None:
+    stack, url = first
+    session, task_id, call_id, pid = _running_call(stack)
+    second = _start(tmp_path / "b", url)
+    try:
+        # The second start recovered nothing of the first's: its call still runs there,
+        # its process was not signalled, and the second sees the call as running too.
+        assert _alive(pid)
+        assert stack.call(session, call_id)["status"] == "running"
+        seen = second.api_request("GET", f"/api/tool-calls/{session}/{call_id}").json()
+        assert seen["status"] == "running"
+        assert stack.task(task_id)["status"] == "running"
+        (stack.workspace / GATE).touch()
+        task = stack.wait_task(task_id)
+        assert task["result"]["status"] == "completed"
+        info = stack.call(session, call_id)
+        assert (info["status"], info["end_state"]) == ("completed", "success")
+        output = stack.api("GET", f"/api/tool-calls/{session}/{call_id}/output").json()
+        assert "finished" in "".join(part["text"] for part in output["content"])
+    finally:
+        second.close()
+
+
+def test_a_server_recovers_the_calls_of_a_crashed_one(
+    first: tuple[Stack, str], tmp_path: Path
+) -> None:
+    stack, url = first
+    # The shell dies with the server (parent-death signal); a background child of it
+    # outlives the crash, as real leftovers do.
+    session, task_id, call_id, pid = _running_call(stack, "$(sleep 300 >/dev/null 2>&1 & echo $!)")
+    stack.server.kill()
+    assert _alive(pid)
+    second = _start(tmp_path / "b", url)
+    try:
+        wait_for(lambda: not _alive(pid), timeout=5, what="the crashed server's call reaped")
+        info = second.api_request("GET", f"/api/tool-calls/{session}/{call_id}").json()
+        assert (info["status"], info["end_state"]) == ("completed", "cancelled")
+        task = second.api_request("GET", f"/api/console/chat/task/{task_id}").json()
+        assert task["result"] == {"status": "failed", "error": "server restarted"}
+        # The dead server's lock file is gone; only the live server's remains.
+        owners = list((tmp_path / "shared.db.owners").iterdir())
+        assert len(owners) == 1
+    finally:
+        second.close()

@@ -1,0 +1,45 @@
+"""A database from before owners were recorded upgrades in place: its unfinished rows
+keep their data and read as owned by nobody (so a start-up recovers them)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from tether.store.database import MIGRATIONS, Database
+from tether.store.owners import OwnerLock
+from tether.store.store import Store
+
+
+async def test_an_older_database_gets_the_owner_columns(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    old = Database(f"sqlite+aiosqlite:///{path}")
+    await old.migrate()
+    await old.close()
+    # Make it what the release before owners left behind: no owner columns, and the
+    # owners migration not recorded.
+    with sqlite3.connect(path) as conn:
+        for table in ("tasks", "tool_calls"):
+            conn.execute(f"ALTER TABLE {table} DROP COLUMN owner")
+        conn.execute("DELETE FROM _migrations WHERE name = '0006_i10_owners'")
+        conn.execute(
+            "INSERT INTO tasks (id, session_id, user_id, status, trigger, created_at)"
+            " VALUES ('t1', 's1', 'u', 'running', 'user', 1.0)"
+        )
+    db = Database(f"sqlite+aiosqlite:///{path}")
+    try:
+        await db.migrate()
+        owner = OwnerLock.claim(tmp_path / "owners")
+        store = Store(db, owner)
+        assert await store.tasks.unfinished_owners() == {None}
+        assert await store.tool_calls.unfinished_owners() == set()
+        await store.tasks.create("t2", "s1", "u", "user", None)
+        assert await store.tasks.unfinished_owners() == {None, owner.id}
+        assert await store.tasks.fail_unfinished("server restarted", {None}) == 1
+        record = await store.tasks.get("t1")
+        assert record is not None and record.status == "finished"
+        assert await store.tasks.unfinished_owners() == {owner.id}
+        owner.release()
+    finally:
+        await db.close()
+    assert "0006_i10_owners" in [name for name, _ in MIGRATIONS]
