@@ -6,9 +6,15 @@ from __future__ import annotations
 import logging
 import re
 
-# Libraries that log HTTP traffic at debug level: the model client's requests carry the
-# provider key in a header, so these never go below WARNING, whatever the server's level.
-_QUIET_LOGGERS = ("openai", "httpx", "httpcore")
+# Loggers that follow --log-level: Tether's own (ids, sizes and states, never content)
+# and the HTTP server's (start-up, shutdown, connection events). Every other library
+# is held at WARNING whatever the level, because at debug level some of them write what
+# logs must never hold: the database driver (aiosqlite) each SQL statement with its
+# parameters, so chat text and tool output; the model client's HTTP stack (httpx,
+# httpcore, and the httpx2/httpcore2 the openai SDK may bring) each request, headers
+# included. Holding the root at WARNING covers libraries imported after this runs.
+_OWN_LOGGERS = ("tether", "uvicorn")
+_ACCESS_LOGGER = "uvicorn.access"
 
 # "Bearer <token>", "api_key=<key>", "'api_key': '<key>'" and OpenAI-style "sk-..." keys.
 _CREDENTIAL = re.compile(
@@ -39,12 +45,42 @@ class OneLineFormatter(logging.Formatter):
 
 
 def configure(level: str) -> None:
-    """Send every record to stderr through :class:`OneLineFormatter`."""
+    """Send every record to stderr through :class:`OneLineFormatter`.
+
+    ``level`` applies to Tether's and the HTTP server's loggers; every other logger stays
+    at WARNING or above (see ``_OWN_LOGGERS``).
+    """
     handler = logging.StreamHandler()
     handler.setFormatter(OneLineFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    wanted = logging.getLevelName(level.upper())
+    if not isinstance(wanted, int):
+        raise ValueError(f"unknown log level {level!r}")
+    # The filter holds even for a library that lowers its own level after this runs.
+    handler.addFilter(_only_warnings_from_libraries)
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    for name in _QUIET_LOGGERS:
-        logger = logging.getLogger(name)
-        logger.setLevel(max(logging.WARNING, root.level))
+    root.setLevel(max(logging.WARNING, wanted))
+    for name, logger in list(logging.Logger.manager.loggerDict.items()):
+        if not isinstance(logger, logging.Logger) or _is_own(name):
+            continue
+        # A library may have set its own level (the openai SDK does with OPENAI_LOG) or
+        # handler: neither may take its records around the formatter or below WARNING.
+        logger.handlers.clear()
+        logger.propagate = True
+        if logger.level != logging.NOTSET:
+            logger.setLevel(max(logging.WARNING, logger.level))
+    for name in _OWN_LOGGERS:
+        own = logging.getLogger(name)
+        own.handlers.clear()
+        own.propagate = True
+        own.setLevel(wanted)
+    # Access lines would carry query strings (the console login carries ?token=).
+    logging.getLogger(_ACCESS_LOGGER).setLevel(logging.WARNING)
+
+
+def _only_warnings_from_libraries(record: logging.LogRecord) -> bool:
+    return record.levelno >= logging.WARNING or _is_own(record.name)
+
+
+def _is_own(name: str) -> bool:
+    return any(name == own or name.startswith(f"{own}.") for own in _OWN_LOGGERS)

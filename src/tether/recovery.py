@@ -23,7 +23,9 @@ log = logging.getLogger(__name__)
 async def claim_owner(settings: Settings) -> OwnerLock:
     """This server's owner id, locked for as long as the process lives."""
     directory = owners_directory(settings.resolved_database_url, settings.home)
-    return await asyncio.to_thread(OwnerLock.claim, directory)
+    owner = await asyncio.to_thread(OwnerLock.claim, directory)
+    log.debug("this server is owner %s (lock file in %s)", owner.id, directory)
+    return owner
 
 
 async def dead_owners(store: Store, owner: OwnerLock) -> set[str | None]:

@@ -180,7 +180,7 @@ def test_no_file_under_home_holds_a_secret(server: Any, turn: dict[str, Any]) ->
         assert server.log_path in files
         assert any(p.name.startswith("tether.db") for p in files)
         log = server.log_path.read_text(errors="replace")
-        assert "DEBUG" in log  # the server really ran at debug level
+        assert " DEBUG tether." in log  # the server really ran at debug level
         for path in files:
             data = path.read_bytes()
             for secret in (PROVIDER_KEY, server.token, *ENV_SECRETS.values()):

@@ -64,6 +64,8 @@ def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> 
         port=settings.port,
         http=BoundedHeadProtocol,
         log_level=log_level.lower(),
+        # Uvicorn's own handlers would bypass the one-line, redacting formatter.
+        log_config=None,
         access_log=False,
         timeout_graceful_shutdown=5,
     )

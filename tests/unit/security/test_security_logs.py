@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import io
 import logging
+import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -65,15 +67,81 @@ def test_credentials_are_masked(
     assert "[redacted]" in stream.getvalue()
 
 
-def test_http_client_loggers_never_go_below_warning() -> None:
-    root = logging.getLogger()
-    saved = (root.handlers[:], root.level)
+@pytest.fixture
+def logging_restored() -> Iterator[None]:
+    """Every logger's level, handlers and propagation put back after the test."""
+    manager = logging.Logger.manager
+    loggers = [
+        logging.getLogger(),
+        *(v for v in manager.loggerDict.values() if isinstance(v, logging.Logger)),
+    ]
+    saved = [(lg, lg.level, lg.handlers[:], lg.propagate) for lg in loggers]
     try:
-        logs.configure("debug")
-        for name in ("openai", "httpx", "httpcore"):
-            assert logging.getLogger(name).getEffectiveLevel() == logging.WARNING
-        assert not logging.getLogger("openai._base_client").isEnabledFor(logging.DEBUG)
+        yield
     finally:
-        root.handlers[:], root.level = saved[0], saved[1]
-        for name in ("openai", "httpx", "httpcore"):
-            logging.getLogger(name).setLevel(logging.NOTSET)
+        for lg, level, handlers, propagate in saved:
+            lg.setLevel(level)
+            lg.handlers[:] = handlers
+            lg.propagate = propagate
+        known = {id(lg) for lg, *_ in saved}
+        for lg in list(manager.loggerDict.values()):
+            if isinstance(lg, logging.Logger) and id(lg) not in known:
+                lg.setLevel(logging.NOTSET)  # created during the test: back to inheriting
+
+
+async def _use_what_the_server_uses(home: Path) -> None:
+    """Import and run what a server runs (the app, the store through aiosqlite, the openai
+    SDK and its HTTP stack making a request), so their loggers exist."""
+    from tether.app import build_services
+    from tether.config import Settings
+    from tether.llm.client import ModelError, OpenAIChatModel
+
+    services = await build_services(Settings(home=home))
+    await services.store.chats.ensure_session("s", "u", "console", "hello")
+    await services.store.db.close()
+    assert services.owner is not None
+    services.owner.release()
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    model = OpenAIChatModel(f"http://127.0.0.1:{port}/v1", "sk-unit-0123456789", "m", 0, 5)
+    with pytest.raises(ModelError):
+        await model.complete([{"role": "user", "content": "hi"}], [], lambda _t: None)
+
+
+async def test_no_library_logger_writes_below_warning_at_debug_level(
+    tmp_path: Path, logging_restored: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await _use_what_the_server_uses(tmp_path)
+    logs.configure("debug")
+    present = {
+        name: lg
+        for name, lg in logging.Logger.manager.loggerDict.items()
+        if isinstance(lg, logging.Logger)
+    }
+    # The loggers that leaked before are really here: the check below is not vacuous.
+    assert "aiosqlite" in present
+    assert any(name.startswith("httpcore") for name in present)
+    libraries = {
+        name: lg
+        for name, lg in present.items()
+        if name != "tether" and not name.startswith(("tether.", "uvicorn"))
+    }
+    for name, lg in libraries.items():
+        assert not lg.isEnabledFor(logging.INFO), name
+        assert not lg.handlers, f"{name} writes around the formatter"
+    for name, lg in libraries.items():
+        # Even a library that lowers its own level later (the openai SDK does with
+        # OPENAI_LOG=debug) gets nothing below WARNING through.
+        lg.setLevel(logging.DEBUG)
+        lg.debug("library debug from %s", name)
+        lg.info("library info from %s", name)
+    logging.getLogger("tether.unit").debug("tether's own debug line")
+    err = capsys.readouterr().err
+    assert "library" not in err
+    assert "tether's own debug line" in err
+
+
+def test_an_unknown_level_is_refused(logging_restored: None) -> None:
+    with pytest.raises(ValueError, match="unknown log level"):
+        logs.configure("chatty")
