@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -33,3 +34,17 @@ def _no_internet(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     monkeypatch.setattr(socket.socket, "connect", guarded)
     yield
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Scale the per-test timeout (pyproject's ``timeout``) by TETHER_TEST_TIMEOUT_SCALE
+    on a slow machine; a test's own ``timeout`` mark is scaled too."""
+    scale = float(os.environ.get("TETHER_TEST_TIMEOUT_SCALE", "1"))
+    if scale == 1:
+        return
+    default = float(config.getini("timeout") or 0)
+    for item in items:
+        own = item.get_closest_marker("timeout")
+        seconds = float(own.args[0]) if own is not None and own.args else default
+        if seconds:
+            item.add_marker(pytest.mark.timeout(seconds * scale), append=False)

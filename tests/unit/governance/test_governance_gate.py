@@ -108,6 +108,14 @@ async def test_refusal_names_the_rule_and_is_audited(
     assert any(f["severity"] == "CRITICAL" for f in entry.findings)
 
 
+async def _until_pending(approvals: ApprovalService, asking: asyncio.Task[Any]) -> None:
+    """Wait (with a deadline) until the ask has filed its approval request."""
+    async with asyncio.timeout(5):
+        while not approvals.list_pending():
+            assert not asking.done(), "the ask ended without asking anyone"
+            await asyncio.sleep(0.001)
+
+
 async def test_ask_emits_the_request_and_a_person_approves(
     repo: GovernanceRepository, approvals: ApprovalService, ctx: AnalysisContext
 ) -> None:
@@ -115,8 +123,7 @@ async def test_ask_emits_the_request_and_a_person_approves(
     plan = await _gate(repo, approvals, ctx).plan_admission(_shell("sudo ls"), "auto", events)
     assert plan.ask is not None
     asking = asyncio.create_task(plan.ask())
-    while not approvals.list_pending():
-        await asyncio.sleep(0)
+    await _until_pending(approvals, asking)
     (pending,) = approvals.list_pending()
 
     await approvals.resolve(pending.request_id, "s1", True, "looks fine")
@@ -143,8 +150,7 @@ async def test_a_person_denies_and_the_model_gets_the_reason(
     plan = await _gate(repo, approvals, ctx).plan_admission(_shell("ls"), "strict", Events())
     assert plan.ask is not None
     asking = asyncio.create_task(plan.ask())
-    while not approvals.list_pending():
-        await asyncio.sleep(0)
+    await _until_pending(approvals, asking)
 
     await approvals.resolve(approvals.list_pending()[0].request_id, "s1", False, "not now")
     result = await asking
@@ -161,8 +167,7 @@ async def test_cancelled_while_waiting_is_audited_as_cancel(
     plan = await _gate(repo, approvals, ctx).plan_admission(_shell("ls"), "strict", Events())
     assert plan.ask is not None
     asking = asyncio.create_task(plan.ask())
-    while not approvals.list_pending():
-        await asyncio.sleep(0)
+    await _until_pending(approvals, asking)
 
     asking.cancel()
     with pytest.raises(asyncio.CancelledError):
