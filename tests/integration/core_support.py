@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -19,7 +20,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
-from helpers import MockLLMHandler, register_mock_provider
+import psutil
+from helpers import MockLLMHandler, default_http_timeout, register_mock_provider
 
 from strict_order import request_problems
 
@@ -45,6 +47,13 @@ free_port = _harness.free_port
 
 SHELL = "execute_shell_command"
 T = TypeVar("T")
+
+
+def scaled(seconds: float) -> float:
+    """A window a test gives the server (a deadline, an expiry), widened by
+    TETHER_TEST_TIMEOUT_SCALE on a slow machine. Windows a loaded machine could miss
+    are a few seconds at least: this only stretches them further."""
+    return default_http_timeout(seconds)
 
 
 def wait_for(probe: Callable[[], T | None], timeout: float = 15.0, what: str = "it") -> T:
@@ -232,3 +241,40 @@ def gated(name: str, before: str = "", after: str = "") -> str:
 
 def open_gate(stack: Stack, name: str) -> None:
     (stack.workspace / name).touch()
+
+
+def orphaning_command(workdir: str, then: str = "sleep 300") -> str:
+    """A command, run in ``workdir`` (under the workspace), that leaves a truly orphaned
+    descendant: a subshell starts a setsid'd ``sleep`` and exits at once, so the sleep is
+    nobody's descendant in the call's tree, in a session and process group of its own;
+    only the marker in its environment ties it to the call. It writes the call shell's
+    pid to shell.pid and its own to orphan.pid, then the shell runs ``then``."""
+    orphan = "(setsid sh -c 'echo $$ > orphan.pid; exec sleep 300' &)"
+    return f"cd {workdir} && echo $$ > shell.pid && {orphan}; {then}"
+
+
+def orphan_pid(directory: Path) -> int:
+    """The pid of the orphan :func:`orphaning_command` left, once it really is one."""
+
+    def ready() -> int | None:
+        try:
+            shell = psutil.Process(int((directory / "shell.pid").read_text()))
+            orphan = psutil.Process(int((directory / "orphan.pid").read_text()))
+            if orphan.name() != "sleep":  # still the setsid'd shell, before its exec
+                return None
+        except (FileNotFoundError, ValueError, psutil.NoSuchProcess):
+            return None
+        assert orphan.pid not in {p.pid for p in shell.children(recursive=True)}
+        assert os.getsid(orphan.pid) != os.getsid(shell.pid)
+        assert os.getpgid(orphan.pid) != os.getpgid(shell.pid)
+        return orphan.pid
+
+    return wait_for(ready, what="the orphaned setsid'd process")
+
+
+def process_gone(pid: int) -> bool:
+    """The process has exited (a zombie waiting for its reaper counts as gone)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from core_support import Stack, stack_for_module
+from core_support import Stack, scaled, stack_for_module
 from governance_support import (
     CLOCK,
     audit,
@@ -20,11 +20,17 @@ from governance_support import (
 
 pytestmark = pytest.mark.integration
 
+# Wide enough for the test to see the request pending before it expires on a loaded
+# machine.
+EXPIRY = scaled(3)
+
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
     yield from stack_for_module(
-        "gov-expiry", TETHER_APPROVAL_TIMEOUT_SECONDS="1", TETHER_DEFAULT_APPROVAL_LEVEL="strict"
+        "gov-expiry",
+        TETHER_APPROVAL_TIMEOUT_SECONDS=f"{EXPIRY:g}",
+        TETHER_DEFAULT_APPROVAL_LEVEL="strict",
     )
 
 
@@ -35,14 +41,14 @@ def test_unanswered_approval_expires_and_denies_the_call(stack: Stack) -> None:
     task_id = submit(stack, session)  # no level anywhere: the server default applies
 
     approval = first_pending(stack, session)
-    assert approval["expires_at"] - approval["created_at"] == pytest.approx(1, abs=0.01)
+    assert approval["expires_at"] - approval["created_at"] == pytest.approx(EXPIRY, abs=0.01)
     task = stack.wait_task(task_id)
 
     assert task["result"]["status"] == "completed"
     (message,) = tool_messages(task)
     assert end_state(stack, session, message) == "denied"
     told = sent_tool_results(stack)[-1]
-    assert "no one approved it within 1 seconds" in told
+    assert f"no one approved it within {EXPIRY:g} seconds" in told
     assert "Do not retry" in told
     assert pending(stack) == []
     (entry,) = audit(stack, session)

@@ -8,7 +8,15 @@ from pathlib import Path
 
 import psutil
 import pytest
-from core_support import Stack, new_session, stack_for_module, wait_for
+from core_support import (
+    Stack,
+    new_session,
+    orphan_pid,
+    orphaning_command,
+    process_gone,
+    stack_for_module,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -41,13 +49,6 @@ def _start_sleeper(stack: Stack) -> tuple[str, str, str, int]:
     return session, first, second, pid
 
 
-def _gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
 def _check_after_restart(stack: Stack, session: str, first: str, second: str) -> dict[str, object]:
     messages = stack.messages(session)
     texts = [m["message"].get("content") for m in messages]
@@ -69,7 +70,7 @@ def _check_after_restart(stack: Stack, session: str, first: str, second: str) ->
 def test_graceful_restart(stack: Stack) -> None:
     session, first, second, pid = _start_sleeper(stack)
     stack.server.restart()
-    assert _gone(pid)
+    assert process_gone(pid)
     info = _check_after_restart(stack, session, first, second)
     assert info["extra"].get("end_reason") == "server shutdown"
 
@@ -78,7 +79,7 @@ def test_crash_and_restart(stack: Stack) -> None:
     session, first, second, pid = _start_sleeper(stack)
     stack.server.kill()
     stack.server.start()
-    wait_for(lambda: _gone(pid), timeout=5, what="the orphaned sleeper to be reaped")
+    wait_for(lambda: process_gone(pid), timeout=5, what="the orphaned sleeper to be reaped")
     _check_after_restart(stack, session, first, second)
     assert stack.task(second)["result"]["status"] == "failed"
 
@@ -94,3 +95,24 @@ def test_a_turn_after_restart_sees_a_valid_history(stack: Stack) -> None:
     sent = stack.model.requests[-1]["messages"]
     assert sent[1]["content"] == "first question"
     assert any(m["role"] == "tool" for m in sent)
+
+
+@pytest.mark.parametrize("how", ["shutdown", "crash"])
+def test_an_orphaned_setsid_descendant_dies_with_a_restart(stack: Stack, how: str) -> None:
+    """The parent of a setsid'd process exits: only the call's marker still finds it,
+    at shutdown, or at the next start after a crash."""
+    workdir = stack.workspace / f"orphan-{uuid.uuid4().hex[:8]}"
+    workdir.mkdir()
+    session, _, call = stack.start_shell(orphaning_command(workdir.name))
+    orphan = orphan_pid(workdir)
+    if how == "shutdown":
+        stack.server.stop()
+        assert process_gone(orphan)
+        stack.server.start()
+    else:
+        stack.server.kill()
+        assert not process_gone(orphan)  # a crash leaves it behind
+        stack.server.start()
+        wait_for(lambda: process_gone(orphan), timeout=5, what="the orphan to be reaped")
+    info = stack.call(session, call["tool_call_id"])
+    assert (info["status"], info["end_state"]) == ("completed", "cancelled")

@@ -12,9 +12,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
-from core_support import FakeModel, Stack, gated, new_session, start_server, wait_for
+from core_support import (
+    FakeModel,
+    Stack,
+    gated,
+    new_session,
+    process_gone,
+    start_server,
+    wait_for,
+)
 from helpers import register_mock_provider
 
 pytestmark = pytest.mark.integration
@@ -58,13 +65,6 @@ def _running_call(stack: Stack, watched: str = "$$") -> tuple[str, str, str, int
     return session, task_id, call["tool_call_id"], pid
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 def test_a_second_server_leaves_the_first_ones_running_call_alone(
     first: tuple[Stack, str], tmp_path: Path
 ) -> None:
@@ -74,7 +74,7 @@ def test_a_second_server_leaves_the_first_ones_running_call_alone(
     try:
         # The second start recovered nothing of the first's: its call still runs there,
         # its process was not signalled, and the second sees the call as running too.
-        assert _alive(pid)
+        assert not process_gone(pid)
         assert stack.call(session, call_id)["status"] == "running"
         seen = second.api_request("GET", f"/api/tool-calls/{session}/{call_id}").json()
         assert seen["status"] == "running"
@@ -98,10 +98,10 @@ def test_a_server_recovers_the_calls_of_a_crashed_one(
     # outlives the crash, as real leftovers do.
     session, task_id, call_id, pid = _running_call(stack, "$(sleep 300 >/dev/null 2>&1 & echo $!)")
     stack.server.kill()
-    assert _alive(pid)
+    assert not process_gone(pid)
     second = _start(tmp_path / "b", url)
     try:
-        wait_for(lambda: not _alive(pid), timeout=5, what="the crashed server's call reaped")
+        wait_for(lambda: process_gone(pid), timeout=5, what="the crashed server's call reaped")
         info = second.api_request("GET", f"/api/tool-calls/{session}/{call_id}").json()
         assert (info["status"], info["end_state"]) == ("completed", "cancelled")
         task = second.api_request("GET", f"/api/console/chat/task/{task_id}").json()

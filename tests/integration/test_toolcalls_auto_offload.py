@@ -3,6 +3,7 @@ background on its own, and `extend-deadline` with target "offload" moves that mo
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -11,6 +12,7 @@ from core_support import (
     gated,
     new_session,
     open_gate,
+    scaled,
     shell_call,
     stack_for_module,
     wait_for,
@@ -18,10 +20,14 @@ from core_support import (
 
 pytestmark = pytest.mark.integration
 
+# Wide enough for the test to reach the call (and extend it) before it passes on a
+# loaded machine.
+OFFLOAD_AFTER = scaled(3)
+
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
-    yield from stack_for_module("auto-offload", TETHER_OFFLOAD_AFTER_SECONDS="1")
+    yield from stack_for_module("auto-offload", TETHER_OFFLOAD_AFTER_SECONDS=f"{OFFLOAD_AFTER:g}")
 
 
 @pytest.fixture(autouse=True)
@@ -61,6 +67,8 @@ def test_extending_the_offload_deadline_keeps_the_call_in_the_turn(stack: Stack)
     stack.model.script(shell_call(gated(gate, "echo started", "echo finished")), {"text": "ok"})
     task_id = stack.submit("run it", session)
     call_id = stack.wait_call(session)["tool_call_id"]
+    # The call started before it was listed, so its offload deadline is before this.
+    old_deadline = time.monotonic() + OFFLOAD_AFTER
     resp = stack.api(
         "POST",
         f"/api/tool-calls/{session}/{call_id}/extend-deadline",
@@ -68,6 +76,8 @@ def test_extending_the_offload_deadline_keeps_the_call_in_the_turn(stack: Stack)
     )
     assert resp.status_code == 202, resp.text
     assert resp.json()["offload_remaining"] is None
+    # Past the old deadline the call is still in the turn.
+    wait_for(lambda: time.monotonic() > old_deadline + 0.5, OFFLOAD_AFTER + 5, "the old deadline")
     info = stack.call(session, call_id)
     assert info["status"] == "running" and info["offload_remaining"] is None
     open_gate(stack, gate)
