@@ -8,9 +8,6 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tether.scheduler.models import CronSchedule
-from tether.scheduler.timing import next_fire
-
 pytestmark = pytest.mark.integration
 
 
@@ -205,7 +202,8 @@ def test_state_next_run_at_follows_the_zone(app_server: Any, zone: str) -> None:
     raw = app_server.api_request("GET", f"/api/cron/jobs/{job_id}/state").json()["next_run_at"]
 
     next_run = parse(raw)
-    expected = next_fire(CronSchedule.model_validate(schedule), before)
-    assert next_run == expected
+    # Fixed dates around DST changes, against instants worked out by hand, are in
+    # tests/unit/scheduler/test_scheduler_api_dates.py (with the clock set).
+    assert before < next_run <= before + timedelta(days=1, hours=1)
     local = next_run.astimezone(ZoneInfo(zone))
     assert (local.hour, local.minute) in ((2, 30), (3, 0))
