@@ -125,9 +125,15 @@ class CronScheduler:
             last_fire=max(handled).timestamp() if handled else None,
             runs=runs,
         )
+        # Ids and revisions only: these lines let an operator (and the shared-database
+        # test) see two processes compete for one tick.
+        log.debug("cron job %s: claiming revision %d", record.id, record.revision)
         started = await self._repo.claim_tick(record.id, record.revision, claim)
-        if started is None or run_id not in started:
-            return None  # another process won, or the job was still running (skipped)
+        if started is None:
+            log.debug("cron job %s: revision %d was claimed elsewhere", record.id, record.revision)
+            return None
+        if run_id not in started:
+            return None  # the job was still running: the tick was recorded as skipped
         self.launch(spec, run_id)
         return run_id
 
