@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from typing import Any
 
 from _support import FakeModel, Server, chat_body, helpers, median, pct, report, wait_until
 
@@ -18,20 +17,9 @@ TURNS = 200
 PROBES = 30
 
 
-class HeldModelHandler(helpers.MockLLMHandler):  # type: ignore[name-defined,misc]
-    """The fake model, holding each request until the server's ``release`` is set."""
-
-    def do_POST(self) -> None:
-        srv: Any = self.server
-        with srv.arrived_lock:
-            srv.arrived += 1
-        srv.release.wait(120)
-        super().do_POST()
-
-
 def main() -> None:
     model = FakeModel()
-    model.srv.RequestHandlerClass = HeldModelHandler
+    model.srv.RequestHandlerClass = helpers.SlowModelHandler
     model.srv.request_queue_size = 512
     model.srv.release = threading.Event()
     model.srv.arrived = 0

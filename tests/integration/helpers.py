@@ -173,6 +173,18 @@ class MockLLMHandler(BaseHTTPRequestHandler):
 _lock = threading.Lock()
 
 
+class SlowModelHandler(MockLLMHandler):
+    """The fake model, holding every request until its server's ``release`` (an Event)
+    is set; ``arrived`` counts the requests (under ``arrived_lock``)."""
+
+    def do_POST(self) -> None:
+        srv: Any = self.server
+        with srv.arrived_lock:
+            srv.arrived += 1
+        srv.release.wait(120)
+        super().do_POST()
+
+
 def register_mock_provider(
     app_server: Any, url: str, provider_id: str = MOCK_LLM_PROVIDER_ID
 ) -> str:

@@ -13,9 +13,9 @@ from http.server import ThreadingHTTPServer
 from typing import Any
 
 from core_support import free_port, start_server, wait_for
-from helpers import MockLLMHandler, register_mock_provider
+from helpers import MockLLMHandler, SlowModelHandler, register_mock_provider
 
-__all__ = ["free_port", "start_server", "wait_for"]  # re-exported from the core suite's support
+__all__ = ["SlowModelHandler", "free_port", "start_server", "wait_for"]  # re-exported
 
 
 class _ModelServer(ThreadingHTTPServer):
@@ -23,17 +23,6 @@ class _ModelServer(ThreadingHTTPServer):
     # Hundreds of turns may connect at once (the load test); the default backlog of 5
     # would make some wait for a SYN retry.
     request_queue_size = 512
-
-
-class SlowModelHandler(MockLLMHandler):
-    """The fake model, holding every request until the server's ``release`` is set."""
-
-    def do_POST(self) -> None:
-        srv: Any = self.server
-        with srv.arrived_lock:
-            srv.arrived += 1
-        srv.release.wait(60)
-        super().do_POST()
 
 
 @contextmanager
