@@ -43,19 +43,31 @@ async def test_a_text_reply_ends_the_turn_and_is_stored(env: AgentEnv) -> None:
 
 async def test_parallel_calls_run_together_and_keep_the_model_order(env: AgentEnv) -> None:
     await env.say("two things")
+    workspace = env.services.settings.resolved_workspace
     env.model.replies = [
         calls(
-            # The first call cannot end before the second: it waits for its file.
+            # The first call cannot end before the second has: it waits for a file the
+            # test creates when the second call's end is reported.
             (
                 "c_slow",
                 "execute_shell_command",
-                _shell("while [ ! -e fast.done ]; do sleep 0.01; done; sleep 0.05; echo slow"),
+                _shell("while [ ! -e fast.ended ]; do sleep 0.01; done; echo slow"),
             ),
-            ("c_fast", "execute_shell_command", _shell("echo fast; touch fast.done")),
+            ("c_fast", "execute_shell_command", _shell("echo fast")),
         ),
         AssistantReply(text="both done"),
     ]
-    events = Events()
+
+    class GateOnFastEnd(Events):
+        def emit(self, event: dict[str, Any]) -> None:
+            super().emit(event)
+            if event["type"] != "tool_call_ended":
+                return
+            # Tether names calls its own way; the command tells the fast one.
+            if event["tool_call"]["extra"]["arguments"]["command"] == "echo fast":
+                (workspace / "fast.ended").touch()
+
+    events = GateOnFastEnd()
     result = await env.services.agent.run_turn(REQ, events)
     assert result.text == "both done"
     # The fast call ended first, so they really ran at the same time...
