@@ -55,11 +55,16 @@ class OwnerLock:
         """Take a fresh owner id and lock its file (blocking I/O: call it in a thread)."""
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         owner_id = uuid.uuid4().hex[:16]
-        # os.open makes the descriptor non-inheritable: a tool's process must not keep
-        # the lock (and so the owner) alive after the server has gone.
-        fd = os.open(directory / f"{owner_id}{_SUFFIX}", os.O_RDWR | os.O_CREAT, 0o600)
+        # Locked under a name no other server looks at, then renamed into place (the
+        # lock stays with the file): a server starting at the same moment never sees
+        # this file unlocked, so never takes this owner for dead. os.open makes the
+        # descriptor non-inheritable: a tool's process must not keep the lock (and so
+        # the owner) alive after the server has gone.
+        claiming = directory / f".{owner_id}.claiming"
+        fd = os.open(claiming, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         os.write(fd, f"{os.getpid()}\n".encode())
+        claiming.rename(directory / f"{owner_id}{_SUFFIX}")
         return cls(directory, owner_id, fd)
 
     @property
