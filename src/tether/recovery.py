@@ -22,8 +22,8 @@ log = logging.getLogger(__name__)
 
 async def claim_owner(settings: Settings) -> OwnerLock:
     """This server's owner id, locked for as long as the process lives."""
-    directory = owners_directory(settings.resolved_database_url, settings.home)
-    owner = await asyncio.to_thread(OwnerLock.claim, directory)
+    directory, complete = owners_directory(settings.resolved_database_url, settings.home)
+    owner = await asyncio.to_thread(OwnerLock.claim, directory, complete)
     log.debug("this server is owner %s (lock file in %s)", owner.id, directory)
     return owner
 

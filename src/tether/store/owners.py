@@ -28,30 +28,37 @@ _SUFFIX = ".lock"
 _OWNER_ID = re.compile(r"[0-9a-f]{8,64}")
 
 
-def owners_directory(database_url: str, home: Path) -> Path:
-    """Where the owners of a database keep their lock files.
+def owners_directory(database_url: str, home: Path) -> tuple[Path, bool]:
+    """Where the owners of a database keep their lock files, and whether every server
+    using the database necessarily keeps its file there.
 
-    Beside a SQLite file (servers sharing the file may have different homes), else under
-    ``home``.
+    Beside a SQLite file (servers sharing the file may have different homes): complete.
+    Otherwise under ``home``: a server with another home, or on another machine, keeps
+    its file elsewhere, so an owner without a file here may well be alive (database
+    leases, a later release, will tell).
     """
     if database_url.startswith("sqlite"):
         path = database_url.split("///", 1)[-1]
         if path and path != ":memory:":
             db_file = Path(path)
-            return db_file.parent / f"{db_file.name}.owners"
-    return home / "owners"
+            return db_file.parent / f"{db_file.name}.owners", True
+        return home / "owners", True  # an in-memory database has one user
+    return home / "owners", False
 
 
 class OwnerLock:
     """This server's owner id, held alive by an exclusive lock on its file."""
 
-    def __init__(self, directory: Path, owner_id: str, fd: int) -> None:
+    def __init__(self, directory: Path, owner_id: str, fd: int, complete: bool) -> None:
         self.directory = directory
         self.id = owner_id
+        #: Every server using the database keeps its lock file in ``directory``, so an
+        #: owner without one is gone (see :func:`owners_directory`).
+        self.complete = complete
         self._fd: int | None = fd
 
     @classmethod
-    def claim(cls, directory: Path) -> OwnerLock:
+    def claim(cls, directory: Path, complete: bool = True) -> OwnerLock:
         """Take a fresh owner id and lock its file (blocking I/O: call it in a thread)."""
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         owner_id = uuid.uuid4().hex[:16]
@@ -65,7 +72,7 @@ class OwnerLock:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         os.write(fd, f"{os.getpid()}\n".encode())
         claiming.rename(directory / f"{owner_id}{_SUFFIX}")
-        return cls(directory, owner_id, fd)
+        return cls(directory, owner_id, fd, complete)
 
     @property
     def marker_prefix(self) -> str:
@@ -81,15 +88,16 @@ class OwnerLock:
     def dead_among(self, owners: Iterable[str | None]) -> set[str | None]:
         """The owners among ``owners`` that are provably gone.
 
-        ``None`` (rows written before owners were recorded) counts as gone: the server
-        that wrote them predates this check. This owner is never gone.
+        An owner without a lock file (and ``None``: rows written before owners were
+        recorded) counts as gone only if the directory is complete. This owner is never
+        gone.
         """
-        return {o for o in owners if o != self.id and (o is None or _is_dead(self.directory, o))}
+        return {o for o in owners if o != self.id and self._is_dead(o)}
 
     def abandoned(self) -> set[str]:
         """Owners whose lock file is still here but held by nobody (crashed servers)."""
         found = {p.name.removesuffix(_SUFFIX) for p in self.directory.glob(f"*{_SUFFIX}")}
-        return {o for o in found if o != self.id and _is_dead(self.directory, o)}
+        return {o for o in found if o != self.id and self._is_dead(o)}
 
     def forget(self, owners: Iterable[str | None]) -> None:
         """Remove the lock files of dead owners once their rows are recovered."""
@@ -107,14 +115,19 @@ class OwnerLock:
         os.close(self._fd)
         self._fd = None
 
+    def _is_dead(self, owner: str | None) -> bool:
+        if owner is None or not _OWNER_ID.fullmatch(owner):
+            # Written before owners had lock files (or not by Tether): no file to look at.
+            return self.complete
+        return _lock_is_free(self.directory / f"{owner}{_SUFFIX}", self.complete)
 
-def _is_dead(directory: Path, owner: str) -> bool:
-    if not _OWNER_ID.fullmatch(owner):
-        return True  # not one of ours: no server can be holding it
+
+def _lock_is_free(path: Path, missing: bool) -> bool:
+    """Whether nobody holds the lock on ``path`` (``missing`` if there is no file)."""
     try:
-        fd = os.open(directory / f"{owner}{_SUFFIX}", os.O_RDWR)
+        fd = os.open(path, os.O_RDWR)
     except FileNotFoundError:
-        return True
+        return missing
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

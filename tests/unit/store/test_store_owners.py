@@ -85,6 +85,25 @@ def test_a_second_claim_in_the_same_directory_gets_its_own_id(tmp_path: Path) ->
 
 def test_the_directory_sits_beside_a_sqlite_file(tmp_path: Path) -> None:
     url = f"sqlite+aiosqlite:///{tmp_path / 'data' / 'tether.db'}"
-    assert owners_directory(url, tmp_path / "home") == tmp_path / "data" / "tether.db.owners"
-    assert owners_directory("sqlite+aiosqlite:///:memory:", tmp_path) == tmp_path / "owners"
-    assert owners_directory("postgresql+asyncpg://h/db", tmp_path) == tmp_path / "owners"
+    beside = tmp_path / "data" / "tether.db.owners"
+    assert owners_directory(url, tmp_path / "home") == (beside, True)
+    memory = owners_directory("sqlite+aiosqlite:///:memory:", tmp_path)
+    assert memory == (tmp_path / "owners", True)
+    # Servers on another machine keep their files elsewhere: the directory is partial.
+    remote = owners_directory("postgresql+asyncpg://h/db", tmp_path)
+    assert remote == (tmp_path / "owners", False)
+
+
+def test_with_a_partial_directory_only_a_free_lock_proves_an_owner_gone(
+    tmp_path: Path, other_server: tuple[subprocess.Popen[str], str]
+) -> None:
+    proc, other = other_server
+    me = OwnerLock.claim(tmp_path, complete=False)
+    try:
+        # No file here, or rows from before owners: maybe alive elsewhere, left alone.
+        assert me.dead_among([None, "0123456789abcdef", other]) == set()
+        proc.kill()
+        proc.wait()
+        assert me.dead_among([None, "0123456789abcdef", other]) == {other}
+    finally:
+        me.release()
