@@ -92,15 +92,15 @@ def logging_restored() -> Iterator[None]:
 async def _use_what_the_server_uses(home: Path) -> None:
     """Import and run what a server runs (the app, the store through aiosqlite, the openai
     SDK and its HTTP stack making a request), so their loggers exist."""
-    from tether.app import build_services
     from tether.config import Settings
     from tether.llm.client import ModelError, OpenAIChatModel
+    from tether.startup import start_services
 
-    services = await build_services(Settings(home=home))
+    services = await start_services(Settings(home=home))
     await services.store.chats.ensure_session("s", "u", "console", "hello")
     await services.store.db.close()
-    assert services.owner is not None
-    services.owner.release()
+    assert services.store.owner is not None
+    services.store.owner.release()
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
