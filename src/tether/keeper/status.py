@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from tether.keeper import layout
 
 StoppedBy = Literal["deadline", "request"]
+_T = TypeVar("_T")
 
 
 class CorruptFile(Exception):
@@ -85,32 +86,27 @@ def _load(path: Path) -> dict[str, Any] | None:
 
 def read_spec(directory: Path) -> CallSpec | None:
     """The call's spec, or None if it was never written."""
-    path = directory / layout.SPEC_NAME
-    data = _load(path)
-    if data is None:
-        return None
-    try:
-        spec = CallSpec(**data)
-        _check_types(spec, {"pid": int, "create_time": float, "started_at": float})
-    except (TypeError, ValueError) as exc:
-        raise CorruptFile(path, str(exc)) from exc
-    return spec
+    return _read(directory / layout.SPEC_NAME, CallSpec, {"pid": int, "create_time": float})
 
 
 def read_end(directory: Path) -> CallEnd | None:
     """The call's end, or None while it runs (no status file yet)."""
-    path = directory / layout.STATUS_NAME
+    end = _read(directory / layout.STATUS_NAME, CallEnd, {"ended_at": float, "output_end": int})
+    if end is not None and end.exit_code is None and end.signal is None:
+        raise CorruptFile(directory / layout.STATUS_NAME, "neither an exit code nor a signal")
+    return end
+
+
+def _read(path: Path, kind: type[_T], fields: dict[str, type]) -> _T | None:
     data = _load(path)
     if data is None:
         return None
     try:
-        end = CallEnd(**data)
-        _check_types(end, {"ended_at": float, "output_end": int})
-        if end.exit_code is None and end.signal is None:
-            raise ValueError("neither an exit code nor a signal")
+        value = kind(**data)
+        _check_types(value, fields)
     except (TypeError, ValueError) as exc:
         raise CorruptFile(path, str(exc)) from exc
-    return end
+    return value
 
 
 def _check_types(obj: object, fields: dict[str, type]) -> None:
