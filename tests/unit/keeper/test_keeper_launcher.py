@@ -1,0 +1,155 @@
+"""The server's side of the keeper with a real runner: start, follow, stop, and find
+calls again from another hub, as a restarted server does."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from keeper_support import MARKER_PREFIX, marked_processes, runner_of
+
+from tether.keeper import layout
+from tether.keeper.hub import KeeperHub
+from tether.keeper.launcher import KeeperLauncher
+from tether.keeper.process import CallLost, KeeperProcess
+from tether.keeper.status import read_end
+
+
+@dataclass(frozen=True)
+class Spec:
+    call_id: str
+    command: str
+    kill_after: float | None = 60.0
+    cwd: Path = Path("/")
+    env: Mapping[str, str] = field(default_factory=lambda: {"PATH": os.environ["PATH"]})
+
+    @property
+    def argv(self) -> Sequence[str]:
+        return ("/bin/sh", "-c", self.command)
+
+    @property
+    def marker(self) -> str:
+        return f"{MARKER_PREFIX}:{self.call_id}"
+
+
+@pytest.fixture
+async def hub(runner_home: Path) -> AsyncIterator[KeeperHub]:
+    opened = KeeperHub(runner_home)
+    await opened.open()
+    yield opened
+    await opened.close()
+
+
+async def collect(process: KeeperProcess) -> list[tuple[str, str]]:
+    seen: list[tuple[str, str]] = []
+    await process.follow(lambda stream, text: seen.append((stream, text)))
+    return seen
+
+
+async def test_a_call_is_followed_to_its_exit_code(hub: KeeperHub) -> None:
+    launcher = KeeperLauncher(hub, output_limit=None, grace=0.5)
+    process = await launcher.start(Spec("a", "echo hello; echo oops >&2; exit 7"))
+    seen = await collect(process)
+    assert sorted(seen) == [("stderr", "oops\n"), ("stdout", "hello\n")]
+    assert await process.wait() == 7
+
+
+async def test_stop_ends_the_call_by_signal(hub: KeeperHub) -> None:
+    launcher = KeeperLauncher(hub, output_limit=None, grace=0.5)
+    process = await launcher.start(Spec("b", "echo up; exec sleep 300"))
+    await launcher.stop([process], grace=0.5, force=False)
+    assert await process.wait() == -signal.SIGTERM
+
+
+async def test_the_runner_enforces_the_deadline_it_was_given(hub: KeeperHub) -> None:
+    launcher = KeeperLauncher(hub, output_limit=None, grace=0.5)
+    process = await launcher.start(Spec("c", "exec sleep 300", kill_after=0.5))
+    assert await process.wait() == -signal.SIGTERM
+    end = read_end(process.directory)
+    assert end is not None and end.stopped_by == "deadline"
+
+
+async def test_another_hub_adopts_a_running_call_and_reads_all_its_output(
+    runner_home: Path, hub: KeeperHub
+) -> None:
+    gate = runner_home / "gate"
+    first = KeeperLauncher(hub, output_limit=None, grace=0.5)
+    started = await first.start(
+        Spec("d", f'echo one; until [ -e "{gate}" ]; do sleep 0.02; done; echo two')
+    )
+    await hub.close()  # the first server goes away
+    second_hub = KeeperHub(runner_home)
+    await second_hub.open()
+    try:
+        second = KeeperLauncher(second_hub, output_limit=None, grace=0.5)
+        running = await second.running()
+        assert running["d"]["pid"] == started.pgid
+        adopted = second.adopt("d", started.pgid, running=True)
+        gate.touch()
+        assert await collect(adopted) == [("stdout", "one\n"), ("stdout", "two\n")]
+        assert await adopted.wait() == 0
+    finally:
+        await second_hub.close()
+
+
+async def test_a_call_that_ended_unwatched_is_read_from_its_files(
+    runner_home: Path, hub: KeeperHub
+) -> None:
+    launcher = KeeperLauncher(hub, output_limit=None, grace=0.5)
+    process = await launcher.start(Spec("e", "echo done; exit 4"))
+    assert await process.wait() == 4
+    await hub.close()
+    second_hub = KeeperHub(runner_home)
+    await second_hub.open()
+    try:
+        second = KeeperLauncher(second_hub, output_limit=None, grace=0.5)
+        assert "e" not in await second.running()
+        adopted = second.adopt("e", process.pgid, running=False)
+        assert await collect(adopted) == [("stdout", "done\n")]
+        assert await adopted.wait() == 4
+    finally:
+        await second_hub.close()
+
+
+async def test_a_corrupt_status_file_loses_the_call_naming_the_file(
+    runner_home: Path, hub: KeeperHub
+) -> None:
+    launcher = KeeperLauncher(hub, output_limit=None, grace=0.5)
+    process = await launcher.start(Spec("f", "echo x"))
+    await process.wait()
+    status = layout.call_dir(runner_home, "f") / layout.STATUS_NAME
+    status.write_bytes(b'{"exit_code": 0, "sig')
+    adopted = launcher.adopt("f", process.pgid, running=False)
+    with pytest.raises(CallLost, match=str(status)):
+        await adopted.wait()
+
+
+async def test_a_truncated_output_file_loses_the_call_naming_the_file(
+    runner_home: Path, hub: KeeperHub
+) -> None:
+    launcher = KeeperLauncher(hub, output_limit=None, grace=0.5)
+    process = await launcher.start(Spec("g", "echo some output here"))
+    await process.wait()
+    output = layout.call_dir(runner_home, "g") / layout.OUTPUT_NAME
+    output.write_bytes(output.read_bytes()[:5])
+    adopted = launcher.adopt("g", process.pgid, running=False)
+    with pytest.raises(CallLost, match=f"{output} is truncated"):
+        await collect(adopted)
+
+
+async def test_a_runner_killed_mid_call_loses_it_saying_what_was_lost(
+    runner_home: Path, hub: KeeperHub
+) -> None:
+    launcher = KeeperLauncher(hub, output_limit=None, grace=0.5)
+    process = await launcher.start(Spec("h", "echo started; exec sleep 300"))
+    os.kill(runner_of(runner_home).pid, signal.SIGKILL)
+    try:
+        with pytest.raises(CallLost, match="its exit status is lost"):
+            await collect(process)
+    finally:
+        for proc in marked_processes():
+            proc.kill()
