@@ -9,6 +9,7 @@ import click
 from tether import __version__
 from tether.cli_audit import audit
 from tether.cli_cron import cron
+from tether.cli_status import status
 
 
 @click.group()
@@ -71,6 +72,7 @@ def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> 
 
 main.add_command(cron)
 main.add_command(audit)
+main.add_command(status)
 
 
 if __name__ == "__main__":

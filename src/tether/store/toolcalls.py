@@ -95,3 +95,13 @@ class ToolCallRepository:
                 )
             )
             return pgids
+
+    async def unfinished(self) -> list[ToolCallRecord]:
+        """Calls recorded as not yet completed, oldest first."""
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(tool_calls)
+                .where(tool_calls.c.status.in_(_UNFINISHED))
+                .order_by(tool_calls.c.started_at)
+            )
+            return [to_record(ToolCallRecord, r) for r in rows]
