@@ -36,6 +36,10 @@ from tether.governance.context import AnalysisContext
 from tether.governance.gate import GovernanceGate
 from tether.governance.memory import DecisionMemory
 from tether.governance.rulebook import RuleBook
+from tether.keeper import home_lock
+from tether.keeper.adoption import Adoption, adopt_calls
+from tether.keeper.launcher import KeeperLauncher
+from tether.keeper.startup import start_keeper
 from tether.llm.client import OpenAIChatModel
 from tether.llm.providers import ModelFactory, ProviderService
 from tether.mcp.connection import Timing
@@ -109,14 +113,7 @@ async def build_services(
     await db.migrate()
     store = Store(db)
     prefix = _marker_prefix(settings)
-    leftovers = await store.tool_calls.interrupt_unfinished(RESTARTED)
-    # Reap even when no group was recorded: a crash can come before the pgid is saved,
-    # and the marker in the environment still finds those processes.
-    reaped = await asyncio.to_thread(process_tree.reap_groups, leftovers, prefix)
-    if leftovers or reaped:
-        log.info(
-            "recorded %d interrupted call group(s); reaped %d process(es)", len(leftovers), reaped
-        )
+    launcher = await start_keeper(settings) if settings.keeper else None
     keybox = KeyBox(settings.home / "secret.key")
     hooks = WebhookService(store.webhooks, keybox, _retry_policy(settings))
     await hooks.load()
@@ -169,7 +166,9 @@ async def build_services(
         workspace=settings.resolved_workspace,
         protected=(settings.home.resolve(),),
         on_background_result=deliver,
+        launcher=launcher,
     )
+    adoption = await _recover_calls(settings, store, coordinator, launcher, prefix)
     is_secret = secret_variable_policy(settings.secret_env_vars)
     shell = make_shell_tool(
         settings.shell_default_timeout,
@@ -197,7 +196,7 @@ async def build_services(
         notify=hooks.notify,
     )
     holder["tasks"] = tasks
-    await tasks.recover()
+    await tasks.recover(adoption)
     cron = await _build_cron(store, tasks, clock or utc_now, hooks.notify)
     return Services(
         settings,
@@ -214,7 +213,32 @@ async def build_services(
         active_gate,
         memory,
         hooks,
+        launcher,
     )
+
+
+async def _recover_calls(
+    settings: Settings,
+    store: Store,
+    coordinator: ToolCallCoordinator,
+    launcher: KeeperLauncher | None,
+    prefix: str,
+) -> Adoption | None:
+    """Adopt the calls the keeper kept; record the others as interrupted and reap them."""
+    adoption = None
+    if launcher is not None:
+        adoption = await adopt_calls(settings.home, launcher, coordinator, store.tool_calls)
+    leftovers = await store.tool_calls.interrupt_unfinished(RESTARTED)
+    # Reap even when no group was recorded: a crash can come before the pgid is saved,
+    # and the marker in the environment still finds those processes. Not with the
+    # keeper: its calls carry the marker too, and they are meant to live on.
+    marked = None if launcher is not None else prefix
+    reaped = await asyncio.to_thread(process_tree.reap_groups, leftovers, marked)
+    if leftovers or reaped:
+        log.info(
+            "recorded %d interrupted call group(s); reaped %d process(es)", len(leftovers), reaped
+        )
+    return adoption
 
 
 def _retry_policy(settings: Settings) -> RetryPolicy:
@@ -253,6 +277,17 @@ def create_app(settings: Settings, factory: ModelFactory | None = None) -> Any:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        lock = home_lock.hold(settings.home)
+        try:
+            async with _serving(app, settings, factory):
+                yield
+        finally:
+            home_lock.release(lock)
+
+    @asynccontextmanager
+    async def _serving(
+        app: FastAPI, settings: Settings, factory: ModelFactory | None
+    ) -> AsyncIterator[None]:
         services = await build_services(settings, factory)
         app.state.services = services
         services.webhooks.start()
@@ -266,10 +301,13 @@ def create_app(settings: Settings, factory: ModelFactory | None = None) -> Any:
             await services.cron.scheduler.shutdown()
             # Turns first (their calls are recorded as stopped by the shutdown), then
             # whatever still runs in the background.
-            services.coordinator.begin_shutdown()
-            await services.tasks.shutdown()
+            detach = settings.keeper and settings.on_shutdown == "detach"
+            services.coordinator.begin_shutdown(detach)
+            await services.tasks.shutdown(detach)
             await services.coordinator.shutdown()
             await services.mcp.close()
+            if services.keeper is not None:
+                await services.keeper.hub.close()
             # Last: what the shutdown itself notified is queued for the next start.
             await services.webhooks.shutdown()
             await services.store.db.close()

@@ -10,6 +10,7 @@ from tether.config import Settings
 from tether.governance.approvals import ApprovalService
 from tether.governance.memory import DecisionMemory
 from tether.governance.rulebook import RuleBook
+from tether.keeper.launcher import KeeperLauncher
 from tether.llm.providers import ProviderService
 from tether.mcp.service import McpService
 from tether.scheduler.jobs import CronJobs
@@ -36,3 +37,5 @@ class Services:
     gate: Gate
     memory: DecisionMemory
     webhooks: WebhookService
+    # The keeper's launcher when TETHER_KEEPER is on (its hub is closed at shutdown).
+    keeper: KeeperLauncher | None = None

@@ -16,13 +16,14 @@ from tether.keeper import layout
 from tether.keeper.status import CallEnd, CallSpec, CorruptFile, read_end, read_spec
 from tether.store.records import ToolCallRecord
 
-Fate = Literal["running", "ended", "lost", "no_row"]
+Fate = Literal["running", "ended", "lost", "not_kept", "no_row"]
 
 
 @dataclass(frozen=True)
 class Found:
-    """One call and what became of it. ``problem`` says what was lost (``lost``) or why
-    a directory is unaccounted for (``no_row``)."""
+    """One call and what became of it. ``problem`` says what was lost (``lost``), that
+    it never ran under the keeper (``not_kept``), or why a directory is unaccounted
+    for (``no_row``)."""
 
     call_id: str
     fate: Fate
@@ -67,7 +68,7 @@ def _classify(
         if spec is None:
             return Found(
                 call_id,
-                "lost",
+                "not_kept",
                 record,
                 None,
                 None,

@@ -8,40 +8,25 @@ a call again after a restart (:meth:`adopt`).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any
 
 from tether.keeper.hub import KeeperHub
 from tether.keeper.process import KeeperProcess
-
-
-class KeeperSpec(Protocol):
-    """What the keeper needs to start a call."""
-
-    @property
-    def argv(self) -> Sequence[str]: ...
-    @property
-    def cwd(self) -> Path: ...
-    @property
-    def env(self) -> Mapping[str, str]: ...
-    @property
-    def marker(self) -> str: ...
-    @property
-    def call_id(self) -> str: ...
-    @property
-    def kill_after(self) -> float | None: ...
+from tether.toolcalls.launcher import LaunchedProcess, LaunchSpec
 
 
 class KeeperLauncher:
     """Starts trees under the home's runner and stops them through it."""
+
+    durable = True
 
     def __init__(self, hub: KeeperHub, output_limit: int | None, grace: float) -> None:
         self.hub = hub
         self._output_limit = output_limit
         self._grace = grace
 
-    async def start(self, spec: KeeperSpec) -> KeeperProcess:
+    async def start(self, spec: LaunchSpec) -> KeeperProcess:
         """Ask the runner to start ``spec``; its kill deadline is ``kill_after`` seconds
         from now, enforced by the runner itself."""
         kill_at = None if spec.kill_after is None else time.time() + spec.kill_after
@@ -60,17 +45,12 @@ class KeeperLauncher:
         process.pgid = int(answer["pid"])
         return process
 
-    async def stop(self, trees: Sequence[Any], grace: float, force: bool) -> None:
+    async def stop(self, trees: Sequence[LaunchedProcess], grace: float, force: bool) -> None:
         """Ask the runner to stop each tree (SIGTERM then SIGKILL after its grace, or
         SIGKILL at once); returns once asked, the ends follow on the watch."""
         for tree in trees:
             if isinstance(tree, KeeperProcess):
                 await self.hub.request("signal", call_id=tree.call_id, force=force)
-
-    async def extend(self, call_id: str, kill_after: float | None) -> None:
-        """Move the kill deadline the runner enforces (None: none)."""
-        kill_at = None if kill_after is None else time.time() + kill_after
-        await self.hub.request("extend", call_id=call_id, kill_at=kill_at)
 
     async def running(self) -> dict[str, dict[str, Any]]:
         """The calls the runner runs now, by id (pid, start time, deadline, position)."""

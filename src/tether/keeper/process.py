@@ -8,6 +8,7 @@ numbering) are the same each time.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
 from tether.keeper import layout, records
@@ -103,6 +104,11 @@ class KeeperProcess:
                 self._hub.forget(self.call_id)
                 return -end.signal if end.signal is not None else int(end.exit_code or 0)
             look = await _changed(seen)
+
+    async def set_kill_deadline(self, kill_after: float | None) -> None:
+        """Move the kill deadline the runner enforces (seconds from now; None: none)."""
+        kill_at = None if kill_after is None else time.time() + kill_after
+        await self._hub.request("extend", call_id=self.call_id, kill_at=kill_at)
 
     def mark_ended_already(self) -> None:
         """The call ended before anyone watched (found at adoption): read the files."""

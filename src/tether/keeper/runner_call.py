@@ -21,7 +21,7 @@ from tether.keeper import layout, records
 from tether.keeper.identity import identify
 from tether.keeper.status import CallEnd, CallSpec, StoppedBy, write_end, write_spec
 from tether.toolcalls import process_tree
-from tether.tools.base import MARKER_VAR
+from tether.toolcalls.launcher import MARKER_VAR
 
 log = logging.getLogger(__name__)
 

@@ -48,6 +48,13 @@ def _add_missing_columns(*wanted: tuple[str, str]) -> Migration:
     return migrate
 
 
+def _add_task_resumes(conn: sa.Connection) -> None:
+    # Databases made by 0001 after this column was added already have it.
+    columns = {c["name"] for c in sa.inspect(conn).get_columns("tasks")}
+    if "resumes" not in columns:
+        conn.execute(sa.text("ALTER TABLE tasks ADD COLUMN resumes INTEGER NOT NULL DEFAULT 0"))
+
+
 # Ordered, named migrations; each runs once and is recorded in `_migrations`. The first
 # creates whatever tables are missing. Once a release has shipped, a change to an existing
 # table is a new entry here with its own ALTER statements.
@@ -68,6 +75,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
             ("chat_sessions", "when_unattended"),
         ),
     ),
+    ("0014_i14_task_resumes", _add_task_resumes),
 ]
 
 _migrations_table = sa.Table(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from typing import Any
 
 import sqlalchemy as sa
@@ -64,13 +65,14 @@ class TaskRepository:
             )
             return [to_record(TaskRecord, r) for r in rows]
 
-    async def fail_unfinished(self, reason: str) -> int:
-        """Mark every task a previous process left pending or running as failed."""
+    async def fail_unfinished(self, reason: str, keep: Collection[str] = ()) -> int:
+        """Mark every task a previous process left pending or running as failed, but
+        those in ``keep`` (taken up again)."""
         now = time.time()
         async with self._db.write() as conn:
             result = await conn.execute(
                 sa.update(tasks)
-                .where(tasks.c.status != "finished")
+                .where(tasks.c.status != "finished", tasks.c.id.not_in(list(keep)))
                 .values(
                     status="finished",
                     finished_at=now,
@@ -78,3 +80,18 @@ class TaskRepository:
                 )
             )
             return int(result.rowcount)
+
+    async def unfinished(self) -> list[TaskRecord]:
+        """Tasks a previous process left pending or running, oldest first."""
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(tasks).where(tasks.c.status != "finished").order_by(tasks.c.created_at)
+            )
+            return [to_record(TaskRecord, r) for r in rows]
+
+    async def count_resume(self, task_id: str) -> None:
+        """Record that the task is being taken up again after a restart."""
+        async with self._db.write() as conn:
+            await conn.execute(
+                sa.update(tasks).where(tasks.c.id == task_id).values(resumes=tasks.c.resumes + 1)
+            )

@@ -96,12 +96,32 @@ class ToolCallRepository:
             )
             return pgids
 
+    async def last_output_seq(self, call_id: str) -> int:
+        """The number of the last output chunk stored for the call (0: none)."""
+        async with self._db.read() as conn:
+            last = await conn.scalar(
+                sa.select(sa.func.max(tool_output.c.seq)).where(
+                    tool_output.c.tool_call_id == call_id
+                )
+            )
+            return int(last or 0)
+
     async def unfinished(self) -> list[ToolCallRecord]:
         """Calls recorded as not yet completed, oldest first."""
         async with self._db.read() as conn:
             rows = await conn.execute(
                 sa.select(tool_calls)
                 .where(tool_calls.c.status.in_(_UNFINISHED))
+                .order_by(tool_calls.c.started_at)
+            )
+            return [to_record(ToolCallRecord, r) for r in rows]
+
+    async def list_for_task(self, task_id: str) -> list[ToolCallRecord]:
+        """Every call a task started, oldest first."""
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(tool_calls)
+                .where(tool_calls.c.task_id == task_id)
                 .order_by(tool_calls.c.started_at)
             )
             return [to_record(ToolCallRecord, r) for r in rows]

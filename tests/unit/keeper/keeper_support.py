@@ -9,7 +9,7 @@ import psutil
 
 from tether.keeper import client
 from tether.keeper.identity import ProcessIdentity
-from tether.tools.base import MARKER_VAR
+from tether.toolcalls.launcher import MARKER_VAR
 
 MARKER_PREFIX = f"keeper-test-{os.getpid()}"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -17,23 +17,19 @@ from tether.keeper.hub import KeeperHub
 from tether.keeper.launcher import KeeperLauncher
 from tether.keeper.process import CallLost, KeeperProcess
 from tether.keeper.status import read_end
+from tether.toolcalls.launcher import LaunchSpec
 
 
-@dataclass(frozen=True)
-class Spec:
-    call_id: str
-    command: str
-    kill_after: float | None = 60.0
-    cwd: Path = Path("/")
-    env: Mapping[str, str] = field(default_factory=lambda: {"PATH": os.environ["PATH"]})
-
-    @property
-    def argv(self) -> Sequence[str]:
-        return ("/bin/sh", "-c", self.command)
-
-    @property
-    def marker(self) -> str:
-        return f"{MARKER_PREFIX}:{self.call_id}"
+def Spec(call_id: str, command: str, kill_after: float | None = 60.0) -> LaunchSpec:
+    return LaunchSpec(
+        argv=("/bin/sh", "-c", command),
+        cwd=Path("/"),
+        env={"PATH": os.environ["PATH"]},
+        marker=f"{MARKER_PREFIX}:{call_id}",
+        started_at=time.time(),
+        call_id=call_id,
+        kill_after=kill_after,
+    )
 
 
 @pytest.fixture
