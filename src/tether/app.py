@@ -228,7 +228,8 @@ async def _recover_calls(
     adoption = None
     if launcher is not None:
         adoption = await adopt_calls(settings.home, launcher, coordinator, store.tool_calls)
-    leftovers = await store.tool_calls.interrupt_unfinished(RESTARTED)
+    kept = adoption.adopted if adoption is not None else set()
+    leftovers = await store.tool_calls.interrupt_unfinished(RESTARTED, keep=kept)
     # Reap even when no group was recorded: a crash can come before the pgid is saved,
     # and the marker in the environment still finds those processes. Not with the
     # keeper: its calls carry the marker too, and they are meant to live on.

@@ -31,6 +31,8 @@ class Adoption:
     task (a task that lost a call cannot be resumed)."""
 
     waiting: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
+    # Every call taken up again (offloaded ones included): no longer "interrupted".
+    adopted: set[str] = field(default_factory=set)
     lost: dict[str, list[str]] = field(default_factory=dict)
 
     def lost_problem(self, task_id: str) -> str | None:
@@ -72,6 +74,7 @@ async def _adopt_one(
     if found.fate in ("running", "ended") and spec is not None:
         process = launcher.adopt(found.call_id, spec.pid, running=found.fate == "running")
         outcome = await coordinator.adopt(record, process, spec.kill_at)
+        adoption.adopted.add(found.call_id)
         if record.status == "running":  # a turn waits on it (offloaded: delivered as such)
             adoption.waiting[found.call_id] = outcome
         return

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -72,21 +72,25 @@ class ToolCallRepository:
             )
             return [OutputChunk(seq=r.seq, stream=r.stream, text=r.text) for r in rows]
 
-    async def interrupt_unfinished(self, reason: str) -> list[tuple[int, float]]:
-        """Record calls a previous process left unfinished as cancelled.
+    async def interrupt_unfinished(
+        self, reason: str, keep: Collection[str] = ()
+    ) -> list[tuple[int, float]]:
+        """Record calls a previous process left unfinished as cancelled, but those in
+        ``keep`` (adopted: they run on).
 
         Returns (process group, start time) of each, so the caller can reap survivors.
         """
+        left = sa.and_(tool_calls.c.status.in_(_UNFINISHED), tool_calls.c.id.not_in(list(keep)))
         async with self._db.write() as conn:
             rows = await conn.execute(
                 sa.select(tool_calls.c.pgid, tool_calls.c.started_at).where(
-                    tool_calls.c.status.in_(_UNFINISHED), tool_calls.c.pgid.is_not(None)
+                    left, tool_calls.c.pgid.is_not(None)
                 )
             )
             pgids = [(int(r.pgid), float(r.started_at)) for r in rows]
             await conn.execute(
                 sa.update(tool_calls)
-                .where(tool_calls.c.status.in_(_UNFINISHED))
+                .where(left)
                 .values(
                     status="completed",
                     end_state="cancelled",

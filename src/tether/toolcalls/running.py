@@ -150,7 +150,15 @@ class CallRunner:
         flusher = self._tasks.spawn(self._recorder.flush_output(call))
         if call.status == "offloaded":
             return self._tasks.spawn(self._finish_in_background(call, None, watcher, flusher))
-        return self._tasks.spawn(self._conclude(call, None, watcher, flusher))
+        return self._tasks.spawn(self._conclude_when_done(call, watcher, flusher))
+
+    async def _conclude_when_done(
+        self, call: LiveCall, watcher: asyncio.Task[Any], flusher: asyncio.Task[Any]
+    ) -> CallOutcome:
+        assert call.work is not None
+        with contextlib.suppress(BaseException):
+            await asyncio.wait({call.work})
+        return await self._conclude(call, None, watcher, flusher)
 
     async def _conclude(
         self,

@@ -1,0 +1,210 @@
+"""With the keeper (TETHER_KEEPER=1), a tool call outlives its server: a kill -9 or a
+graceful stop, then a start on the same home, and the call runs on under the same id,
+its stream resumes with no gap and no duplicate, and the task completes."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from core_support import (
+    SseEvent,
+    Stack,
+    new_session,
+    shell_call,
+    sse_events,
+    stack_for_module,
+    start_server,
+    wait_for,
+)
+
+from tether.keeper import client, layout
+
+pytestmark = pytest.mark.integration
+
+# Prints a numbered line every 100 ms until the file "gate" appears, then "end".
+TICKER = 'i=0; while [ ! -e {gate} ]; do i=$((i+1)); echo "line $i"; sleep 0.1; done; echo end'
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    body = stack_for_module("keeper", TETHER_KEEPER="1", TETHER_CANCEL_GRACE_SECONDS="0.3")
+    made = next(body)
+    try:
+        yield made
+    finally:
+        # The runner outlives servers by design: stop it (and whatever it still runs).
+        client.stop_runner(made.server.home)
+        body.close()
+
+
+@pytest.fixture(autouse=True)
+def _every_request_valid(stack: Stack) -> Iterator[None]:
+    yield
+    stack.model.assert_valid()
+
+
+def _stream(stack: Stack, session: str, call_id: str, last: int | None = None) -> Any:
+    headers = {"Authorization": f"Bearer {stack.server.token}"}
+    if last is not None:
+        headers["Last-Event-ID"] = str(last)
+    return stack.server._client.stream(
+        "GET", f"/api/tool-calls/{session}/{call_id}/stream", headers=headers
+    )
+
+
+def _first_events(stack: Stack, session: str, call_id: str, count: int) -> list[SseEvent]:
+    got: list[SseEvent] = []
+    with _stream(stack, session, call_id) as resp:
+        for event in sse_events(resp.iter_lines()):
+            got.append(event)
+            if len(got) == count:
+                break
+    return got
+
+
+def _rest(stack: Stack, session: str, call_id: str, last: int) -> list[SseEvent]:
+    with _stream(stack, session, call_id, last) as resp:
+        assert resp.status_code == 200
+        return list(sse_events(resp.iter_lines()))
+
+
+def _start_ticker(stack: Stack, gate: str) -> tuple[str, str, str]:
+    session = new_session()
+    stack.model.script(shell_call(TICKER.format(gate=gate), timeout=120), {"text": "done"})
+    task = stack.submit("tick", session)
+    call = stack.wait_call(session)
+    return session, task, call["tool_call_id"]
+
+
+def _check_resumed(stack: Stack, session: str, call_id: str, before: list[SseEvent]) -> None:
+    """After a restart: the same call is running; the stream resumed at the last event
+    id continues it with no gap and no duplicate."""
+    assert [c["tool_call_id"] for c in stack.live_calls(session)] == [call_id]
+    assert stack.call(session, call_id)["status"] == "running"
+    after = _rest(stack, session, call_id, before[-1].id or 0)
+    events = before + after
+    outputs = [e for e in events if e.data["type"] == "output"]
+    assert [e.id for e in outputs] == list(range(1, len(outputs) + 1))
+    text = "".join(e.data["text"] for e in outputs)
+    numbers = [int(n) for n in re.findall(r"line (\d+)", text)]
+    assert numbers == list(range(1, len(numbers) + 1))
+    assert text.endswith("end\n")
+    assert events[-1].data == {"type": "done", "end_state": "success", "status": "completed"}
+
+
+def _check_task(stack: Stack, task_id: str) -> None:
+    task = stack.wait_task(task_id, timeout=30)
+    assert task["result"]["status"] == "completed", task
+    assert task["result"]["text"] == "done"
+    last = stack.model.requests[-1]["messages"]
+    tool = [m for m in last if m["role"] == "tool"][-1]
+    assert "line 1\n" in tool["content"] and "end" in tool["content"]
+
+
+def _through_a_restart(stack: Stack, restart: Any) -> None:
+    gate = f"gate-{time.monotonic_ns()}"
+    session, task, call_id = _start_ticker(stack, gate)
+    before = _first_events(stack, session, call_id, 5)
+    restart()
+    (stack.workspace / gate).touch()
+    _check_resumed(stack, session, call_id, before)
+    _check_task(stack, task)
+
+
+def test_a_call_survives_a_kill_9_of_its_server(stack: Stack) -> None:
+    def crash() -> None:
+        stack.server.kill()
+        stack.server.start()
+
+    _through_a_restart(stack, crash)
+
+
+def test_a_call_survives_a_graceful_stop_and_start(stack: Stack) -> None:
+    _through_a_restart(stack, stack.server.restart)
+
+
+def test_a_call_that_ended_while_the_server_was_down_is_delivered(stack: Stack) -> None:
+    gate = f"gate-{time.monotonic_ns()}"
+    session = new_session()
+    command = f"echo hi; while [ ! -e {gate} ]; do sleep 0.05; done; echo bye"
+    stack.model.script(shell_call(command), {"text": "done"})
+    task = stack.submit("run", session)
+    call_id = stack.wait_call(session)["tool_call_id"]
+    stack.server.kill()
+    (stack.workspace / gate).touch()
+    status = layout.call_dir(stack.server.home, call_id) / layout.STATUS_NAME
+    wait_for(status.exists, what="the call to end under the runner")
+    stack.server.start()
+    info = stack.wait_completed(session, call_id)
+    assert info["end_state"] == "success"
+    _check_task_text(stack, task, "hi\nbye\n")
+
+
+def _check_task_text(stack: Stack, task_id: str, output: str) -> None:
+    task = stack.wait_task(task_id, timeout=30)
+    assert task["result"]["status"] == "completed", task
+    last = stack.model.requests[-1]["messages"]
+    tool = [m for m in last if m["role"] == "tool"][-1]
+    assert output in tool["content"]
+
+
+def test_cancel_after_a_restart_kills_the_whole_tree(stack: Stack) -> None:
+    session = new_session()
+    pids = f"pids-{time.monotonic_ns()}"
+    command = f"setsid sh -c 'sleep 300' & echo $! > {pids}; sleep 300 & echo $! >> {pids}; wait"
+    stack.model.script(shell_call(command, timeout=120), {"text": "done"})
+    task = stack.submit("run", session)
+    call_id = stack.wait_call(session)["tool_call_id"]
+    pid_file: Path = stack.workspace / pids
+    found = wait_for(lambda: len(pid_file.read_text().split()) == 2 if pid_file.exists() else None)
+    assert found
+    procs = [psutil.Process(int(p)) for p in pid_file.read_text().split()]
+    stack.server.kill()
+    stack.server.start()
+    assert stack.call(session, call_id)["status"] == "running"
+    resp = stack.api("POST", f"/api/tool-calls/{session}/{call_id}/cancel", json={})
+    assert resp.status_code == 202, resp.text
+    info = stack.wait_completed(session, call_id)
+    assert info["end_state"] == "cancelled"
+    wait_for(lambda: all(_gone(p) for p in procs), what="the whole tree to die")
+    assert stack.wait_task(task, timeout=30)["result"]["status"] == "completed"
+
+
+def _gone(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_a_second_server_on_the_same_home_refuses_to_start(stack: Stack) -> None:
+    with pytest.raises(RuntimeError, match="already serves"):
+        start_server(stack.server.home)
+
+
+def test_tether_status_lists_a_call_in_flight(stack: Stack) -> None:
+    import subprocess
+    import sys
+
+    gate = f"gate-{time.monotonic_ns()}"
+    session, task, call_id = _start_ticker(stack, gate)
+    env = stack.server._env()
+    shown = subprocess.run(
+        [sys.executable, "-m", "tether", "status"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    (stack.workspace / gate).touch()
+    line = next(line for line in shown.splitlines() if line.startswith(call_id))
+    assert f"\trunning\t{session}\t" in line
+    assert "s left" in line
+    stack.wait_task(task, timeout=30)
