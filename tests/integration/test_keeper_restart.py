@@ -208,3 +208,37 @@ def test_tether_status_lists_a_call_in_flight(stack: Stack) -> None:
     assert f"\trunning\t{session}\t" in line
     assert "s left" in line
     stack.wait_task(task, timeout=30)
+
+
+@pytest.fixture(scope="module")
+def stopping_stack() -> Iterator[Stack]:
+    body = stack_for_module(
+        "keeper-stop",
+        TETHER_KEEPER="1",
+        TETHER_ON_SHUTDOWN="stop",
+        TETHER_CANCEL_GRACE_SECONDS="0.3",
+    )
+    made = next(body)
+    try:
+        yield made
+    finally:
+        client.stop_runner(made.server.home)
+        body.close()
+
+
+def test_on_shutdown_stop_stops_calls_as_without_the_keeper(stopping_stack: Stack) -> None:
+    stack = stopping_stack
+    session = new_session()
+    pid_name = f"pid-{time.monotonic_ns()}"
+    stack.model.script(shell_call(f"sleep 300 & echo $! > {pid_name}; wait"), {"text": "done"})
+    task = stack.submit("run", session)
+    call_id = stack.wait_call(session)["tool_call_id"]
+    pid_file = stack.workspace / pid_name
+    sleeper = psutil.Process(int(wait_for(lambda: pid_file.exists() and pid_file.read_text())))
+    stack.server.restart()
+    wait_for(lambda: _gone(sleeper), what="the call's tree to be stopped")
+    info = stack.call(session, call_id)
+    assert (info["status"], info["end_state"]) == ("completed", "cancelled")
+    assert info["extra"]["end_reason"] == "server shutdown"
+    assert stack.task(task)["result"]["status"] in ("cancelled", "failed")
+    assert stack.live_calls(session) == []
