@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import logging
 import os
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -36,7 +37,7 @@ from tether.governance.context import AnalysisContext
 from tether.governance.gate import GovernanceGate
 from tether.governance.memory import DecisionMemory
 from tether.governance.rulebook import RuleBook
-from tether.keeper import home_lock
+from tether.keeper import home_lock, retention
 from tether.keeper.adoption import Adoption, adopt_calls
 from tether.keeper.launcher import KeeperLauncher
 from tether.keeper.startup import start_keeper
@@ -228,6 +229,8 @@ async def _recover_calls(
     adoption = None
     if launcher is not None:
         adoption = await adopt_calls(settings.home, launcher, coordinator, store.tool_calls)
+        cutoff = time.time() - settings.call_retention_days * 86400
+        await retention.sweep(settings.home, cutoff, store.tool_calls)
     kept = adoption.adopted if adoption is not None else set()
     leftovers = await store.tool_calls.interrupt_unfinished(RESTARTED, keep=kept)
     # Reap even when no group was recorded: a crash can come before the pgid is saved,
