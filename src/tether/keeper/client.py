@@ -45,35 +45,61 @@ def recorded_runner(home: Path) -> ProcessIdentity | None:
     return identity if identity.is_alive() else None
 
 
+# Requests that change nothing when repeated: retried once on a fresh connection.
+_IDEMPOTENT = frozenset({"hello", "list", "extend", "watch"})
+
+
 class KeeperClient:
-    """Requests to the runner of one home; each opens its own short connection."""
+    """Requests to the runner of one home, one at a time over one kept connection."""
 
     def __init__(self, home: Path) -> None:
         self.home = home
         self.socket = layout.socket_path(home)
+        self._lock = asyncio.Lock()
+        self._conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        try:
+            return await asyncio.open_unix_connection(self.socket, limit=protocol.MAX_LINE)
+        except OSError as exc:
+            raise RunnerUnavailable(f"no runner answers on {self.socket}: {exc}") from exc
 
     async def request(self, op: str, **fields: Any) -> dict[str, Any]:
         """Send one request; its answer, or ProtocolError with the runner's reason."""
-        try:
-            reader, writer = await asyncio.open_unix_connection(
-                self.socket, limit=protocol.MAX_LINE
-            )
-        except OSError as exc:
-            raise RunnerUnavailable(f"no runner answers on {self.socket}: {exc}") from exc
-        try:
-            writer.write(protocol.encode({"v": protocol.PROTOCOL, "op": op, **fields}))
-            await writer.drain()
-            line = await reader.readline()
-        finally:
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
-        if not line:
-            raise RunnerUnavailable("the runner closed the connection without answering")
+        message = protocol.encode({"v": protocol.PROTOCOL, "op": op, **fields})
+        async with self._lock:
+            try:
+                line = await self._exchange(message)
+            except (OSError, RunnerUnavailable):
+                if op not in _IDEMPOTENT:
+                    raise
+                line = await self._exchange(message)
         answer = protocol.decode(line)
         if not answer.get("ok"):
             raise protocol.ProtocolError(str(answer.get("error", "refused")))
         return answer
+
+    async def _exchange(self, message: bytes) -> bytes:
+        if self._conn is None:
+            self._conn = await self._connect()
+        reader, writer = self._conn
+        try:
+            writer.write(message)
+            await writer.drain()
+            line = await reader.readline()
+        except OSError:
+            self.close()
+            raise
+        if not line:
+            self.close()
+            raise RunnerUnavailable("the runner closed the connection without answering")
+        return line
+
+    def close(self) -> None:
+        """Drop the kept connection (the next request opens another)."""
+        if self._conn is not None:
+            self._conn[1].close()
+            self._conn = None
 
     async def hello(self) -> RunnerInfo:
         """Who the runner is (pid and start time, protocol, version)."""
@@ -85,14 +111,9 @@ class KeeperClient:
         )
 
     async def watch(self) -> Watch:
-        """A connection receiving the runner's events from now on (output positions,
-        ends); events that happen after this returns are never missed."""
-        try:
-            reader, writer = await asyncio.open_unix_connection(
-                self.socket, limit=protocol.MAX_LINE
-            )
-        except OSError as exc:
-            raise RunnerUnavailable(f"no runner answers on {self.socket}: {exc}") from exc
+        """A connection of its own receiving the runner's events from now on (output
+        positions, ends); events that happen after this returns are never missed."""
+        reader, writer = await self._connect()
         watch = Watch(reader, writer)
         try:
             writer.write(protocol.encode({"v": protocol.PROTOCOL, "op": "watch"}))

@@ -54,6 +54,7 @@ class KeeperHub:
 
     async def close(self) -> None:
         """Stop watching (the runner and its calls keep going)."""
+        self.client.close()
         if self._watching is not None:
             self._watching.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -48,9 +48,9 @@ class KeeperLauncher:
     async def stop(self, trees: Sequence[LaunchedProcess], grace: float, force: bool) -> None:
         """Ask the runner to stop each tree (SIGTERM then SIGKILL after its grace, or
         SIGKILL at once); returns once asked, the ends follow on the watch."""
-        for tree in trees:
-            if isinstance(tree, KeeperProcess):
-                await self.hub.request("signal", call_id=tree.call_id, force=force)
+        ids = [t.call_id for t in trees if isinstance(t, KeeperProcess)]
+        if ids:
+            await self.hub.request("signal", call_ids=ids, force=force)
 
     async def running(self) -> dict[str, dict[str, Any]]:
         """The calls the runner runs now, by id (pid, start time, deadline, position)."""

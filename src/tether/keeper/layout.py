@@ -61,10 +61,13 @@ def socket_path(home: Path) -> Path:
 
 def write_atomically(path: Path, data: dict[str, Any]) -> None:
     """Write JSON to ``path`` so a reader sees the old file or the new, never a part:
-    a temporary file in the same directory, flushed to disk, then renamed over it."""
+    a temporary file in the same directory, renamed over it.
+
+    Not fsync'd: the failures this guards against are processes dying (the server, the
+    runner), after which the page cache still holds the file; a power loss ends every
+    call anyway. An fsync costs ~10 ms here, which a call's start cannot afford.
+    """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with tmp.open("w", encoding="utf-8") as f:
         json.dump(data, f)
-        f.flush()
-        os.fsync(f.fileno())
     tmp.replace(path)

@@ -24,6 +24,7 @@ from tether.keeper import layout, protocol
 from tether.keeper.identity import identify
 from tether.keeper.runner_call import RunningCall, spawn
 from tether.keeper.status import CallSpec, write_spec
+from tether.keeper.stopper import TreeStopper
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class Runner:
         self.calls: dict[str, RunningCall] = {}
         self._watchers: set[asyncio.StreamWriter] = set()
         self._retiring = False
+        self._stoppers: dict[float, TreeStopper] = {}
         self.done = asyncio.Event()
 
     # ------------------------------------------------------------------ requests
@@ -105,14 +107,27 @@ class Runner:
             kill_at=_optional_float(m.get("kill_at")),
             output_limit=m.get("output_limit"),
         )
-        write_spec(directory, spec)
-        grace = float(m.get("grace", 2.0))
-        self.calls[call_id] = RunningCall(spec, directory, proc, grace, self._output, self._ended)
+        # Written just after the answer goes out: the server need not wait for the disk.
+        asyncio.get_running_loop().call_soon(write_spec, directory, spec)
+        stopper = self._stopper(float(m.get("grace", 2.0)))
+        self.calls[call_id] = RunningCall(spec, directory, proc, stopper, self._output, self._ended)
         return {"pid": proc.pid, "create_time": create_time, "started_at": spec.started_at}
 
     def _op_signal(self, m: dict[str, Any]) -> dict[str, Any]:
-        self._call(m).stop("request", bool(m.get("force", False)))
-        return {}
+        """Stop one call (``call_id``) or several (``call_ids``: one scan for all; ids
+        no longer running are skipped and listed as ``gone``)."""
+        force = bool(m.get("force", False))
+        if "call_ids" not in m:
+            self._call(m).stop("request", force)
+            return {}
+        gone = []
+        for call_id in m["call_ids"]:
+            call = self.calls.get(str(call_id))
+            if call is None:
+                gone.append(call_id)
+            else:
+                call.stop("request", force)
+        return {"gone": gone}
 
     def _op_extend(self, m: dict[str, Any]) -> dict[str, Any]:
         self._call(m).extend(_optional_float(m.get("kill_at")))
@@ -137,6 +152,11 @@ class Runner:
         self._retiring = True
         self._exit_if_idle()
         return {"calls": len(self.calls)}
+
+    def _stopper(self, grace: float) -> TreeStopper:
+        if grace not in self._stoppers:
+            self._stoppers[grace] = TreeStopper(grace)
+        return self._stoppers[grace]
 
     def _call(self, m: dict[str, Any]) -> RunningCall:
         call = self.calls.get(str(m["call_id"]))

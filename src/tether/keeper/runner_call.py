@@ -20,6 +20,7 @@ from pathlib import Path
 from tether.keeper import layout, records
 from tether.keeper.identity import identify
 from tether.keeper.status import CallEnd, CallSpec, StoppedBy, write_end, write_spec
+from tether.keeper.stopper import TreeStopper
 from tether.toolcalls import process_tree
 from tether.toolcalls.launcher import MARKER_VAR
 
@@ -39,11 +40,11 @@ class RunningCall:
         spec: CallSpec,
         directory: Path,
         proc: subprocess.Popen[bytes],
-        grace: float,
+        stopper: TreeStopper,
         on_output: Callable[[str, int], None],
         on_end: Callable[[RunningCall], None],
     ) -> None:
-        self.spec, self.directory, self.grace = spec, directory, grace
+        self.spec, self.directory, self._stopper = spec, directory, stopper
         self._proc, self._on_output, self._on_end = proc, on_output, on_end
         self._loop = asyncio.get_running_loop()
         self._out = os.open(
@@ -55,7 +56,7 @@ class RunningCall:
         self._pending: dict[int, bytes] = {}
         self._streams: dict[int, str] = {}
         self.stopped_by: StoppedBy | None = None
-        self._stopping: asyncio.Task[None] | None = None
+        self._stop_asked = False
         self._exit_status: int | None = None
         self._deadline: asyncio.TimerHandle | None = None
         self._drain: asyncio.TimerHandle | None = None
@@ -151,29 +152,14 @@ class RunningCall:
 
     def stop(self, by: StoppedBy, force: bool) -> None:
         """Stop the whole tree: SIGTERM, SIGKILL after the grace (``force``: at once)."""
-        if self.ended or (self._stopping is not None and not force):
+        if self.ended or (self._stop_asked and not force):
             return
+        self._stop_asked = True
         self.stopped_by = self.stopped_by or by
-        self._stopping = self._loop.create_task(self._terminate(force))
+        self._stopper.request(self, force)
 
-    async def _terminate(self, force: bool) -> None:
-        """Signal the tree, then SIGKILL what is left after the grace.
-
-        Not process_tree.terminate_many: it waits with psutil, which would reap the
-        root (our child) behind the pidfd's back and lose its exit status.
-        """
-        try:
-            procs = await asyncio.to_thread(process_tree.find_trees, [self._target()])
-            process_tree.signal_all(procs, signal.SIGKILL if force else signal.SIGTERM)
-            if force:
-                return
-            await asyncio.sleep(self.grace)
-            survivors = await asyncio.to_thread(process_tree.find_trees, [self._target()])
-            process_tree.signal_all(survivors, signal.SIGKILL)
-        except Exception:
-            log.exception("stopping call %s failed", self.call_id)
-
-    def _target(self) -> process_tree.Target:
+    def target(self) -> process_tree.Target:
+        """How to find the call's processes now."""
         # Once the root is reaped its pid may be reused: find the rest by group and
         # marker only.
         root = self.spec.pid if self._exit_status is None else None

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from keeper_support import marked_processes
 
 from tether.keeper import client
+from tether.keeper.client import KeeperClient
 
 
 @pytest.fixture
@@ -24,3 +25,11 @@ def runner_home(tmp_path: Path) -> Iterator[Path]:
     for proc in leftovers:
         proc.kill()
     assert not leftovers, f"processes left running: {leftovers}"
+
+
+@pytest.fixture
+async def keeper(runner_home: Path) -> AsyncIterator[KeeperClient]:
+    """A client of the test's runner, closed afterwards."""
+    made = KeeperClient(runner_home)
+    yield made
+    made.close()

@@ -58,8 +58,9 @@ def wait_for(probe: Any, timeout: float = 15.0, what: str = "it") -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-async def test_a_call_runs_and_its_output_and_end_are_on_disk(runner_home: Path) -> None:
-    keeper = KeeperClient(runner_home)
+async def test_a_call_runs_and_its_output_and_end_are_on_disk(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
     out = layout.call_dir(runner_home, "c1") / layout.OUTPUT_NAME
     # Each line waits until the previous one is on disk, so the order is the command's.
     step = 'echo {0}{1}; until grep -q {0} "{2}"; do sleep 0.01; done'
@@ -86,8 +87,9 @@ async def test_a_call_runs_and_its_output_and_end_are_on_disk(runner_home: Path)
     assert spec is not None and spec.argv == [_SH, "-c", command]
 
 
-async def test_the_runner_kills_at_the_deadline_with_no_client(runner_home: Path) -> None:
-    keeper = KeeperClient(runner_home)
+async def test_the_runner_kills_at_the_deadline_with_no_client(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
     answer = await keeper.request(
         "start", **start_fields("late", "echo up; exec sleep 300", kill_at=time.time() + 1.0)
     )
@@ -100,8 +102,9 @@ async def test_the_runner_kills_at_the_deadline_with_no_client(runner_home: Path
     assert time.time() - end.ended_at < 10
 
 
-async def test_extend_moves_the_deadline_the_runner_enforces(runner_home: Path) -> None:
-    keeper = KeeperClient(runner_home)
+async def test_extend_moves_the_deadline_the_runner_enforces(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
     await keeper.request("start", **start_fields("ext", "exec sleep 300", kill_at=time.time() + 1))
     new_kill_at = time.time() + 120
     await keeper.request("extend", call_id="ext", kill_at=new_kill_at)
@@ -122,9 +125,8 @@ async def test_extend_moves_the_deadline_the_runner_enforces(runner_home: Path) 
 
 
 async def test_signal_kills_the_whole_tree_even_an_orphaned_setsid_grandchild(
-    runner_home: Path,
+    runner_home: Path, keeper: KeeperClient
 ) -> None:
-    keeper = KeeperClient(runner_home)
     # The inner shell starts a grandchild in a new session, prints its pid and exits:
     # the grandchild is orphaned, outside the call's process group.
     command = "sh -c 'setsid sleep 300 >/dev/null 2>&1 & echo $!'; exec sleep 300"
@@ -153,7 +155,7 @@ async def test_a_new_client_finds_a_call_started_by_one_that_went_away(
     started = await first.request(
         "start", **start_fields("kept", f'echo before; until [ -e "{gate}" ]; do sleep 0.02; done')
     )
-    del first  # the server that asked is gone; the runner keeps the call
+    first.close()  # the server that asked is gone; the runner keeps the call
     second = KeeperClient(runner_home)
     listed = (await second.request("list"))["calls"]
     assert [(c["call_id"], c["pid"], c["create_time"]) for c in listed] == [
@@ -165,13 +167,15 @@ async def test_a_new_client_finds_a_call_started_by_one_that_went_away(
         if event["event"] == "ended":
             break
     watch.close()
+    second.close()
     assert [r.text for r in output_of(runner_home, "kept")] == ["before\n"]
     end = read_end(layout.call_dir(runner_home, "kept"))
     assert end is not None and end.exit_code == 0
 
 
-async def test_output_past_the_limit_is_dropped_with_one_note(runner_home: Path) -> None:
-    keeper = KeeperClient(runner_home)
+async def test_output_past_the_limit_is_dropped_with_one_note(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
     await run_to_end(keeper, "big", "head -c 10000 /dev/zero | tr '\\0' x", output_limit=4096)
     got = output_of(runner_home, "big")
     stdout = "".join(r.text for r in got if r.stream == "stdout")
@@ -181,8 +185,9 @@ async def test_output_past_the_limit_is_dropped_with_one_note(runner_home: Path)
     assert end is not None and end.dropped_bytes == 10000 - 4096
 
 
-async def test_bad_requests_get_reasons_and_change_nothing(runner_home: Path) -> None:
-    keeper = KeeperClient(runner_home)
+async def test_bad_requests_get_reasons_and_change_nothing(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
     with pytest.raises(protocol.ProtocolError, match="missing field 'argv'"):
         await keeper.request("start", call_id="x", cwd="/", env={}, marker="m")
     with pytest.raises(protocol.ProtocolError, match="unusable call id"):
@@ -199,8 +204,9 @@ async def test_bad_requests_get_reasons_and_change_nothing(runner_home: Path) ->
         await keeper.request("start", **start_fields("once", "true"))
 
 
-async def test_a_newer_protocol_is_refused_with_the_runner_version(runner_home: Path) -> None:
-    keeper = KeeperClient(runner_home)
+async def test_a_newer_protocol_is_refused_with_the_runner_version(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
     info = await keeper.hello()
     assert info.protocol == protocol.PROTOCOL
     assert info.identity == runner_of(runner_home)
@@ -252,8 +258,9 @@ def test_a_reused_pid_is_not_taken_for_the_runner(runner_home: Path) -> None:
         path.write_bytes(saved)
 
 
-async def test_sigterm_stops_the_runner_and_every_call_it_runs(runner_home: Path) -> None:
-    keeper = KeeperClient(runner_home)
+async def test_sigterm_stops_the_runner_and_every_call_it_runs(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
     answers = [
         await keeper.request("start", **start_fields(f"s{i}", "exec sleep 300")) for i in range(3)
     ]
