@@ -40,8 +40,10 @@ def ended_before(home: Path, cutoff: float) -> list[str]:
 async def sweep(home: Path, cutoff: float, repo: ToolCallRepository) -> int:
     """Remove the files of calls that ended before ``cutoff``; how many were removed."""
     removed = 0
-    for call_id in await asyncio.to_thread(ended_before, home, cutoff):
-        if not await repo.exists(call_id):
+    old = await asyncio.to_thread(ended_before, home, cutoff)
+    known = await repo.known_ids(old)
+    for call_id in old:
+        if call_id not in known:
             log.warning("call files %s have no database row; kept", call_id)
             continue
         await asyncio.to_thread(shutil.rmtree, layout.call_dir(home, call_id), True)

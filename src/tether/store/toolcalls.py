@@ -129,3 +129,13 @@ class ToolCallRepository:
                 .order_by(tool_calls.c.started_at)
             )
             return [to_record(ToolCallRecord, r) for r in rows]
+
+    async def known_ids(self, call_ids: Sequence[str]) -> set[str]:
+        """Which of ``call_ids`` have a row."""
+        if not call_ids:
+            return set()
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(tool_calls.c.id).where(tool_calls.c.id.in_(list(call_ids)))
+            )
+            return {r.id for r in rows}

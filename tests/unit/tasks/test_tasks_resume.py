@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
-from tether.agent.history import INTERRUPTED, order_problems
+from strict_order import request_problems
+from tether.agent.history import INTERRUPTED
+from tether.llm.capabilities import Capabilities
+from tether.llm.wire import to_wire
 from tether.store.records import ToolCallRecord
 from tether.tasks.resume import NOT_STARTED, answers, open_calls
 
@@ -12,7 +16,12 @@ ASSISTANT = {
     "role": "assistant",
     "content": None,
     "tool_calls": [
-        {"id": "a", "type": "function", "function": {"name": "x", "arguments": "{}"}},
+        {
+            "id": "a",
+            "type": "function",
+            "function": {"name": "x", "arguments": "{}"},
+            "x_tether_call_id": "a~2",
+        },
         {"id": "b", "type": "function", "function": {"name": "x", "arguments": "{}"}},
         {"id": "c", "type": "function", "function": {"name": "x", "arguments": "{}"}},
         {"id": "d", "type": "function", "function": {"name": "x", "arguments": "{}"}},
@@ -40,7 +49,7 @@ BASE = ToolCallRecord(
 def test_open_calls_are_those_of_the_last_assistant_message_without_an_answer() -> None:
     user = {"role": "user", "content": "go"}
     answered = {"role": "tool", "tool_call_id": "a", "content": "ok"}
-    assert open_calls([user, ASSISTANT, answered]) == ["b", "c", "d"]
+    assert open_calls([user, ASSISTANT, answered]) == [("b", None), ("c", None), ("d", None)]
     assert open_calls([user, ASSISTANT, answered, {"role": "assistant", "content": "x"}]) == []
     assert open_calls([user]) == []
 
@@ -52,7 +61,9 @@ def test_each_open_call_gets_the_best_result_there_is() -> None:
         replace(BASE, id="b", result="stored result"),
         replace(BASE, id="c", status="completed", end_state="cancelled"),
     ]
-    got = answers(["a", "b", "c", "d"], records, {"a~2": "adopted outcome"})
+    asked = open_calls([ASSISTANT])
+    assert asked[0] == ("a", "a~2")
+    got = answers(asked, records, {"a~2": "adopted outcome"})
     assert [m["content"] for m in got] == [
         "adopted outcome",
         "stored result",
@@ -60,5 +71,10 @@ def test_each_open_call_gets_the_best_result_there_is() -> None:
         NOT_STARTED,
     ]
     assert [m.get("x_tether_call_id") for m in got] == ["a~2", "b", "c", None]
-    history = [{"role": "user", "content": "go"}, ASSISTANT, *got]
-    assert order_problems(history) == []
+    history = [{"role": "user", "content": "go"}, *(public(m) for m in (ASSISTANT, *got))]
+    assert request_problems(history) == []
+
+
+def public(message: dict[str, Any]) -> dict[str, Any]:
+    """The message as a provider receives it (Tether's x_ keys removed)."""
+    return to_wire(message, "any", Capabilities())
