@@ -82,11 +82,14 @@ def _start_ticker(stack: Stack, gate: str) -> tuple[str, str, str]:
     return session, task, call["tool_call_id"]
 
 
-def _check_resumed(stack: Stack, session: str, call_id: str, before: list[SseEvent]) -> None:
+def _check_resumed(
+    stack: Stack, session: str, call_id: str, before: list[SseEvent], gate: str
+) -> None:
     """After a restart: the same call is running; the stream resumed at the last event
-    id continues it with no gap and no duplicate."""
+    id continues it (the gate lets it finish) with no gap and no duplicate."""
     assert [c["tool_call_id"] for c in stack.live_calls(session)] == [call_id]
     assert stack.call(session, call_id)["status"] == "running"
+    (stack.workspace / gate).touch()
     after = _rest(stack, session, call_id, before[-1].id or 0)
     events = before + after
     outputs = [e for e in events if e.data["type"] == "output"]
@@ -112,8 +115,7 @@ def _through_a_restart(stack: Stack, restart: Any) -> None:
     session, task, call_id = _start_ticker(stack, gate)
     before = _first_events(stack, session, call_id, 5)
     restart()
-    (stack.workspace / gate).touch()
-    _check_resumed(stack, session, call_id, before)
+    _check_resumed(stack, session, call_id, before, gate)
     _check_task(stack, task)
 
 
