@@ -31,16 +31,21 @@ pytestmark = pytest.mark.integration
 TICKER = 'i=0; while [ ! -e {gate} ]; do i=$((i+1)); echo "line $i"; sleep 0.1; done; echo end'
 
 
-@pytest.fixture(scope="module")
-def stack() -> Iterator[Stack]:
-    body = stack_for_module("keeper", TETHER_KEEPER="1", TETHER_CANCEL_GRACE_SECONDS="0.3")
+def keeper_stack(prefix: str, **env: str) -> Iterator[Stack]:
+    """A server with the keeper on; its runner is stopped afterwards (it outlives
+    servers by design), with whatever it still runs."""
+    body = stack_for_module(prefix, TETHER_KEEPER="1", TETHER_CANCEL_GRACE_SECONDS="0.3", **env)
     made = next(body)
     try:
         yield made
     finally:
-        # The runner outlives servers by design: stop it (and whatever it still runs).
         client.stop_runner(made.server.home)
         body.close()
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    yield from keeper_stack("keeper")
 
 
 @pytest.fixture(autouse=True)
@@ -214,18 +219,7 @@ def test_tether_status_lists_a_call_in_flight(stack: Stack) -> None:
 
 @pytest.fixture(scope="module")
 def stopping_stack() -> Iterator[Stack]:
-    body = stack_for_module(
-        "keeper-stop",
-        TETHER_KEEPER="1",
-        TETHER_ON_SHUTDOWN="stop",
-        TETHER_CANCEL_GRACE_SECONDS="0.3",
-    )
-    made = next(body)
-    try:
-        yield made
-    finally:
-        client.stop_runner(made.server.home)
-        body.close()
+    yield from keeper_stack("keeper-stop", TETHER_ON_SHUTDOWN="stop")
 
 
 def test_on_shutdown_stop_stops_calls_as_without_the_keeper(stopping_stack: Stack) -> None:

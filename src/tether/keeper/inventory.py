@@ -78,30 +78,28 @@ def _classify(
         if call_id in running:
             listed = running[call_id]
             if int(listed["pid"]) != spec.pid:
-                return Found(
-                    call_id,
-                    "lost",
+                return _lost(
                     record,
                     spec,
-                    None,
                     f"the runner's call {call_id} has pid {listed['pid']}, "
                     f"{directory / layout.SPEC_NAME} says {spec.pid}",
                 )
             return Found(call_id, "running", record, spec, None)
         end = read_end(directory)
     except CorruptFile as exc:
-        return Found(call_id, "lost", record, None, None, str(exc))
+        return _lost(record, None, str(exc))
     if end is None:
-        return Found(
-            call_id,
-            "lost",
+        return _lost(
             record,
             spec,
-            None,
             f"its runner stopped before it ended ({directory / layout.STATUS_NAME} "
             "was never written): its exit status is lost",
         )
     return Found(call_id, "ended", record, spec, end)
+
+
+def _lost(record: ToolCallRecord, spec: CallSpec | None, problem: str) -> Found:
+    return Found(record.id, "lost", record, spec, None, problem)
 
 
 def _spec_or_none(home: Path, call_id: str) -> CallSpec | None:

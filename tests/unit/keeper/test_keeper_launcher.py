@@ -3,6 +3,7 @@ calls again from another hub, as a restarted server does."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -38,6 +39,17 @@ async def hub(runner_home: Path) -> AsyncIterator[KeeperHub]:
     await opened.open()
     yield opened
     await opened.close()
+
+
+@contextlib.asynccontextmanager
+async def restarted(home: Path) -> AsyncIterator[KeeperLauncher]:
+    """The launcher of a server started after the first went away."""
+    second_hub = KeeperHub(home)
+    await second_hub.open()
+    try:
+        yield KeeperLauncher(second_hub, output_limit=None, grace=0.5)
+    finally:
+        await second_hub.close()
 
 
 async def collect(process: KeeperProcess) -> list[tuple[str, str]]:
@@ -78,18 +90,13 @@ async def test_another_hub_adopts_a_running_call_and_reads_all_its_output(
         Spec("d", f'echo one; until [ -e "{gate}" ]; do sleep 0.02; done; echo two')
     )
     await hub.close()  # the first server goes away
-    second_hub = KeeperHub(runner_home)
-    await second_hub.open()
-    try:
-        second = KeeperLauncher(second_hub, output_limit=None, grace=0.5)
+    async with restarted(runner_home) as second:
         running = await second.running()
         assert running["d"]["pid"] == started.pgid
         adopted = second.adopt("d", started.pgid, running=True)
         gate.touch()
         assert await collect(adopted) == [("stdout", "one\n"), ("stdout", "two\n")]
         assert await adopted.wait() == 0
-    finally:
-        await second_hub.close()
 
 
 async def test_a_call_that_ended_unwatched_is_read_from_its_files(
@@ -99,16 +106,11 @@ async def test_a_call_that_ended_unwatched_is_read_from_its_files(
     process = await launcher.start(Spec("e", "echo done; exit 4"))
     assert await process.wait() == 4
     await hub.close()
-    second_hub = KeeperHub(runner_home)
-    await second_hub.open()
-    try:
-        second = KeeperLauncher(second_hub, output_limit=None, grace=0.5)
+    async with restarted(runner_home) as second:
         assert "e" not in await second.running()
         adopted = second.adopt("e", process.pgid, running=False)
         assert await collect(adopted) == [("stdout", "done\n")]
         assert await adopted.wait() == 4
-    finally:
-        await second_hub.close()
 
 
 async def test_a_corrupt_status_file_loses_the_call_naming_the_file(
