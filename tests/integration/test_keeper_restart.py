@@ -238,3 +238,37 @@ def test_on_shutdown_stop_stops_calls_as_without_the_keeper(stopping_stack: Stac
     assert info["extra"]["end_reason"] == "server shutdown"
     assert stack.task(task)["result"]["status"] in ("cancelled", "failed")
     assert stack.live_calls(session) == []
+
+
+def test_an_offloaded_call_delivers_its_result_after_a_restart(stack: Stack) -> None:
+    gate = f"gate-{time.monotonic_ns()}"
+    session = new_session()
+    stack.model.script(
+        shell_call(TICKER.format(gate=gate), timeout=120),
+        {"text": "moved on"},
+        {"text": "got the result"},
+    )
+    task = stack.submit("tick in the background", session)
+    call_id = stack.wait_call(session)["tool_call_id"]
+    resp = stack.api("POST", f"/api/tool-calls/{session}/{call_id}/offload")
+    assert resp.status_code == 202, resp.text
+    assert stack.wait_task(task)["result"]["text"] == "moved on"
+    stack.server.kill()
+    stack.server.start()
+    assert stack.call(session, call_id)["status"] == "offloaded"
+    (stack.workspace / gate).touch()
+
+    def delivered() -> str | None:
+        for m in stack.messages(session):
+            content = m["message"].get("content") or ""
+            if m["kind"] == "notification" and call_id in content:
+                return str(content)
+        return None
+
+    note = wait_for(delivered, timeout=30, what="the background result")
+    assert "line 1\n" in note and "end" in note
+    wait_for(
+        lambda: stack.messages(session)[-1]["message"].get("content") == "got the result",
+        timeout=30,
+        what="the wake-up turn to answer",
+    )
