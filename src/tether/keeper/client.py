@@ -70,7 +70,7 @@ class KeeperClient:
         async with self._lock:
             try:
                 line = await self._exchange(message)
-            except (OSError, RunnerUnavailable):
+            except RunnerUnavailable:
                 if op not in _IDEMPOTENT:
                     raise
                 line = await self._exchange(message)
@@ -87,9 +87,9 @@ class KeeperClient:
             writer.write(message)
             await writer.drain()
             line = await reader.readline()
-        except OSError:
+        except OSError as exc:
             self.close()
-            raise
+            raise RunnerUnavailable(f"lost the runner's connection: {exc}") from exc
         if not line:
             self.close()
             raise RunnerUnavailable("the runner closed the connection without answering")

@@ -19,6 +19,8 @@ from tether.keeper.client import KeeperClient, RunnerUnavailable
 
 log = logging.getLogger(__name__)
 
+_REVIVE_ATTEMPTS = 20
+
 
 @dataclass
 class CallSignal:
@@ -43,14 +45,32 @@ class KeeperHub:
         self.client = KeeperClient(home)
         self._signals: dict[str, CallSignal] = {}
         self._watching: asyncio.Task[None] | None = None
-        self._connected = asyncio.Event()
+        self._reviving = asyncio.Lock()
 
     async def open(self) -> None:
         """Start (or find) the runner and begin watching it."""
         await asyncio.to_thread(client.ensure_runner, self.home)
         watch = await self.client.watch()
-        self._connected.set()
         self._watching = asyncio.create_task(self._follow(watch))
+
+    async def revive(self) -> None:
+        """After the runner died: start a new one and watch it (the old one's calls
+        are lost; their followers were told so)."""
+        async with self._reviving:
+            if self._watching is not None and not self._watching.done():
+                return  # another caller revived it already
+            log.warning("starting a new runner for %s", self.home)
+            self.client.close()
+            # The old runner may still be exiting (its socket already closed, its lock
+            # and runner.json not yet released): try again for a little while.
+            for attempt in range(_REVIVE_ATTEMPTS):
+                try:
+                    await self.open()
+                    return
+                except RunnerUnavailable:
+                    if attempt == _REVIVE_ATTEMPTS - 1:
+                        raise
+                    await asyncio.sleep(0.1)
 
     async def close(self) -> None:
         """Stop watching (the runner and its calls keep going)."""

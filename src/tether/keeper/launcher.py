@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from tether.keeper.client import RunnerUnavailable
 from tether.keeper.hub import KeeperHub
 from tether.keeper.process import KeeperProcess
 from tether.toolcalls.launcher import LaunchedProcess, LaunchSpec
@@ -31,17 +32,22 @@ class KeeperLauncher:
         from now, enforced by the runner itself."""
         kill_at = None if spec.kill_after is None else time.time() + spec.kill_after
         process = KeeperProcess(self.hub, spec.call_id, 0)  # listening before it starts
-        answer = await self.hub.request(
-            "start",
-            call_id=spec.call_id,
-            argv=list(spec.argv),
-            cwd=str(spec.cwd),
-            env=dict(spec.env),
-            marker=spec.marker,
-            kill_at=kill_at,
-            output_limit=self._output_limit,
-            grace=self._grace,
-        )
+        fields = {
+            "call_id": spec.call_id,
+            "argv": list(spec.argv),
+            "cwd": str(spec.cwd),
+            "env": dict(spec.env),
+            "marker": spec.marker,
+            "kill_at": kill_at,
+            "output_limit": self._output_limit,
+            "grace": self._grace,
+        }
+        try:
+            answer = await self.hub.request("start", **fields)
+        except RunnerUnavailable:
+            # The runner died (its calls are lost, and said so): new calls get a new one.
+            await self.hub.revive()
+            answer = await self.hub.request("start", **fields)
         process.pgid = int(answer["pid"])
         return process
 

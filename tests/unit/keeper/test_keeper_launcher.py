@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from keeper_support import MARKER_PREFIX, marked_processes, runner_of
+from keeper_support import MARKER_PREFIX, kill_marked, runner_of
 
 from tether.keeper import layout
 from tether.keeper.hub import KeeperHub
@@ -149,5 +149,22 @@ async def test_a_runner_killed_mid_call_loses_it_saying_what_was_lost(
         with pytest.raises(CallLost, match="its exit status is lost"):
             await collect(process)
     finally:
-        for proc in marked_processes():
-            proc.kill()
+        kill_marked()
+
+
+async def test_a_new_call_after_the_runner_died_gets_a_new_runner(
+    runner_home: Path, hub: KeeperHub
+) -> None:
+    launcher = KeeperLauncher(hub, output_limit=None, grace=0.5)
+    first = await launcher.start(Spec("i", "exec sleep 300"))
+    dead = runner_of(runner_home)
+    os.kill(dead.pid, signal.SIGKILL)
+    try:
+        with pytest.raises(CallLost):
+            await first.wait()
+        again = await launcher.start(Spec("j", "echo fresh"))
+        assert await collect(again) == [("stdout", "fresh\n")]
+        assert await again.wait() == 0
+        assert runner_of(runner_home) != dead
+    finally:
+        kill_marked()
