@@ -118,9 +118,15 @@ class KeeperClient:
         try:
             writer.write(protocol.encode({"v": protocol.PROTOCOL, "op": "watch"}))
             await writer.drain()
-            first = protocol.decode(await reader.readline() or b"{}")
+            line = await reader.readline()
+            if not line:
+                raise RunnerUnavailable("the runner closed the connection without answering")
+            first = protocol.decode(line)
             if not first.get("watching"):
                 raise protocol.ProtocolError(str(first.get("error", "watch refused")))
+        except OSError as exc:
+            watch.close()
+            raise RunnerUnavailable(f"lost the runner's connection: {exc}") from exc
         except BaseException:
             watch.close()
             raise
