@@ -9,6 +9,7 @@ import click
 from tether import __version__
 from tether.cli.audit import audit
 from tether.cli.cron import cron
+from tether.cli.mcp import mcp
 
 
 @click.group()
@@ -70,6 +71,7 @@ def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> 
 
 
 main.add_command(cron)
+main.add_command(mcp)
 main.add_command(audit)
 
 
