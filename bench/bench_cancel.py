@@ -24,7 +24,10 @@ def _alive(pid: int) -> bool:
 def one_cancel(server: Server, model: FakeModel, force: bool) -> float:
     session = f"console:cancel-{uuid.uuid4().hex[:8]}"
     pid_file = server.workspace / f"{session.split(':')[1]}.pids"
-    command = f"sh -c 'sleep 300 & echo $$ $! > {pid_file.name}; wait'"
+    # Written aside and renamed, so the reader never sees half a line (a cut pid named
+    # some other process, and the round waited for it to die).
+    name = pid_file.name
+    command = f"sh -c 'sleep 300 & echo $$ $! > {name}.tmp; mv {name}.tmp {name}; wait'"
     model.script(shell_reply(command), {"text": "ok"})
     task = server.client.post("/api/console/chat/task", json=chat_body("go", session)).json()
     pids_text = wait_until(lambda: pid_file.exists() and pid_file.read_text().strip())

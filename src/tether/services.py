@@ -8,10 +8,11 @@ from tether.agent.ports import Gate
 from tether.agent.turn import Agent
 from tether.config import Settings
 from tether.governance.approvals import ApprovalService
+from tether.governance.gate import GovernanceGate
 from tether.governance.memory import DecisionMemory
 from tether.governance.rulebook import RuleBook
 from tether.keeper.launcher import KeeperLauncher
-from tether.llm.providers import ProviderService
+from tether.llm.provider_service import ProviderService
 from tether.mcp.service import McpService
 from tether.scheduler.jobs import CronJobs
 from tether.store.store import Store
@@ -37,5 +38,6 @@ class Services:
     gate: Gate
     memory: DecisionMemory
     webhooks: WebhookService
+    governance_gate: GovernanceGate
     # The keeper's launcher when TETHER_KEEPER is on (its hub is closed at shutdown).
     keeper: KeeperLauncher | None = None

@@ -106,8 +106,14 @@ async def test_cancelling_the_request_kills_the_whole_tree(stack: Stack) -> None
         return not any(psutil.pid_exists(p) and _alive(p) for p in numbers)
 
     await asyncio.to_thread(wait_for, all_gone, 15.0, "the tree to die")
-    ended = stack.call(session_id, call_id)
-    assert ended["status"] == "completed" and ended["end_state"] == "cancelled"
+
+    # The end is recorded just after the tree is gone (the tool returns, then the
+    # store is written): wait for the record, not for luck.
+    def recorded() -> bool:
+        return bool(stack.call(session_id, call_id)["status"] == "completed")
+
+    await asyncio.to_thread(wait_for, recorded, 15.0, "the call's end to be recorded")
+    assert stack.call(session_id, call_id)["end_state"] == "cancelled"
 
 
 async def test_cancel_tool_call_and_output_tools(stack: Stack) -> None:

@@ -3,13 +3,16 @@ shell tool's environment carries no credential."""
 
 from __future__ import annotations
 
+import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from core_support import temporary_server
+from core_support import temporary_server, wait_for
 from helpers import MockLLMHandler
+from mcp_support import FIXTURE
 from security_support import (
     call_ids,
     finished_task,
@@ -114,8 +117,36 @@ def _a_cron_job(server: Any) -> str:
     return str(resp.json()["id"])
 
 
-def test_no_response_carries_a_secret(server: Any, turn: dict[str, Any]) -> None:
+def _an_mcp_client(server: Any, state: Path) -> str:
+    """A connected MCP client whose environment holds the secrets (sealed, never shown)."""
+    spec = {
+        "name": "secrets probe",
+        "command": sys.executable,
+        "args": [FIXTURE, "stdio", str(state)],
+        "env": ENV_SECRETS,
+    }
+    resp = server.api_request("POST", "/api/mcp", json={"client_key": "probe", "client": spec})
+    assert resp.status_code == 201, resp.text
+    wait_for(
+        lambda: server.api_request("GET", "/api/mcp/probe").json()["status"] == "ready",
+        what="the MCP client to connect",
+    )
+    return "probe"
+
+
+def _a_webhook(server: Any) -> tuple[str, str]:
+    """(id, signing secret) of a webhook to a closed loopback port (nothing is delivered)."""
+    body = {"url": "http://127.0.0.1:9/hook", "events": ["task.finished"]}
+    resp = server.api_request("POST", "/api/webhooks", json=body)
+    assert resp.status_code == 201, resp.text
+    return str(resp.json()["id"]), str(resp.json()["secret"])
+
+
+def test_no_response_carries_a_secret(server: Any, turn: dict[str, Any], tmp_path: Path) -> None:
+    webhook_id, signing_secret = _a_webhook(server)
     ids = {
+        "client_key": _an_mcp_client(server, tmp_path),
+        "webhook_id": webhook_id,
         "job_id": _a_cron_job(server),
         "session_id": turn["session_id"],
         "task_id": turn["task_id"],
@@ -127,7 +158,7 @@ def test_no_response_carries_a_secret(server: Any, turn: dict[str, Any]) -> None
     for path in routes:
         resp = server.api_request("GET", path, timeout=15)
         assert resp.status_code == 200, (path, resp.status_code, resp.text[:200])
-        for secret in (PROVIDER_KEY, server.token, *ENV_SECRETS.values()):
+        for secret in (PROVIDER_KEY, server.token, signing_secret, *ENV_SECRETS.values()):
             assert secret not in resp.text, path
             assert secret not in str(resp.headers), path
     # The connection test uses the stored key; its answer must not show it.

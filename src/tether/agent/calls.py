@@ -6,6 +6,7 @@ another agent over MCP is governed, recorded and controllable exactly like the m
 
 from __future__ import annotations
 
+from tether import model_texts
 from tether.agent.ports import ATTENDED, Attendance, Gate, TurnEvents
 from tether.toolcalls.call import CallObserver, CallOutcome, Invocation
 from tether.toolcalls.coordinator import ToolCallCoordinator
@@ -31,7 +32,7 @@ async def run_tool_call(
     """
     tool = tools.get(inv.tool_name)
     if tool is None:
-        text = f"There is no tool named {inv.tool_name!r}. Available: {tools.names()}"
+        text = model_texts.no_such_tool(inv.tool_name, tools.names())
         return await _not_run(gate, inv, level, "unknown-tool", text)
     plan = await gate.plan_admission(inv, level, events, attendance)
     if plan.mode == "deny":
@@ -40,10 +41,10 @@ async def run_tool_call(
         return await coordinator.run(inv, tool, ask=plan.ask, observer=observer)
     except ToolInputError as exc:
         cause = "capacity" if isinstance(exc, CapacityExceeded) else "invalid-arguments"
-        return await _not_run(gate, inv, level, cause, f"The call was not run: {exc}")
+        return await _not_run(gate, inv, level, cause, model_texts.not_run(str(exc)))
 
 
 async def _not_run(gate: Gate, inv: Invocation, level: str, cause: str, text: str) -> CallOutcome:
-    outcome = CallOutcome(end_state="error", offloaded=False, model_text=f"[tether] {text}")
+    outcome = CallOutcome(end_state="error", offloaded=False, model_text=text)
     await gate.refused(inv, level, cause, outcome.model_text)
     return outcome

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from tether.llm.reply import distinct_id
+from tether.model_texts import INTERRUPTED
 
-INTERRUPTED = "[tether] No result: the server stopped before this call finished."
 UNREADABLE_ARGUMENTS = "{}"
 
 

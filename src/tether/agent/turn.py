@@ -7,11 +7,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from tether import model_texts
 from tether.agent.calls import run_tool_call
 from tether.agent.history import repair
 from tether.agent.ports import ATTENDED, Attendance, Gate, TurnEvents
 from tether.llm.client import ModelError, RequestedCall
-from tether.llm.providers import ProviderService
+from tether.llm.provider_service import ProviderService
 from tether.llm.reply import check_reply, with_distinct_ids
 from tether.llm.wire import TETHER_CALL_ID, assistant_message
 from tether.store.chats import ChatRepository
@@ -27,13 +28,6 @@ from tether.tools.registry import ToolRegistry
 AGENT_ID = "default"
 # Of arguments that are not valid JSON, this much is kept in the audit.
 _RAW_ARGUMENTS_KEPT = 2000
-
-SYSTEM_PROMPT = (
-    "You are Tether, an agent that works in the user's workspace with real tools. "
-    "Run shell commands with execute_shell_command. A person can watch, extend, move to "
-    "the background or cancel any tool call; a message starting with [tether] tells you "
-    "what happened to it. Never retry a call that was denied."
-)
 
 
 class StepLimitReached(Exception):
@@ -108,7 +102,7 @@ class Agent:
         model = await self._providers.active_model()
         stored = await self._chats.history(req.session_id)
         messages = [
-            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "system", "content": model_texts.SYSTEM_PROMPT},
             *repair(m.payload for m in stored),
         ]
         specs = self._tools.openai_specs()
@@ -158,10 +152,7 @@ class Agent:
         notes = [
             {
                 "role": "user",
-                "content": (
-                    f"[tether notification] The background tool call {d.tool_call_id!r} "
-                    f"has finished. Its result:\n{d.content}"
-                ),
+                "content": model_texts.background_result(d.tool_call_id, d.content),
             }
             for d in pending
         ]
@@ -188,7 +179,7 @@ class Agent:
         try:
             arguments = _parse_arguments(call.arguments)
         except ToolInputError as exc:
-            text = f"[tether] The call was not run: {exc}"
+            text = model_texts.not_run(str(exc))
             raw = {"unparsed": call.arguments[:_RAW_ARGUMENTS_KEPT]}
             inv = Invocation(call_id, req.session_id, req.task_id, AGENT_ID, call.name, raw)
             await self._gate.refused(inv, req.approval_level, "invalid-arguments", text)

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, HttpUrl
 
 from tether.api.deps import ServicesDep
 from tether.api.valid_json import ValidTextRoute
-from tether.llm.providers import ProviderView, UnknownModel, UnknownProvider
+from tether.llm.provider_service import ProviderView, UnknownModel, UnknownProvider
 
 router = APIRouter(prefix="/api/models", tags=["models"], route_class=ValidTextRoute)
 

@@ -7,6 +7,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tether import model_texts
 from tether.agent.ports import ATTENDED, Attendance, TurnEvents
 from tether.governance.analyzer import Analyzer
 from tether.governance.approvals import ApprovalService, approval_view, findings_data
@@ -23,7 +24,6 @@ from tether.webhooks.events import Notify, ignore
 log = logging.getLogger(__name__)
 
 ANALYSIS_FAILED = "governance.analysis-failed"
-NO_RETRY = "Do not retry the same command or a variant of it; tell the user instead."
 
 
 @dataclass(frozen=True)
@@ -37,15 +37,14 @@ class _Decision:
 def rule_denial(findings: Sequence[Finding]) -> str:
     """What the model is told when a rule refuses a call outright."""
     worst = max(findings, key=lambda f: f.severity)
-    return f"Refused by governance rule {worst.rule_id!r}: {worst.description}. {NO_RETRY}"
+    return model_texts.refused_by_rule(worst.rule_id, worst.description)
 
 
 def answer_denial(answer: Admission) -> str:
     """What the model is told when a request for approval ends in a refusal."""
     if answer.by_human:
-        why = f" (reason: {answer.reason})" if answer.reason else ""
-        return f"A person denied this call{why}. {NO_RETRY}"
-    return f"Approval was not given: {answer.reason}. {NO_RETRY}"
+        return model_texts.refused_by_person(answer.reason)
+    return model_texts.approval_not_given(answer.reason)
 
 
 def unattended_denial(inv: Invocation, findings: Sequence[Finding]) -> str:
@@ -54,16 +53,12 @@ def unattended_denial(inv: Invocation, findings: Sequence[Finding]) -> str:
         "; ".join(f"rule {f.rule_id!r}: {f.description}" for f in findings)
         or "the approval level asks a person for every call"
     )
-    return (
-        f"Refused without asking: {exact_text(inv.tool_name, inv.arguments)!r} needs a "
-        f"person's approval ({why}), and no one attends this run (when_unattended=deny). "
-        f"{NO_RETRY}"
-    )
+    return model_texts.refused_unattended(exact_text(inv.tool_name, inv.arguments), why)
 
 
 def remembered_denial(rule: RememberedRule) -> str:
     """What the model is told when a remembered deny refuses a call."""
-    return f"A person denied calls like this before (remembered rule {rule.pattern!r}). {NO_RETRY}"
+    return model_texts.refused_by_remembered_rule(rule.pattern)
 
 
 class GovernanceGate:

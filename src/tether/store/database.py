@@ -7,10 +7,12 @@ import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from tether.store.sqlite_driver import OneHopDBAPI
 from tether.store.tables import metadata
 from tether.text import may_hold_surrogates, valid_data
 
@@ -105,9 +107,13 @@ class Database:
     def __init__(self, url: str) -> None:
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
-        self.engine: AsyncEngine = create_async_engine(
-            url, pool_pre_ping=not self.is_sqlite, json_deserializer=_load_json
-        )
+        options: dict[str, Any] = {
+            "pool_pre_ping": not self.is_sqlite,
+            "json_deserializer": _load_json,
+        }
+        if url.startswith("sqlite+aiosqlite"):
+            options["module"] = OneHopDBAPI()
+        self.engine: AsyncEngine = create_async_engine(url, **options)
         if self.is_sqlite:
             sa.event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
         self._write_lock = asyncio.Lock()

@@ -7,11 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tether.agent.history import INTERRUPTED
 from tether.llm.wire import TETHER_CALL_ID
+from tether.model_texts import INTERRUPTED, NOT_STARTED
 from tether.store.records import ToolCallRecord
-
-NOT_STARTED = "[tether] The call was not run: the server restarted before it started."
 
 
 def open_calls(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, str | None]]:

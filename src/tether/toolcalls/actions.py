@@ -10,6 +10,7 @@ import asyncio
 import time
 from dataclasses import replace
 
+from tether import model_texts
 from tether.toolcalls import deadlines as dl
 from tether.toolcalls.call import CallInfo
 from tether.toolcalls.errors import ToolCallConflict
@@ -43,7 +44,7 @@ class CallActions:
 
         Returns once the stop is under way; the call's end is recorded when it stops."""
         call = await self._index.require_live(session_id, call_id)
-        self._tasks.spawn(self.stop([call], "cancelled by the user", force=force))
+        self._tasks.spawn(self.stop([call], model_texts.USER_CANCEL_REASON, force=force))
 
     async def offload(self, session_id: str, call_id: str) -> CallInfo:
         """Move a running call to the background; the model carries on without it."""

@@ -11,7 +11,8 @@ It wires the parts, each with one job, and forwards to them:
 
 The agent awaits :meth:`ToolCallCoordinator.run` for each call. It returns when the call
 ends, or at once when the call is moved to the background; in that case the call keeps
-running here and its result is handed to ``on_background_result`` when it ends.
+running here and its result is handed to ``on_background_result`` (or the receiver
+given to :meth:`ToolCallCoordinator.deliver_background_results_to`) when it ends.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class ToolCallCoordinator:
         config: CoordinatorConfig,
         workspace: Path,
         protected: tuple[Path, ...],
-        on_background_result: BackgroundResult,
+        on_background_result: BackgroundResult | None = None,
         launcher: Launcher | None = None,
     ) -> None:
         launcher = launcher or LocalLauncher()
@@ -104,6 +105,11 @@ class ToolCallCoordinator:
         """End a call a previous server started that cannot be followed any more."""
         call = await self._recorder.revive(record, None)
         return await self._recorder.finish(call, "error", problem, None)
+
+    def deliver_background_results_to(self, receiver: BackgroundResult) -> None:
+        """Hand the results of calls that ended in the background to ``receiver``
+        (session id, call id, the text for the model)."""
+        self._runner.on_background_result = receiver
 
     # ----------------------------------------------------------------- looking
 

@@ -1,16 +1,14 @@
-"""What the model is told about a call (pure text building)."""
+"""What the model is told about a call: its output and how it ended (pure; the texts
+themselves are in ``tether.model_texts``)."""
 
 from __future__ import annotations
 
+from tether import model_texts
 from tether.toolcalls.live_call import LiveCall
 
 
 def describe_offload(call: LiveCall) -> str:
-    return (
-        f"[tether] This call was moved to the background (tool_call_id "
-        f"{call.call_id!r}) and is still running. Its result will arrive in a later "
-        f"message. Carry on without waiting for it; do not start it again."
-    )
+    return model_texts.offloaded(call.call_id)
 
 
 def describe_end(call: LiveCall, summary: str, where: str, limit: int) -> str:
@@ -19,16 +17,12 @@ def describe_end(call: LiveCall, summary: str, where: str, limit: int) -> str:
     output = call.buffer.model_view(limit, where) if call.buffer.total_chars else ""
     end = call.end_state
     if end == "denied":
-        return f"[tether] This call was denied and did not run. {summary}".strip()
+        return model_texts.denied(summary)
     if end == "cancelled":
-        note = "[tether] The user cancelled this call before it finished"
-        if summary and summary != "cancelled by the user":
-            note = f"[tether] This call was stopped before it finished ({summary})"
-        return _join(output, f"{note}. Output up to that point is above, if any.")
+        return _join(output, model_texts.cancelled(summary))
     if end == "timeout":
-        return _join(output, "[tether] The call ran past its deadline and was killed.")
-    status = f"[{summary}]" if summary else ""
-    return _join(output, status) or "[no output]"
+        return _join(output, model_texts.TIMED_OUT)
+    return _join(output, model_texts.exit_status(summary)) or model_texts.NO_OUTPUT
 
 
 def _join(output: str, note: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
+from tether import model_texts
 from tether.store.records import OutputChunk
 
 
@@ -72,11 +73,7 @@ class OutputBuffer:
         self.dropped_bytes = len(data) - room
         kept = data[:room].decode("utf-8", errors="ignore")
         self._stored_bytes = self._store_bytes
-        note = (
-            f"\n[tether: output limit of {self._store_bytes} bytes reached; "
-            "the rest of this call's output is not kept]\n"
-        )
-        return kept + note
+        return kept + model_texts.output_limit_reached(self._store_bytes)
 
     def _add(self, stream: str, text: str) -> OutputChunk:
         self._last_seq += 1
@@ -137,7 +134,7 @@ class OutputBuffer:
         cut = self._total_chars - len(head) - len(tail)
         if cut <= 0:
             return head + tail
-        return f"{head}\n\n[... {cut} characters cut; the full output is at {where} ...]\n\n{tail}"
+        return f"{head}{model_texts.output_cut(cut, where)}{tail}"
 
     def _wake(self) -> None:
         self._changed.set()

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from tether import model_texts
 from tether.toolcalls.actions import CallActions
 from tether.toolcalls.call import Admission, CallObserver, CallOutcome, Invocation
 from tether.toolcalls.index import CallIndex
@@ -38,7 +39,7 @@ class CallRunner:
         launcher: Launcher,
         tasks: OwnedTasks,
         tool_scope: tuple[Path, tuple[Path, ...]],
-        on_background_result: BackgroundResult,
+        on_background_result: BackgroundResult | None,
     ) -> None:
         self._index = index
         self._recorder = recorder
@@ -46,7 +47,7 @@ class CallRunner:
         self._launcher = launcher
         self._tasks = tasks
         self._workspace, self._protected = tool_scope
-        self._on_background_result = on_background_result
+        self.on_background_result = on_background_result
         # Set at shutdown, so calls stopped with their turn say why.
         self.closing = False
         # Set at a shutdown that leaves durable calls running (TETHER_ON_SHUTDOWN=detach).
@@ -95,7 +96,7 @@ class CallRunner:
         except asyncio.CancelledError:
             if call.stop_reason is None:
                 raise
-            reason = f"The call was cancelled ({call.stop_reason}) before approval."
+            reason = model_texts.cancelled_before_approval(call.stop_reason)
             return Admission(False, reason, decided_by="cancel")
 
     async def _execute(
@@ -185,8 +186,11 @@ class CallRunner:
         with contextlib.suppress(BaseException):
             await asyncio.wait({call.work})
         outcome = await self._conclude(call, observer, watcher, flusher)
+        if self.on_background_result is None:
+            log.error("the background result of %s has no receiver", call.call_id)
+            return
         try:
-            await self._on_background_result(call.session_id, call.call_id, outcome.model_text)
+            await self.on_background_result(call.session_id, call.call_id, outcome.model_text)
         except Exception:
             log.exception("delivering the background result of %s failed", call.call_id)
 

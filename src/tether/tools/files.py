@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.tools.base import RunContext, Tool, ToolInputError, ToolResult
-from tether.tools.paths import confine
+from tether.tools.confinement import confine
 
 _MAX_READ_CHARS = 200_000
 
@@ -17,7 +17,7 @@ def resolve_path(raw: object, ctx: RunContext) -> Path:
     """The real path a tool argument names, with symlinks resolved.
 
     Tether's own state is never reachable; anything outside the workspace needs a
-    person's approval of the call (see :func:`tether.tools.paths.confine`).
+    person's approval of the call (see :func:`tether.tools.confinement.confine`).
     """
     if not isinstance(raw, str) or not raw.strip():
         raise ToolInputError("path must be a non-empty string")

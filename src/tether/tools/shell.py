@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.tools.base import RunContext, Tool, ToolInputError, ToolResult
-from tether.tools.paths import confine
+from tether.tools.confinement import confine
 
 
 def shell_environment(base: Mapping[str, str], is_secret: Callable[[str], bool]) -> dict[str, str]:

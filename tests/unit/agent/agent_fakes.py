@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from strict_order import request_problems
-from tether.app import build_services
 from tether.config import Settings
 from tether.llm.capabilities import DEFAULT
 from tether.llm.client import AssistantReply, ChatModel, RequestedCall, TextSink
 from tether.llm.wire import to_wire
 from tether.services import Services
+from tether.startup import start_services
 
 SESSION = "console:unit"
 
@@ -91,7 +91,7 @@ async def make_env(tmp_path: Path, **settings: Any) -> tuple[Services, ScriptedM
     def factory(base_url: str, api_key: str, name: str) -> ChatModel:
         return model
 
-    services = await build_services(
+    services = await start_services(
         Settings(home=tmp_path, cancel_grace_seconds=0.2, **settings), factory
     )
     await services.providers.add("fake", "Fake", "http://127.0.0.1:9", "m", [{"id": "m"}])

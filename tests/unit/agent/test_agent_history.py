@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from strict_order import request_problems
-from tether.agent.history import INTERRUPTED, repair
+from tether.agent.history import repair
+from tether.model_texts import INTERRUPTED
 
 
 def _assistant(*ids: str) -> dict[str, Any]:

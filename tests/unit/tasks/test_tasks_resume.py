@@ -6,11 +6,11 @@ from dataclasses import replace
 from typing import Any
 
 from strict_order import request_problems
-from tether.agent.history import INTERRUPTED
 from tether.llm.capabilities import Capabilities
 from tether.llm.wire import to_wire
+from tether.model_texts import INTERRUPTED, NOT_STARTED
 from tether.store.records import ToolCallRecord
-from tether.tasks.resume import NOT_STARTED, answers, open_calls
+from tether.tasks.resume import answers, open_calls
 
 ASSISTANT = {
     "role": "assistant",

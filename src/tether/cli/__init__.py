@@ -7,9 +7,10 @@ import sys
 import click
 
 from tether import __version__
-from tether.cli_audit import audit
-from tether.cli_cron import cron
-from tether.cli_status import status
+from tether.cli.audit import audit
+from tether.cli.cron import cron
+from tether.cli.mcp import mcp
+from tether.cli.status import status
 
 
 @click.group()
@@ -71,6 +72,7 @@ def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> 
 
 
 main.add_command(cron)
+main.add_command(mcp)
 main.add_command(audit)
 main.add_command(status)
 

@@ -127,10 +127,11 @@ class ProviderService:
         record = await self._repo.get(active["provider_id"])
         if record is None:
             raise ModelError(f"the active provider {active['provider_id']!r} no longer exists")
-        key = self._keybox.open(record.api_key_encrypted) if record.api_key_encrypted else ""
         cache_key = (record.id, record.base_url, active["model"], record.api_key_encrypted or "")
         model = self._models.get(cache_key)
         if model is None:
+            # Decrypted only to build the client: a turn with the model cached needs no key.
+            key = self._keybox.open(record.api_key_encrypted) if record.api_key_encrypted else ""
             model = self._factory(record.base_url, key, active["model"])
             self._models = {cache_key: model}  # one active model at a time
         return model

@@ -1,0 +1,292 @@
+"""Starting the server's services: open the store, build, load, recover.
+
+Each step is its own function so that building never has side effects and recovery
+reads as the ordered list it is (:func:`recover_from_last_run`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from tether.agent.ports import Gate
+from tether.agent.turn import Agent
+from tether.api import toolcalls as toolcalls_api
+from tether.config import Settings
+from tether.governance.analyzer import Analyzer
+from tether.governance.approvals import ApprovalService
+from tether.governance.context import AnalysisContext
+from tether.governance.gate import GovernanceGate
+from tether.governance.memory import DecisionMemory
+from tether.governance.rulebook import RuleBook
+from tether.keeper import retention
+from tether.keeper.adoption import Adoption, adopt_calls
+from tether.keeper.launcher import KeeperLauncher
+from tether.keeper.startup import start_keeper
+from tether.llm.client import OpenAIChatModel
+from tether.llm.provider_service import ModelFactory, ProviderService
+from tether.mcp.connection import Timing
+from tether.mcp.service import McpService
+from tether.scheduler.clock import Clock, utc_now
+from tether.scheduler.jobs import CronJobs
+from tether.scheduler.runner import RunExecutor
+from tether.scheduler.service import CronScheduler
+from tether.security.environment import secret_variable_policy
+from tether.security.keybox import KeyBox, shared_mode
+from tether.services import Services
+from tether.store.database import Database
+from tether.store.store import Store
+from tether.tasks.service import RESTARTED, TaskService
+from tether.toolcalls import process_tree
+from tether.toolcalls.coordinator import CoordinatorConfig, ToolCallCoordinator
+from tether.tools.current_time import TIME_TOOL
+from tether.tools.files import FILE_TOOLS
+from tether.tools.registry import ToolRegistry
+from tether.tools.shell import make_shell_tool, shell_environment
+from tether.webhooks.backoff import RetryPolicy
+from tether.webhooks.service import WebhookService
+
+log = logging.getLogger(__name__)
+
+
+async def start_services(
+    settings: Settings,
+    factory: ModelFactory | None = None,
+    gate: Gate | None = None,
+    clock: Clock | None = None,
+) -> Services:
+    """Open the store, build every service, load what is configured, recover."""
+    store = await open_store(settings)
+    # The keeper's runner is found or started before anything can launch a call.
+    keeper = await start_keeper(settings) if settings.keeper else None
+    services = build_services(settings, store, factory, gate, clock, keeper)
+    await services.webhooks.load()
+    await services.rules.load()
+    await services.memory.load()
+    await services.providers.bootstrap_from_env(os.environ)
+    await recover_from_last_run(services)
+    return services
+
+
+async def open_store(settings: Settings) -> Store:
+    """Create TETHER_HOME and the workspace if needed; open and migrate the database."""
+    settings.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    mode = shared_mode(settings.home)
+    if mode is not None:
+        # Not changed for the operator (the directory may be shared on purpose), but
+        # the database in it holds chat history and tool output.
+        log.warning(
+            "TETHER_HOME %s is open to other users (mode %o); chmod 700 it", settings.home, mode
+        )
+    settings.resolved_workspace.mkdir(parents=True, exist_ok=True)
+    db = Database(settings.resolved_database_url)
+    await db.migrate()
+    return Store(db)
+
+
+def build_services(
+    settings: Settings,
+    store: Store,
+    factory: ModelFactory | None = None,
+    gate: Gate | None = None,
+    clock: Clock | None = None,
+    keeper: KeeperLauncher | None = None,
+) -> Services:
+    """Wire every service (no I/O: nothing is read, written or started here).
+    With ``keeper`` (TETHER_KEEPER on), tool calls run under the detached runner."""
+    keybox = KeyBox(settings.home / "secret.key")
+    hooks = WebhookService(store.webhooks, keybox, _retry_policy(settings))
+    mcp = McpService(
+        store.mcp_clients,
+        keybox,
+        workspace=settings.resolved_workspace,
+        state_dir=settings.home / "mcp",
+        default_timeout=settings.mcp_call_timeout,
+        timing=Timing(ping_interval=settings.mcp_ping_interval),
+    )
+    analyzer = Analyzer(annotations_of=mcp.annotations_of)
+    context = AnalysisContext(
+        settings.resolved_workspace.resolve(), Path.home(), settings.home.resolve()
+    )
+    memory = DecisionMemory(store.remembered, context)
+    approvals = ApprovalService(store.governance, settings.approval_timeout_seconds, memory)
+    governance_gate = GovernanceGate(
+        analyzer, context, approvals, store.governance, memory=memory, notify=hooks.notify
+    )
+    providers = ProviderService(store.providers, keybox, factory or _default_factory(settings))
+    coordinator = ToolCallCoordinator(
+        store.tool_calls,
+        _coordinator_config(settings),
+        workspace=settings.resolved_workspace,
+        protected=(settings.home.resolve(),),
+        launcher=keeper,
+    )
+    tools = _tools(settings, mcp)
+    active_gate = gate or governance_gate
+    agent = Agent(
+        store.chats,
+        store.deliveries,
+        providers,
+        tools,
+        coordinator,
+        active_gate,
+        settings.max_steps,
+    )
+    tasks = TaskService(
+        store,
+        agent,
+        coordinator,
+        settings.default_approval_level,
+        settings.max_concurrent_tasks,
+        when_unattended=settings.when_unattended,
+        notify=hooks.notify,
+    )
+
+    async def deliver(session_id: str, call_id: str, text: str) -> None:
+        hooks.notify("tool_call.ended", await _ended_event(store, session_id, call_id))
+        await tasks.on_background_result(session_id, call_id, text)
+
+    # The one cycle (a background result wakes a turn, which runs calls), closed here.
+    coordinator.deliver_background_results_to(deliver)
+    executor = RunExecutor(
+        store.cron, store.chats, store.tool_calls, tasks, clock or utc_now, hooks.notify
+    )
+    cron = CronJobs(store.cron, CronScheduler(store.cron, executor, clock or utc_now))
+    return Services(
+        settings,
+        store,
+        providers,
+        coordinator,
+        agent,
+        tasks,
+        approvals,
+        RuleBook(analyzer, store.governance),
+        cron,
+        mcp,
+        tools,
+        active_gate,
+        memory,
+        hooks,
+        governance_gate,
+        keeper,
+    )
+
+
+async def recover_from_last_run(services: Services) -> None:
+    """Make the store true again after the last run ended, in this order:
+
+    1. with the keeper, the calls its runner kept are adopted (their tasks resume in
+       step 3), and the files of calls ended past TETHER_CALL_RETENTION_DAYS removed;
+    2. the other tool calls left running are recorded as interrupted and their
+       processes reaped (before anything can start a new call);
+    3. approval requests left pending are denied (fail closed) and audited;
+    4. tasks whose calls were adopted are resumed, the others left running are failed,
+       and results waiting for an idle session wake it (this can start turns, so it
+       comes once everything above is settled);
+    5. cron runs left running are recorded as errors.
+    """
+    adoption = await _adopt_kept_calls(services)
+    await _interrupt_leftover_calls(services, adoption)
+    denied = await services.governance_gate.deny_leftovers()
+    if denied:
+        log.info("denied %d approval request(s) left pending by the last run", denied)
+    await services.tasks.recover(adoption)
+    await services.cron.scheduler.recover()
+
+
+async def _adopt_kept_calls(services: Services) -> Adoption | None:
+    """Adopt the calls the keeper's runner kept; sweep call files past retention."""
+    settings, keeper = services.settings, services.keeper
+    if keeper is None:
+        return None
+    store = services.store
+    adoption = await adopt_calls(settings.home, keeper, services.coordinator, store.tool_calls)
+    cutoff = time.time() - settings.call_retention_days * 86400
+    await retention.sweep(settings.home, cutoff, store.tool_calls)
+    return adoption
+
+
+async def _interrupt_leftover_calls(services: Services, adoption: Adoption | None) -> None:
+    """Record the calls left running that were not adopted as interrupted; reap them."""
+    kept = adoption.adopted if adoption is not None else set()
+    leftovers = await services.store.tool_calls.interrupt_unfinished(RESTARTED, keep=kept)
+    # Reap even when no group was recorded: a crash can come before the pgid is saved,
+    # and the marker in the environment still finds those processes. Not with the
+    # keeper: its calls carry the marker too, and they are meant to live on.
+    marked = None if services.keeper is not None else _marker_prefix(services.settings)
+    reaped = await asyncio.to_thread(process_tree.reap_groups, leftovers, marked)
+    if leftovers or reaped:
+        log.info(
+            "recorded %d interrupted call group(s); reaped %d process(es)", len(leftovers), reaped
+        )
+
+
+def _retry_policy(settings: Settings) -> RetryPolicy:
+    return RetryPolicy(
+        first_delay=settings.webhook_retry_first_seconds,
+        max_delay=settings.webhook_retry_max_seconds,
+        give_up_after=settings.webhook_give_up_seconds,
+        timeout=settings.webhook_timeout_seconds,
+    )
+
+
+async def _ended_event(store: Store, session_id: str, call_id: str) -> dict[str, Any]:
+    """The tool_call.ended notification of a call that ended in the background."""
+    record = await store.tool_calls.get(session_id, call_id)
+    event: dict[str, Any] = {"session_id": session_id, "tool_call_id": call_id}
+    if record is not None:
+        event.update(
+            tool_name=record.tool_name,
+            task_id=record.task_id,
+            end_state=record.end_state,
+            end_reason=record.end_reason,
+            finished_at=record.finished_at,
+        )
+    return event
+
+
+def _default_factory(settings: Settings) -> ModelFactory:
+    def make(base_url: str, api_key: str, model: str) -> OpenAIChatModel:
+        return OpenAIChatModel(
+            base_url, api_key, model, settings.llm_max_retries, settings.llm_timeout_seconds
+        )
+
+    return make
+
+
+def _marker_prefix(settings: Settings) -> str:
+    digest = hashlib.sha256(str(settings.home.resolve()).encode()).hexdigest()[:12]
+    return f"tether-{digest}"
+
+
+def _coordinator_config(settings: Settings) -> CoordinatorConfig:
+    # toolcalls/ knows no HTTP: the output route's path is passed in, as a template.
+    output_path = toolcalls_api.router.url_path_for(
+        "get_output", session_id="{session_id}", tool_call_id="{call_id}"
+    )
+    return CoordinatorConfig(
+        offload_after=settings.offload_after_seconds,
+        cancel_grace=settings.cancel_grace_seconds,
+        model_output_chars=settings.model_output_chars,
+        output_memory_bytes=settings.output_memory_bytes,
+        max_per_session=settings.max_calls_per_session,
+        max_total=settings.max_calls_total,
+        marker_prefix=_marker_prefix(settings),
+        output_location=str(output_path),
+        output_store_bytes=settings.output_store_bytes,
+    )
+
+
+def _tools(settings: Settings, mcp: McpService) -> ToolRegistry:
+    is_secret = secret_variable_policy(settings.secret_env_vars)
+    shell = make_shell_tool(
+        settings.shell_default_timeout,
+        settings.shell_max_timeout,
+        lambda: shell_environment(os.environ, is_secret),
+    )
+    return ToolRegistry([shell, TIME_TOOL, *FILE_TOOLS], sources=[mcp.tools])
