@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 
 import click
 
@@ -52,14 +53,26 @@ async def _survey() -> list[Found]:
     return await asyncio.to_thread(inventory.survey, settings.home, unfinished, running)
 
 
+def _under_server(found: Found, server: int | None) -> Found:
+    """A call not under the keeper is not lost while the server that runs it is up."""
+    if found.fate != "not_kept" or server is None:
+        return found
+    problem = f"runs under the server (pid {server}), not under the keeper: it ends with it"
+    return replace(found, fate="running", problem=problem)
+
+
 @click.command()
 def status() -> None:
     """Print the tool calls in flight: id, fate, session, elapsed, deadline, command."""
+    from tether.config import Settings
+    from tether.keeper import home_lock
+
     found = asyncio.run(_survey())
     if not found:
         click.echo("no tool calls in flight")
         return
+    server = home_lock.holder(Settings().home)
     click.echo("id\tfate\tsession\telapsed\tdeadline\tcommand")
     now = time.time()
     for item in found:
-        click.echo(_describe(found=item, now=now))
+        click.echo(_describe(found=_under_server(item, server), now=now))

@@ -7,6 +7,8 @@ import fcntl
 import os
 from pathlib import Path
 
+import psutil
+
 from tether.keeper import layout
 
 
@@ -34,6 +36,18 @@ def hold(home: Path) -> int:
     os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode())
     return fd
+
+
+def holder(home: Path) -> int | None:
+    """The pid of the server serving ``home`` now, or None. Read from the lock file,
+    never by taking the lock (a look would make a server starting at that moment fail);
+    the pid counts only while it is a ``tether serve`` process."""
+    try:
+        pid = int(layout.server_lock(home).read_text().strip())
+        command = psutil.Process(pid).cmdline()
+    except (OSError, ValueError, psutil.Error):
+        return None
+    return pid if "tether" in " ".join(command) and "serve" in command else None
 
 
 def release(fd: int) -> None:
