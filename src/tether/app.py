@@ -23,6 +23,7 @@ from tether.api import (
     webhooks,
 )
 from tether.config import Settings
+from tether.keeper import home_lock
 from tether.llm.provider_service import ModelFactory
 from tether.mcp.endpoint import build_endpoint, endpoint_routes, serving
 from tether.scheduler.clock import Clock
@@ -41,6 +42,16 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # One server per home: a second one would adopt, reap and resume the same calls.
+        lock = home_lock.hold(settings.home)
+        try:
+            async with _serving(app):
+                yield
+        finally:
+            home_lock.release(lock)
+
+    @asynccontextmanager
+    async def _serving(app: FastAPI) -> AsyncIterator[None]:
         services = await start_services(settings, factory, clock=clock)
         app.state.services = services
         services.webhooks.start()
@@ -54,15 +65,21 @@ def create_app(
             await services.cron.scheduler.shutdown()
             # Turns first (their calls are recorded as stopped by the shutdown), then
             # whatever still runs in the background.
-            services.coordinator.begin_shutdown()
-            await services.tasks.shutdown()
+            # With the keeper and TETHER_ON_SHUTDOWN=detach, calls and their tasks are
+            # left running and unfinished, for the next start to adopt and resume.
+            detach = settings.keeper and settings.on_shutdown == "detach"
+            services.coordinator.begin_shutdown(detach)
+            await services.tasks.shutdown(detach)
             await services.coordinator.shutdown()
             await services.mcp.close()
+            if services.keeper is not None:
+                await services.keeper.hub.close()
             # Last: what the shutdown itself notified is queued for the next start.
             await services.webhooks.shutdown()
             await services.store.db.close()
             if services.store.owner is not None:
-                # Everything this server started has stopped: nothing is left to recover.
+                # Everything this server started has stopped (or, detached, is left
+                # for the next start to adopt): what it leaves is a dead owner's.
                 services.store.owner.release()
 
     app = FastAPI(title="Tether", version=__version__, lifespan=lifespan)

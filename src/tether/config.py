@@ -94,6 +94,19 @@ class Settings(BaseSettings):
         description="Extra environment variable names the shell tool must never see "
         "(TETHER_*, and names with TOKEN, SECRET, PASSWORD, API_KEY, ... always are hidden).",
     )
+    keeper: bool = Field(
+        False,
+        description="Run shell calls under the detached per-node runner, so they outlive "
+        "the server (restart, upgrade, kill -9) and are adopted at the next start.",
+    )
+    on_shutdown: Literal["detach", "stop"] = Field(
+        "detach",
+        description="With the keeper: leave calls running at a graceful stop (detach) or "
+        "stop them as without it (stop).",
+    )
+    call_retention_days: float = Field(
+        7.0, gt=0, description="Days the keeper's files of an ended call are kept."
+    )
 
     @field_validator("default_approval_level")
     @classmethod

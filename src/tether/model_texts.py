@@ -19,6 +19,9 @@ NO_RETRY = "Do not retry the same command or a variant of it; tell the user inst
 # A call that a crash or restart left without a result.
 INTERRUPTED = "[tether] No result: the server stopped before this call finished."
 
+# A call a resumed task had asked for that never started before the restart.
+NOT_STARTED = "[tether] The call was not run: the server restarted before it started."
+
 NO_OUTPUT = "[no output]"
 
 OUTPUT_KEPT_OPEN = "\n[tether: background processes kept the output open]\n"

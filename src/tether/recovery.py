@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Collection
 
 from tether.config import Settings
 from tether.store.owners import OwnerLock, owners_directory
@@ -39,12 +40,20 @@ async def dead_owners(store: Store, owner: OwnerLock) -> set[str | None]:
     return found | await asyncio.to_thread(owner.abandoned)
 
 
-async def interrupt_calls(store: Store, dead: set[str | None], reason: str) -> None:
-    """Record the dead owners' unfinished calls as interrupted and kill what they left."""
-    leftovers = await store.tool_calls.interrupt_unfinished(reason, dead)
+async def interrupt_calls(
+    store: Store,
+    dead: set[str | None],
+    reason: str,
+    keep: Collection[str] = (),
+    by_marker: bool = True,
+) -> None:
+    """Record the dead owners' unfinished calls, but those in ``keep`` (adopted), as
+    interrupted and kill what they left; ``by_marker``: also what carries their marker."""
+    leftovers = await store.tool_calls.interrupt_unfinished(reason, dead, keep)
     # Reap even when no group was recorded: a crash can come before the pgid is saved,
     # and the marker in the environment still finds those processes.
-    markers = tuple(f"{OwnerLock.marker_prefix_of(o)}:" for o in dead if o is not None)
+    owners = dead if by_marker else set()
+    markers = tuple(f"{OwnerLock.marker_prefix_of(o)}:" for o in owners if o is not None)
     reaped = await asyncio.to_thread(process_tree.reap_groups, leftovers, markers)
     if leftovers or reaped:
         log.info(

@@ -11,6 +11,7 @@ from tether.governance.approvals import ApprovalService
 from tether.governance.gate import GovernanceGate
 from tether.governance.memory import DecisionMemory
 from tether.governance.rulebook import RuleBook
+from tether.keeper.launcher import KeeperLauncher
 from tether.llm.provider_service import ProviderService
 from tether.mcp.service import McpService
 from tether.scheduler.jobs import CronJobs
@@ -38,3 +39,5 @@ class Services:
     memory: DecisionMemory
     webhooks: WebhookService
     governance_gate: GovernanceGate
+    # The keeper's launcher when TETHER_KEEPER is on (its hub is closed at shutdown).
+    keeper: KeeperLauncher | None = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,10 @@ from tether.governance.context import AnalysisContext
 from tether.governance.gate import GovernanceGate
 from tether.governance.memory import DecisionMemory
 from tether.governance.rulebook import RuleBook
+from tether.keeper import retention
+from tether.keeper.adoption import Adoption, adopt_calls
+from tether.keeper.launcher import KeeperLauncher
+from tether.keeper.startup import start_keeper
 from tether.llm.client import OpenAIChatModel
 from tether.llm.provider_service import ModelFactory, ProviderService
 from tether.mcp.connection import Timing
@@ -55,7 +60,9 @@ async def start_services(
 ) -> Services:
     """Open the store, build every service, load what is configured, recover."""
     store = await open_store(settings)
-    services = build_services(settings, store, factory, gate, clock)
+    # The keeper's runner is found or started before anything can launch a call.
+    keeper = await start_keeper(settings) if settings.keeper else None
+    services = build_services(settings, store, factory, gate, clock, keeper)
     await services.webhooks.load()
     await services.rules.load()
     await services.memory.load()
@@ -86,8 +93,10 @@ def build_services(
     factory: ModelFactory | None = None,
     gate: Gate | None = None,
     clock: Clock | None = None,
+    keeper: KeeperLauncher | None = None,
 ) -> Services:
-    """Wire every service (no I/O: nothing is read, written or started here)."""
+    """Wire every service (no I/O: nothing is read, written or started here).
+    With ``keeper`` (TETHER_KEEPER on), tool calls run under the detached runner."""
     keybox = KeyBox(settings.home / "secret.key")
     hooks = WebhookService(store.webhooks, keybox, _retry_policy(settings))
     mcp = McpService(
@@ -114,6 +123,7 @@ def build_services(
         _coordinator_config(settings, recovery.marker_prefix(owner)),
         workspace=settings.resolved_workspace,
         protected=(settings.home.resolve(),),
+        launcher=keeper,
     )
     tools = _tools(settings, mcp)
     active_gate = gate or governance_gate
@@ -162,18 +172,23 @@ def build_services(
         memory,
         hooks,
         governance_gate,
+        keeper,
     )
 
 
 async def recover_from_last_run(services: Services) -> None:
     """Make the store true again after the last run ended, in this order:
 
-    1. tool calls left running are recorded as interrupted and their processes reaped
-       (before anything can start a new call);
-    2. approval requests left pending are denied (fail closed) and audited;
-    3. tasks left running are failed, and results waiting for an idle session wake it
-       (this can start turns, so it comes once everything above is settled);
-    4. cron runs left running are recorded as errors.
+    1. with the keeper, the calls its runner kept are adopted (their tasks resume in
+       step 4, and this server owns them from now on), and the files of calls ended
+       past TETHER_CALL_RETENTION_DAYS removed;
+    2. the other tool calls left running are recorded as interrupted and their
+       processes reaped (before anything can start a new call);
+    3. approval requests left pending are denied (fail closed) and audited;
+    4. tasks whose calls were adopted are resumed, the others left running are failed,
+       and results waiting for an idle session wake it (this can start turns, so it
+       comes once everything above is settled);
+    5. cron runs left running are recorded as errors.
 
     Only what servers that are gone left behind: another live server may share the
     database, and its calls, tasks and runs are not this one's to end
@@ -182,14 +197,34 @@ async def recover_from_last_run(services: Services) -> None:
     store = services.store
     assert store.owner is not None, "the store was opened without an owner"
     dead = await recovery.dead_owners(store, store.owner)
-    await recovery.interrupt_calls(store, dead, RESTARTED)
+    adoption = await _adopt_kept_calls(services)
+    kept = adoption.adopted if adoption is not None else set()
+    # Not reaped by marker with the keeper: its calls carry the marker too, and they
+    # are meant to live on.
+    await recovery.interrupt_calls(
+        store, dead, RESTARTED, keep=kept, by_marker=services.keeper is None
+    )
     # Pending requests whose call still runs on a live server are left alone.
     denied = await services.governance_gate.deny_leftovers()
     if denied:
         log.info("denied %d approval request(s) left pending by the last run", denied)
-    await services.tasks.recover(dead)
+    await services.tasks.recover(dead, adoption)
     await services.cron.scheduler.recover(dead)
     await recovery.forget(store.owner, dead)
+
+
+async def _adopt_kept_calls(services: Services) -> Adoption | None:
+    """Adopt the calls the keeper's runner kept (this server owns them from now on);
+    sweep call files past retention."""
+    settings, keeper = services.settings, services.keeper
+    if keeper is None:
+        return None
+    store = services.store
+    adoption = await adopt_calls(settings.home, keeper, services.coordinator, store.tool_calls)
+    await store.tool_calls.take_over(adoption.adopted)
+    cutoff = time.time() - settings.call_retention_days * 86400
+    await retention.sweep(settings.home, cutoff, store.tool_calls)
+    return adoption
 
 
 def _retry_policy(settings: Settings) -> RetryPolicy:

@@ -9,6 +9,8 @@ import click
 from tether import __version__
 from tether.cli.audit import audit
 from tether.cli.cron import cron
+from tether.cli.mcp import mcp
+from tether.cli.status import status
 
 
 @click.group()
@@ -72,7 +74,9 @@ def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> 
 
 
 main.add_command(cron)
+main.add_command(mcp)
 main.add_command(audit)
+main.add_command(status)
 
 
 if __name__ == "__main__":

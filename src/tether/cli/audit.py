@@ -9,7 +9,7 @@ from typing import IO
 import click
 import httpx
 
-from tether.cli.cron import DEFAULT_URL, _describe_error, _token_from_home
+from tether.cli.server_api import DEFAULT_URL, describe_error, token_from_home
 
 _TIMEOUT_SECONDS = 60.0
 
@@ -53,7 +53,7 @@ def export(
         }.items()
         if value is not None
     }
-    token = token or _token_from_home()
+    token = token or token_from_home()
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     if output == "-":
         _stream(url.rstrip("/"), params, headers, sys.stdout)
@@ -78,7 +78,7 @@ def _stream(url: str, params: dict[str, str], headers: dict[str, str], sink: IO[
         ):
             if resp.status_code >= 400:
                 resp.read()
-                raise click.ClickException(_describe_error(resp))
+                raise click.ClickException(describe_error(resp))
             for line in resp.iter_lines():
                 if line:
                     sink.write(line + "\n")

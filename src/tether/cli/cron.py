@@ -2,71 +2,21 @@
 
 from __future__ import annotations
 
-import json
-import os
-from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import click
-import httpx
 
-DEFAULT_URL = "http://127.0.0.1:8088"
-_TIMEOUT_SECONDS = 30.0
-
-
-@dataclass
-class _Api:
-    url: str
-    token: str | None
-    as_json: bool
-
-    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        """One request; any failure becomes a readable click error (exit status 1)."""
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        try:
-            with httpx.Client(base_url=self.url, timeout=_TIMEOUT_SECONDS) as client:
-                resp = client.request(method, path, json=body, headers=headers)
-        except httpx.HTTPError as exc:
-            raise click.ClickException(f"cannot reach Tether at {self.url}: {exc}") from None
-        if resp.status_code >= 400:
-            raise click.ClickException(_describe_error(resp))
-        return resp.json()
-
-    def show(self, value: Any, text: str) -> None:
-        click.echo(json.dumps(value, indent=2) if self.as_json else text)
-
-
-def _describe_error(resp: httpx.Response) -> str:
-    try:
-        detail = resp.json().get("detail")
-    except (ValueError, AttributeError):
-        detail = resp.text
-    if isinstance(detail, list):  # a 422: one line per field
-        detail = "; ".join(
-            f"{'.'.join(str(p) for p in e.get('loc', [])[1:])}: {e.get('msg')}" for e in detail
-        )
-    return f"HTTP {resp.status_code}: {detail}"
-
-
-def _token_from_home() -> str | None:
-    home = Path(os.environ.get("TETHER_HOME") or Path.home() / ".tether")
-    try:
-        return (home / "token").read_text().strip() or None
-    except OSError:
-        return None
+from tether.cli.server_api import ServerApi, server_options, table
 
 
 @click.group()
-@click.option("--url", envvar="TETHER_URL", default=DEFAULT_URL, show_default=True)
-@click.option("--token", envvar="TETHER_TOKEN", help="API token (default: TETHER_HOME/token).")
-@click.option("--json", "as_json", is_flag=True, help="Print the server's JSON.")
+@server_options
 @click.pass_context
 def cron(ctx: click.Context, url: str, token: str | None, as_json: bool) -> None:
     """Manage cron jobs on a running server."""
-    ctx.obj = _Api(url.rstrip("/"), token or _token_from_home(), as_json)
+    ctx.obj = ServerApi.connect(url, token, as_json)
 
 
 def _describe_schedule(schedule: dict[str, Any]) -> str:
@@ -75,17 +25,9 @@ def _describe_schedule(schedule: dict[str, Any]) -> str:
     return f"once at {schedule['run_at']}"
 
 
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    )
-
-
 @cron.command("list")
 @click.pass_obj
-def list_jobs(api: _Api) -> None:
+def list_jobs(api: ServerApi) -> None:
     """List the jobs with their next run and last status."""
     jobs = api.call("GET", "/api/cron/jobs")
     for job in jobs:
@@ -102,7 +44,7 @@ def list_jobs(api: _Api) -> None:
         ]
         for job in jobs
     ]
-    api.show(jobs, _table(rows) if jobs else "no cron jobs")
+    api.show(jobs, table(rows) if jobs else "no cron jobs")
 
 
 def _once_time(at: str, tz: str | None) -> str:
@@ -139,7 +81,7 @@ def _once_time(at: str, tz: str | None) -> str:
 @click.option("--grace", type=float, help="Misfire grace in seconds (default 300).")
 @click.option("--paused", is_flag=True, help="Create the job paused.")
 @click.pass_obj
-def add(api: _Api, /, **opts: Any) -> None:
+def add(api: ServerApi, /, **opts: Any) -> None:
     """Create a job: --cron or --at, and --prompt or --text."""
     if (opts["cron_expr"] is None) == (opts["at"] is None):
         raise click.UsageError("give exactly one of --cron and --at")
@@ -177,7 +119,7 @@ def add(api: _Api, /, **opts: Any) -> None:
 @cron.command("run")
 @click.argument("job_id")
 @click.pass_obj
-def run(api: _Api, job_id: str) -> None:
+def run(api: ServerApi, job_id: str) -> None:
     """Run a job now; prints the run id."""
     started = api.call("POST", f"/api/cron/jobs/{job_id}/run")
     api.show(started, started["run_id"])
@@ -186,7 +128,7 @@ def run(api: _Api, job_id: str) -> None:
 @cron.command("pause")
 @click.argument("job_id")
 @click.pass_obj
-def pause(api: _Api, job_id: str) -> None:
+def pause(api: ServerApi, job_id: str) -> None:
     """Stop a job from firing until it is resumed."""
     api.show(api.call("POST", f"/api/cron/jobs/{job_id}/pause"), f"paused {job_id}")
 
@@ -194,7 +136,7 @@ def pause(api: _Api, job_id: str) -> None:
 @cron.command("resume")
 @click.argument("job_id")
 @click.pass_obj
-def resume(api: _Api, job_id: str) -> None:
+def resume(api: ServerApi, job_id: str) -> None:
     """Let a paused job fire again (ticks missed while paused are not run)."""
     api.show(api.call("POST", f"/api/cron/jobs/{job_id}/resume"), f"resumed {job_id}")
 
@@ -202,6 +144,6 @@ def resume(api: _Api, job_id: str) -> None:
 @cron.command("rm")
 @click.argument("job_id")
 @click.pass_obj
-def remove(api: _Api, job_id: str) -> None:
+def remove(api: ServerApi, job_id: str) -> None:
     """Delete a job and its history."""
     api.show(api.call("DELETE", f"/api/cron/jobs/{job_id}"), f"deleted {job_id}")

@@ -50,6 +50,13 @@ def _add_missing_columns(*wanted: tuple[str, str]) -> Migration:
     return migrate
 
 
+def _add_task_resumes(conn: sa.Connection) -> None:
+    # Databases made by 0001 after this column was added already have it.
+    columns = {c["name"] for c in sa.inspect(conn).get_columns("tasks")}
+    if "resumes" not in columns:
+        conn.execute(sa.text("ALTER TABLE tasks ADD COLUMN resumes INTEGER NOT NULL DEFAULT 0"))
+
+
 # Ordered, named migrations; each runs once and is recorded in `_migrations`. The first
 # creates whatever tables are missing. Once a release has shipped, a change to an existing
 # table is a new entry here with its own ALTER statements.
@@ -70,8 +77,9 @@ MIGRATIONS: list[tuple[str, Migration]] = [
             ("chat_sessions", "when_unattended"),
         ),
     ),
+    ("0014_i14_task_resumes", _add_task_resumes),
     # Which server owns a task or call, so start-up recovers only a dead server's rows.
-    ("0006_i10_owners", _add_missing_columns(("tasks", "owner"), ("tool_calls", "owner"))),
+    ("0015_i10_owners", _add_missing_columns(("tasks", "owner"), ("tool_calls", "owner"))),
 ]
 
 _migrations_table = sa.Table(

@@ -51,6 +51,7 @@ class TaskRecord:
     created_at: float
     started_at: float | None
     finished_at: float | None
+    resumes: int = 0
 
 
 @dataclass(frozen=True)

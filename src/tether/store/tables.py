@@ -72,6 +72,8 @@ tasks = sa.Table(
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("started_at", sa.Float, nullable=True),
     sa.Column("finished_at", sa.Float, nullable=True),
+    # Times the task was taken up again after a restart (a turn is retried once).
+    sa.Column("resumes", sa.Integer, nullable=False, server_default="0"),
     # The server that runs it (store/owners.py); NULL on rows from before owners.
     sa.Column("owner", sa.String(64), nullable=True),
 )

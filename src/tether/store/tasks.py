@@ -76,13 +76,20 @@ class TaskRepository:
             )
             return {r.owner for r in rows}
 
-    async def fail_unfinished(self, reason: str, owners: Collection[str | None]) -> int:
-        """Mark the tasks ``owners`` (servers that are gone) left unfinished as failed."""
+    async def fail_unfinished(
+        self, reason: str, owners: Collection[str | None], keep: Collection[str] = ()
+    ) -> int:
+        """Mark the tasks ``owners`` (servers that are gone) left unfinished as failed,
+        but those in ``keep`` (taken up again)."""
         now = time.time()
         async with self._db.write() as conn:
             result = await conn.execute(
                 sa.update(tasks)
-                .where(tasks.c.status != "finished", owned_by(tasks.c.owner, owners))
+                .where(
+                    tasks.c.status != "finished",
+                    owned_by(tasks.c.owner, owners),
+                    tasks.c.id.not_in(list(keep)),
+                )
                 .values(
                     status="finished",
                     finished_at=now,
@@ -90,3 +97,23 @@ class TaskRepository:
                 )
             )
             return int(result.rowcount)
+
+    async def unfinished(self, owners: Collection[str | None]) -> list[TaskRecord]:
+        """Tasks ``owners`` (servers that are gone) left pending or running, oldest first."""
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(tasks)
+                .where(tasks.c.status != "finished", owned_by(tasks.c.owner, owners))
+                .order_by(tasks.c.created_at)
+            )
+            return [to_record(TaskRecord, r) for r in rows]
+
+    async def count_resume(self, task_id: str) -> None:
+        """Record that the task is being taken up again after a restart, by this server
+        (its owner from now on, so no later server takes it for a dead one's)."""
+        async with self._db.write() as conn:
+            await conn.execute(
+                sa.update(tasks)
+                .where(tasks.c.id == task_id)
+                .values(resumes=tasks.c.resumes + 1, owner=self._owner)
+            )

@@ -86,13 +86,18 @@ class ToolCallRepository:
             return {r.owner for r in rows}
 
     async def interrupt_unfinished(
-        self, reason: str, owners: Collection[str | None]
+        self, reason: str, owners: Collection[str | None], keep: Collection[str] = ()
     ) -> list[tuple[int, float]]:
-        """Record the unfinished calls of ``owners`` (servers that are gone) as cancelled.
+        """Record the unfinished calls of ``owners`` (servers that are gone) as cancelled,
+        but those in ``keep`` (adopted: they run on).
 
         Returns (process group, start time) of each, so the caller can reap survivors.
         """
-        theirs = sa.and_(tool_calls.c.status.in_(UNFINISHED), owned_by(tool_calls.c.owner, owners))
+        theirs = sa.and_(
+            tool_calls.c.status.in_(UNFINISHED),
+            owned_by(tool_calls.c.owner, owners),
+            tool_calls.c.id.not_in(list(keep)),
+        )
         async with self._db.write() as conn:
             rows = await conn.execute(
                 sa.select(tool_calls.c.pgid, tool_calls.c.started_at).where(
@@ -111,3 +116,55 @@ class ToolCallRepository:
                 )
             )
             return pgids
+
+    async def last_output_seq(self, call_id: str) -> int:
+        """The number of the last output chunk stored for the call (0: none)."""
+        async with self._db.read() as conn:
+            last = await conn.scalar(
+                sa.select(sa.func.max(tool_output.c.seq)).where(
+                    tool_output.c.tool_call_id == call_id
+                )
+            )
+            return int(last or 0)
+
+    async def unfinished(self) -> list[ToolCallRecord]:
+        """Calls recorded as not yet completed, oldest first."""
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(tool_calls)
+                .where(tool_calls.c.status.in_(UNFINISHED))
+                .order_by(tool_calls.c.started_at)
+            )
+            return [to_record(ToolCallRecord, r) for r in rows]
+
+    async def take_over(self, call_ids: Collection[str]) -> None:
+        """Record this server as the owner of ``call_ids`` (calls it adopted), so that
+        no later server takes them for a dead server's leftovers."""
+        if not call_ids:
+            return
+        async with self._db.write() as conn:
+            await conn.execute(
+                sa.update(tool_calls)
+                .where(tool_calls.c.id.in_(list(call_ids)))
+                .values(owner=self._owner)
+            )
+
+    async def list_for_task(self, task_id: str) -> list[ToolCallRecord]:
+        """Every call a task started, oldest first."""
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(tool_calls)
+                .where(tool_calls.c.task_id == task_id)
+                .order_by(tool_calls.c.started_at)
+            )
+            return [to_record(ToolCallRecord, r) for r in rows]
+
+    async def known_ids(self, call_ids: Sequence[str]) -> set[str]:
+        """Which of ``call_ids`` have a row."""
+        if not call_ids:
+            return set()
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(tool_calls.c.id).where(tool_calls.c.id.in_(list(call_ids)))
+            )
+            return {r.id for r in rows}

@@ -6,14 +6,16 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tether.agent.ports import ATTENDED, WHEN_UNATTENDED, Attendance, WhenUnattended
 from tether.agent.turn import Agent, ModelError, StepLimitReached, TurnRequest
+from tether.keeper.adoption import Adoption
 from tether.store.records import TaskRecord
 from tether.store.store import Store
+from tether.tasks import resume
 from tether.tasks.events import EventFeed
 from tether.toolcalls.coordinator import ToolCallCoordinator
 from tether.webhooks.events import Notify, ignore
@@ -25,6 +27,7 @@ INTERNAL_ERROR = "the turn failed on an internal error; the server log has the d
 RESTARTED = "server restarted"
 # Of a finished task's answer, this much goes into its task.finished notification.
 _NOTIFIED_TEXT_CHARS = 2000
+Prepare = Callable[["_Running"], Awaitable[None]]
 
 
 class TooManyTasks(Exception):
@@ -128,10 +131,12 @@ class TaskService:
             return session.approval_level
         return self._default_level
 
-    async def _run(self, run: _Running, level: str | None) -> None:
+    async def _run(self, run: _Running, level: str | None, prepare: Prepare | None = None) -> None:
         try:
             try:
                 async with self._session_turn(run.session_id):
+                    if prepare is not None:
+                        await prepare(run)
                     result = await self._turn(run, level)
             except asyncio.CancelledError:
                 # Stopped while waiting for the session or in the middle of the turn.
@@ -262,26 +267,73 @@ class TaskService:
         finally:
             self._waking.discard(session_id)
 
-    async def recover(self, dead_owners: Collection[str | None]) -> None:
-        """After a restart: no task of a server that is gone claims to run, and waiting
-        results get delivered."""
-        failed = await self._store.tasks.fail_unfinished(RESTARTED, dead_owners)
+    async def recover(
+        self, dead_owners: Collection[str | None], adoption: Adoption | None = None
+    ) -> None:
+        """After a restart: of the tasks servers that are gone left (``dead_owners``),
+        those whose calls were adopted (``adoption``, with the keeper) are taken up
+        again, the rest fail; waiting results get delivered. A live server's tasks are
+        not touched."""
+        if adoption is not None:
+            await self._resume_all(dead_owners, adoption)
+        failed = await self._store.tasks.fail_unfinished(
+            RESTARTED, dead_owners, keep=set(self._running)
+        )
         if failed:
             log.info("marked %d unfinished task(s) failed (%s)", failed, RESTARTED)
         for session_id in await self._store.deliveries.sessions_with_pending():
             await self._wake_if_pending(session_id)
 
-    async def shutdown(self) -> None:
-        """Stop every running task (their calls are recorded as cancelled)."""
+    async def shutdown(self, detach: bool = False) -> None:
+        """Stop every running task (their calls are recorded as cancelled); with
+        ``detach``, leave each recorded as unfinished, for the next start to resume."""
         runs = list(self._running.values())
         for run in runs:
-            run.stop_reason = "server shutdown"
+            if not detach:
+                run.stop_reason = "server shutdown"
             if run.job is not None:
                 run.job.cancel()
         for run in runs:
             if run.job is not None:
                 with contextlib.suppress(BaseException):
                     await run.job
+
+    async def _resume_all(self, dead_owners: Collection[str | None], adoption: Adoption) -> None:
+        """Take up each task dead owners left unfinished: after its adopted calls end, their
+        results follow the assistant message that asked for them and the model is called
+        again. A task that lost a call fails saying what was lost; a turn that was
+        inside a model request is retried once."""
+        for task in await self._store.tasks.unfinished(dead_owners):
+            problem = adoption.lost_problem(task.id)
+            if problem is not None:
+                await self._store.tasks.finish(task.id, {"status": "failed", "error": problem})
+                continue
+            calls = await self._store.tool_calls.list_for_task(task.id)
+            waits = {c.id: adoption.waiting[c.id] for c in calls if c.id in adoption.waiting}
+            if task.resumes >= 1 and not waits:
+                continue  # retried once already: it fails with the rest
+            await self._store.tasks.count_resume(task.id)
+            run = _Running(task.id, task.session_id, task.trigger)
+            self._running[task.id] = run
+
+            async def answer_open_calls(run: _Running, waits: dict[str, Any] = waits) -> None:
+                outcomes = {cid: (await t).model_text for cid, t in waits.items()}
+                await self._answer_open_calls(run, outcomes)
+
+            run.job = asyncio.create_task(self._run(run, task.approval_level, answer_open_calls))
+            log.info("resuming task %s after the restart (%d call(s) adopted)", task.id, len(waits))
+
+    async def _answer_open_calls(self, run: _Running, outcomes: dict[str, str]) -> None:
+        """Persist a result for each call the task's last assistant message asked for."""
+        messages = [m.payload for m in await self._store.chats.task_messages(run.task_id)]
+        asked = resume.open_calls(messages)
+        if not asked:
+            return
+        records = await self._store.tool_calls.list_for_task(run.task_id)
+        answers = resume.answers(asked, records, outcomes)
+        await self._store.chats.append(run.session_id, run.task_id, [("tool", a) for a in answers])
+        for answer in answers:
+            run.feed.emit({"type": "message", "kind": "tool", "message": answer})
 
 
 def _finished_event(run: _Running, result: dict[str, Any]) -> dict[str, Any]:

@@ -79,6 +79,9 @@ class CallActions:
         except dl.DeadlineError as exc:
             raise ToolCallConflict(str(exc)) from exc
         call.deadline_changed.set()
+        if target == "kill" and call.process is not None:
+            _, kill_after = call.deadlines.remaining(time.monotonic())
+            await call.process.set_kill_deadline(kill_after)
         return live_info(call)
 
     async def stop(self, calls: list[LiveCall], reason: str, force: bool) -> None:

@@ -20,21 +20,24 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
-from tether.store.records import OutputChunk
+from tether.store.records import OutputChunk, ToolCallRecord
 from tether.store.toolcalls import ToolCallRepository
 from tether.toolcalls import deadlines as dl
 from tether.toolcalls.actions import CallActions
 from tether.toolcalls.call import CallInfo, CallObserver, CallOutcome, Invocation
 from tether.toolcalls.config import CoordinatorConfig
 from tether.toolcalls.index import CallIndex
-from tether.toolcalls.launcher import Launcher
+from tether.toolcalls.launcher import LaunchedProcess, Launcher
+from tether.toolcalls.live_call import LiveCall
 from tether.toolcalls.local_launcher import LocalLauncher
 from tether.toolcalls.owned_tasks import OwnedTasks
 from tether.toolcalls.reading import OutputReader
 from tether.toolcalls.recorder import CallRecorder
 from tether.toolcalls.running import Ask, BackgroundResult, CallRunner
-from tether.tools.base import Tool
+from tether.tools.base import Tool, ToolResult
+from tether.tools.shell import describe_exit
 
 __all__ = ["CoordinatorConfig", "ToolCallCoordinator"]
 
@@ -52,6 +55,7 @@ class ToolCallCoordinator:
         launcher: Launcher | None = None,
     ) -> None:
         launcher = launcher or LocalLauncher()
+        self._launcher = launcher
         self._tasks = OwnedTasks()
         self._index = CallIndex(repo, config.max_per_session, config.max_total)
         self._recorder = CallRecorder(repo, self._index, config)
@@ -87,6 +91,20 @@ class ToolCallCoordinator:
     async def record_denied(self, inv: Invocation, reason: str) -> CallOutcome:
         """Record a call policy refused outright; it never runs."""
         return await self._runner.record_denied(inv, reason)
+
+    async def adopt(
+        self, record: ToolCallRecord, process: LaunchedProcess, kill_at: float | None
+    ) -> asyncio.Task[Any]:
+        """Make a call a previous server started live again under its id (its tree
+        still runs, or ended while no server was up). The task gives its outcome."""
+        call = await self._recorder.revive(record, kill_at)
+        call.process = process
+        return self._runner.adopt(call, _follow_to_end(call, process))
+
+    async def end_lost(self, record: ToolCallRecord, problem: str) -> CallOutcome:
+        """End a call a previous server started that cannot be followed any more."""
+        call = await self._recorder.revive(record, None)
+        return await self._recorder.finish(call, "error", problem, None)
 
     def deliver_background_results_to(self, receiver: BackgroundResult) -> None:
         """Hand the results of calls that ended in the background to ``receiver``
@@ -139,17 +157,38 @@ class ToolCallCoordinator:
 
     # ----------------------------------------------------------------- lifecycle
 
-    def begin_shutdown(self) -> None:
-        """From now on, calls stopped with their task are recorded as stopped by shutdown."""
+    def begin_shutdown(self, detach: bool = False) -> None:
+        """From now on, calls stopped with their task are recorded as stopped by shutdown;
+        with ``detach`` and a durable launcher, calls with a process are left running
+        instead (the next start adopts them)."""
         self._runner.closing = True
+        self._runner.detaching = detach and self._launcher.durable
 
     async def shutdown(self) -> None:
-        """Stop every call in flight and record it as cancelled (reason: shutdown)."""
+        """Stop every call in flight and record it as cancelled (reason: shutdown), but
+        those a detaching shutdown leaves running: only stop following them."""
         self._runner.closing = True
         calls = self._index.all()
+        if self._runner.detaching:
+            kept = [c for c in calls if c.process is not None and c.stop_reason is None]
+            self._tasks.cancel_all()
+            for call in kept:
+                if call.work is not None:
+                    call.work.cancel()
+            calls = [c for c in calls if c not in kept]
         await self._actions.stop(calls, "server shutdown", force=False)
         await asyncio.gather(
             *(self._runner.stop_and_finish(c, "server shutdown", None) for c in calls),
             return_exceptions=True,
         )
         self._tasks.cancel_all()
+
+
+async def _follow_to_end(call: LiveCall, process: LaunchedProcess) -> ToolResult:
+    """An adopted call's work: its output into its buffer, then how it ended."""
+
+    def emit(stream: str, text: str) -> None:
+        call.buffer.append(stream, text)
+
+    await process.follow(emit)
+    return describe_exit(await process.wait())

@@ -33,6 +33,10 @@ class LaunchSpec:
     marker: str
     # Epoch seconds the call started; no process of the call can be older.
     started_at: float
+    # The call's id, and seconds until its kill deadline (None: none): a durable
+    # launcher names the call's files by the id and enforces the deadline itself.
+    call_id: str = ""
+    kill_after: float | None = None
 
 
 class LaunchedProcess(Protocol):
@@ -51,9 +55,16 @@ class LaunchedProcess(Protocol):
     async def wait(self) -> int:
         """Await the end: the exit code, or minus the signal number that ended it."""
 
+    async def set_kill_deadline(self, kill_after: float | None) -> None:
+        """The call's kill deadline moved (seconds from now; None: none). A launcher
+        whose trees outlive the server enforces it itself; others may ignore it."""
+
 
 class Launcher(Protocol):
     """Starts and stops process trees for tool calls."""
+
+    # Whether trees outlive the server (then a graceful stop may leave them running).
+    durable: bool
 
     async def start(self, spec: LaunchSpec) -> LaunchedProcess:
         """Start ``spec``'s process tree."""

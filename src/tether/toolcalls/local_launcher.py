@@ -102,10 +102,15 @@ class LocalProcess:
     async def wait(self) -> int:
         return await self._proc.wait()
 
+    async def set_kill_deadline(self, kill_after: float | None) -> None:
+        """Nothing to do: the coordinator's own timer enforces deadlines here."""
+
 
 class LocalLauncher:
     """Starts trees as the server's children (each in a new session) and stops them by
     process group, descendants and environment marker (see ``process_tree``)."""
+
+    durable = False
 
     def __init__(self) -> None:
         self._prefix = _death_signal_prefix()

@@ -42,21 +42,14 @@ def find_trees(targets: Sequence[Target]) -> list[psutil.Process]:
     costs one scan, not one per call. The environment (the costly read) is only looked
     at for processes young enough to belong to a call.
     """
-    found: dict[int, psutil.Process] = {}
     me = os.getpid()
-    for target in targets:
-        if target.root_pid is None:
-            continue
-        with contextlib.suppress(psutil.Error):
-            root = psutil.Process(target.root_pid)
-            found[root.pid] = root
-            for child in root.children(recursive=True):
-                found[child.pid] = child
+    table = list(psutil.process_iter(["ppid", "create_time"]))
+    found = _descendants_of({t.root_pid for t in targets if t.root_pid is not None}, table)
     pgids = {t.pgid for t in targets if t.pgid is not None}
     markers = {t.marker for t in targets if t.marker is not None}
     starts = [t.since for t in targets]
     oldest = None if None in starts or not starts else min(s for s in starts if s is not None)
-    for proc in psutil.process_iter(["create_time"]):
+    for proc in table:
         if proc.pid in found or proc.pid == me:
             continue
         with contextlib.suppress(psutil.Error, OSError):
@@ -70,6 +63,24 @@ def find_trees(targets: Sequence[Target]) -> list[psutil.Process]:
                 found[proc.pid] = proc
     found.pop(me, None)
     return list(found.values())
+
+
+def _descendants_of(roots: set[int], table: list[psutil.Process]) -> dict[int, psutil.Process]:
+    """The roots and every descendant, from one read of the table (psutil's
+    ``children()`` reads the whole table per call: 1,000 calls made that 1,000 reads)."""
+    by_pid = {p.pid: p for p in table}
+    children: dict[int, list[int]] = {}
+    for proc in table:
+        children.setdefault(proc.info.get("ppid") or 0, []).append(proc.pid)
+    found: dict[int, psutil.Process] = {}
+    todo = [pid for pid in roots if pid in by_pid]
+    while todo:
+        pid = todo.pop()
+        if pid in found:
+            continue
+        found[pid] = by_pid[pid]
+        todo.extend(children.get(pid, []))
+    return found
 
 
 def signal_all(procs: list[psutil.Process], sig: signal.Signals) -> None:

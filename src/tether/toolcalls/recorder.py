@@ -53,6 +53,41 @@ class CallRecorder:
         await self._repo.insert(_record_of(call))
         return call
 
+    async def revive(self, record: ToolCallRecord, kill_at: float | None) -> LiveCall:
+        """A call a previous server started, live again under its id: indexed with its
+        recorded status, its kill deadline (epoch seconds) and the output already stored
+        marked as such (its chunks are numbered the same when read again)."""
+        config = self._config
+        now_mono, now = time.monotonic(), time.time()
+        deadlines = dl.Deadlines(
+            started=now_mono - max(0.0, now - record.started_at),
+            kill_at=None if kill_at is None else now_mono + (kill_at - now),
+            offload_at=None,
+            max_timeout=record.max_timeout,
+        )
+        inv = Invocation(
+            record.id,
+            record.session_id,
+            record.task_id,
+            record.agent_id,
+            record.tool_name,
+            record.arguments,
+        )
+        call = LiveCall(
+            invocation=inv,
+            status=record.status,  # type: ignore[arg-type]
+            deadlines=deadlines,
+            buffer=OutputBuffer(
+                config.output_memory_bytes, config.model_output_chars, config.output_store_bytes
+            ),
+            marker=f"{config.marker_prefix}:{record.id}",
+            started_at=record.started_at,
+            offload_reason=record.offload_reason,
+        )
+        call.buffer.mark_persisted(await self._repo.last_output_seq(record.id))
+        self._index.add(call)
+        return call
+
     async def transition(self, call: LiveCall, target: Status) -> None:
         """Move the call to ``target`` (TransitionError if not allowed) and store it."""
         check_transition(call.status, target)

@@ -50,6 +50,8 @@ class CallRunner:
         self.on_background_result = on_background_result
         # Set at shutdown, so calls stopped with their turn say why.
         self.closing = False
+        # Set at a shutdown that leaves durable calls running (TETHER_ON_SHUTDOWN=detach).
+        self.detaching = False
 
     async def run(
         self, inv: Invocation, tool: Tool, ask: Ask | None, observer: CallObserver | None
@@ -61,7 +63,7 @@ class CallRunner:
             # The turn was stopped, perhaps before the tool even started: never leave the
             # call registered as running.
             call = self._index.by_id(inv.call_id)
-            if call is not None and not call.finished.is_set():
+            if call is not None and not call.finished.is_set() and not self._detached(call):
                 reason = call.stop_reason or "the task was stopped"
                 await asyncio.shield(self.stop_and_finish(call, reason, observer))
             raise
@@ -112,6 +114,8 @@ class CallRunner:
             # The turn was stopped: stop the call too and record it, then let the
             # cancellation go on.
             released.cancel()
+            if self._detached(call):
+                raise  # it runs on; the next start adopts it
             reason = "server shutdown" if self.closing else "the task was stopped"
             await asyncio.shield(self.stop_and_finish(call, reason, observer))
             raise
@@ -120,6 +124,10 @@ class CallRunner:
             self._tasks.spawn(self._finish_in_background(call, observer, watcher, flusher))
             return CallOutcome(end_state=None, offloaded=True, model_text=describe_offload(call))
         return await self._conclude(call, observer, watcher, flusher)
+
+    def _detached(self, call: LiveCall) -> bool:
+        """Whether a shutdown leaves this call running (its tree outlives us)."""
+        return self.detaching and call.process is not None and call.stop_reason is None
 
     def _context(self, call: LiveCall, observer: CallObserver | None) -> ToolContext:
         return ToolContext(
@@ -131,6 +139,26 @@ class CallRunner:
         if call.stop_reason is not None and not call.signalled:
             # A stop arrived while the tree was starting, when there was none to signal.
             self._tasks.spawn(self._actions.stop([call], call.stop_reason, call.force_cancelled))
+
+    def adopt(self, call: LiveCall, work: Awaitable[ToolResult]) -> asyncio.Task[Any]:
+        """Carry a revived call (see CallRecorder.revive) to its end, as if this server
+        had started it: its deadlines, its output saved, its end recorded once. A call
+        that was in the background delivers its result as such; the returned task gives
+        the outcome of one a turn was waiting on."""
+        call.work = asyncio.ensure_future(work)
+        watcher = self._tasks.spawn(self._actions.watch_deadlines(call))
+        flusher = self._tasks.spawn(self._recorder.flush_output(call))
+        if call.status == "offloaded":
+            return self._tasks.spawn(self._finish_in_background(call, None, watcher, flusher))
+        return self._tasks.spawn(self._conclude_when_done(call, watcher, flusher))
+
+    async def _conclude_when_done(
+        self, call: LiveCall, watcher: asyncio.Task[Any], flusher: asyncio.Task[Any]
+    ) -> CallOutcome:
+        assert call.work is not None
+        with contextlib.suppress(BaseException):
+            await asyncio.wait({call.work})
+        return await self._conclude(call, None, watcher, flusher)
 
     async def _conclude(
         self,

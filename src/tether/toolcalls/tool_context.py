@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -46,7 +47,16 @@ class ToolContext:
     ) -> LaunchedProcess:
         """Start this call's process tree."""
         call = self._call
-        spec = LaunchSpec(argv, cwd, env, marker=call.marker, started_at=call.started_at)
+        _, kill_after = call.deadlines.remaining(time.monotonic())
+        spec = LaunchSpec(
+            argv,
+            cwd,
+            env,
+            marker=call.marker,
+            started_at=call.started_at,
+            call_id=call.call_id,
+            kill_after=kill_after,
+        )
         call.process = await self._start(spec)
         self._launched(call)
         return call.process

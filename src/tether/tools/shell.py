@@ -37,7 +37,8 @@ def _resolve_cwd(cwd: object, ctx: RunContext) -> Path:
     return path
 
 
-def _describe_exit(code: int) -> ToolResult:
+def describe_exit(code: int) -> ToolResult:
+    """How a command that ended with ``code`` (minus a signal number) is reported."""
     if code == 0:
         return ToolResult(summary="exit code 0")
     if code < 0:
@@ -65,7 +66,7 @@ def make_shell_tool(
         cwd = await asyncio.to_thread(_resolve_cwd, args.get("cwd"), ctx)
         process = await ctx.launch((shell_path, "-c", command), cwd, environment())
         await process.follow(ctx.emit)
-        return _describe_exit(await process.wait())
+        return describe_exit(await process.wait())
 
     def timeout_of(args: Mapping[str, Any]) -> float | None:
         value = args.get("timeout", default_timeout)

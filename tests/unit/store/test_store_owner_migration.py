@@ -21,7 +21,7 @@ async def test_an_older_database_gets_the_owner_columns(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         for table in ("tasks", "tool_calls"):
             conn.execute(f"ALTER TABLE {table} DROP COLUMN owner")
-        conn.execute("DELETE FROM _migrations WHERE name = '0006_i10_owners'")
+        conn.execute("DELETE FROM _migrations WHERE name = '0015_i10_owners'")
         conn.execute(
             "INSERT INTO tasks (id, session_id, user_id, status, trigger, created_at)"
             " VALUES ('t1', 's1', 'u', 'running', 'user', 1.0)"
@@ -42,4 +42,4 @@ async def test_an_older_database_gets_the_owner_columns(tmp_path: Path) -> None:
         owner.release()
     finally:
         await db.close()
-    assert "0006_i10_owners" in [name for name, _ in MIGRATIONS]
+    assert "0015_i10_owners" in [name for name, _ in MIGRATIONS]

@@ -1,0 +1,93 @@
+"""What the `tether` subcommands that talk to a running server share: the connection
+options, one request helper that turns failures into readable errors, and tables."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import httpx
+
+DEFAULT_URL = "http://127.0.0.1:8088"
+_TIMEOUT_SECONDS = 30.0
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass
+class ServerApi:
+    """A running server's HTTP API, as the CLI uses it."""
+
+    url: str
+    token: str | None
+    as_json: bool
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        """One request; any failure becomes a readable click error (exit status 1)."""
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        try:
+            with httpx.Client(base_url=self.url, timeout=_TIMEOUT_SECONDS) as client:
+                resp = client.request(method, path, json=body, headers=headers)
+        except httpx.HTTPError as exc:
+            raise click.ClickException(f"cannot reach Tether at {self.url}: {exc}") from None
+        if resp.status_code >= 400:
+            raise click.ClickException(describe_error(resp))
+        return resp.json()
+
+    def show(self, value: Any, text: str) -> None:
+        click.echo(json.dumps(value, indent=2) if self.as_json else text)
+
+    @classmethod
+    def connect(cls, url: str, token: str | None, as_json: bool) -> ServerApi:
+        """The API at ``url`` with ``token``, else the one under TETHER_HOME."""
+        return cls(url.rstrip("/"), token or token_from_home(), as_json)
+
+
+def server_options(command: F) -> F:
+    """The ``--url``, ``--token`` and ``--json`` options of a command group."""
+    options = [
+        click.option("--url", envvar="TETHER_URL", default=DEFAULT_URL, show_default=True),
+        click.option(
+            "--token", envvar="TETHER_TOKEN", help="API token (default: TETHER_HOME/token)."
+        ),
+        click.option("--json", "as_json", is_flag=True, help="Print the server's JSON."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def describe_error(resp: httpx.Response) -> str:
+    """``HTTP <status>: <detail>``, a 422's field errors one after the other."""
+    try:
+        detail = resp.json().get("detail")
+    except (ValueError, AttributeError):
+        detail = resp.text
+    if isinstance(detail, list):  # a 422: one line per field
+        detail = "; ".join(
+            f"{'.'.join(str(p) for p in e.get('loc', [])[1:])}: {e.get('msg')}" for e in detail
+        )
+    return f"HTTP {resp.status_code}: {detail}"
+
+
+def token_from_home() -> str | None:
+    """The token the server wrote under TETHER_HOME, if this user can read it."""
+    home = Path(os.environ.get("TETHER_HOME") or Path.home() / ".tether")
+    try:
+        return (home / "token").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def table(rows: list[list[str]]) -> str:
+    """Rows as left-aligned columns (the first row is the header)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )

@@ -1,0 +1,78 @@
+"""`tether status`: the tool calls in flight, from the database and the call files,
+whether the server is up or not."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+
+import click
+
+from tether.keeper.inventory import Found
+
+
+def _describe(found: Found, now: float) -> str:
+    record, spec = found.record, found.spec
+    session = record.session_id if record else "-"
+    command = ""
+    if record is not None:
+        command = str(record.arguments.get("command", record.tool_name))
+    elif spec is not None:
+        command = " ".join(spec.argv[2:] if spec.argv[1:2] == ["-c"] else spec.argv)
+    started = record.started_at if record else (spec.started_at if spec else now)
+    deadline = "-"
+    if spec is not None and spec.kill_at is not None:
+        deadline = f"{max(0.0, spec.kill_at - now):.0f}s left"
+    line = (
+        f"{found.call_id}\t{found.fate}\t{session}\t{now - started:.0f}s\t{deadline}\t"
+        f"{command[:60]}"
+    )
+    if found.problem:
+        line += f"\n\t{found.problem}"
+    return line
+
+
+async def _survey() -> list[Found]:
+    from tether.config import Settings
+    from tether.keeper import client, inventory
+    from tether.store.database import Database
+    from tether.store.toolcalls import ToolCallRepository
+
+    settings = Settings()
+    db = Database(settings.resolved_database_url)
+    try:
+        await db.migrate()
+        unfinished = await ToolCallRepository(db).unfinished()
+    finally:
+        await db.close()
+    running: dict[str, dict[str, object]] = {}
+    if client.recorded_runner(settings.home) is not None:
+        listed = await client.KeeperClient(settings.home).request("list")
+        running = {str(c["call_id"]): c for c in listed["calls"]}
+    return await asyncio.to_thread(inventory.survey, settings.home, unfinished, running)
+
+
+def _under_server(found: Found, server: int | None) -> Found:
+    """A call not under the keeper is not lost while the server that runs it is up."""
+    if found.fate != "not_kept" or server is None:
+        return found
+    problem = f"runs under the server (pid {server}), not under the keeper: it ends with it"
+    return replace(found, fate="running", problem=problem)
+
+
+@click.command()
+def status() -> None:
+    """Print the tool calls in flight: id, fate, session, elapsed, deadline, command."""
+    from tether.config import Settings
+    from tether.keeper import home_lock
+
+    found = asyncio.run(_survey())
+    if not found:
+        click.echo("no tool calls in flight")
+        return
+    server = home_lock.holder(Settings().home)
+    click.echo("id\tfate\tsession\telapsed\tdeadline\tcommand")
+    now = time.time()
+    for item in found:
+        click.echo(_describe(found=_under_server(item, server), now=now))

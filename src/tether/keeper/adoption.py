@@ -1,0 +1,90 @@
+"""At start: take up again the calls a previous server left under the runner.
+
+Each call recorded as running or offloaded is classified (see :mod:`inventory`):
+still running under the runner, or ended while no server was up, it becomes live again
+under its id (the coordinator follows it to its end); lost (its runner died, a file is
+corrupt), it ends ``error`` saying what was lost, and the remains of its tree are
+killed. Calls without call files were not started under the keeper: they are left to
+the usual start-up recovery (recorded as interrupted, their groups reaped).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tether.keeper.inventory import Found, survey
+from tether.keeper.launcher import KeeperLauncher
+from tether.store.toolcalls import ToolCallRepository
+from tether.toolcalls import process_tree
+from tether.toolcalls.coordinator import ToolCallCoordinator
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Adoption:
+    """What start-up recovered: outcomes to wait for, by call, and what was lost, by
+    task (a task that lost a call cannot be resumed)."""
+
+    waiting: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
+    # Every call taken up again (offloaded ones included): no longer "interrupted".
+    adopted: set[str] = field(default_factory=set)
+    lost: dict[str, list[str]] = field(default_factory=dict)
+
+    def lost_problem(self, task_id: str) -> str | None:
+        """Why the task cannot go on, if one of its calls was lost."""
+        problems = self.lost.get(task_id)
+        return "; ".join(problems) if problems else None
+
+
+async def adopt_calls(
+    home: Path,
+    launcher: KeeperLauncher,
+    coordinator: ToolCallCoordinator,
+    repo: ToolCallRepository,
+) -> Adoption:
+    """Adopt every call the runner kept for this home (see the module doc)."""
+    running = await launcher.running()
+    unfinished = [r for r in await repo.unfinished() if r.status != "awaiting_approval"]
+    adoption = Adoption()
+    for found in await asyncio.to_thread(survey, home, unfinished, running):
+        await _adopt_one(found, launcher, coordinator, adoption)
+    if adoption.waiting or adoption.lost:
+        log.info(
+            "adopted %d call(s) from the runner; %d could not be recovered",
+            len(adoption.waiting),
+            sum(len(p) for p in adoption.lost.values()),
+        )
+    return adoption
+
+
+async def _adopt_one(
+    found: Found, launcher: KeeperLauncher, coordinator: ToolCallCoordinator, adoption: Adoption
+) -> None:
+    record, spec = found.record, found.spec
+    if record is None:
+        log.warning("call directory %s has no database row: %s", found.call_id, found.problem)
+        return
+    if found.fate == "not_kept":
+        return  # the usual recovery handles it
+    if found.fate in ("running", "ended") and spec is not None:
+        process = launcher.adopt(found.call_id, spec.pid, running=found.fate == "running")
+        outcome = await coordinator.adopt(record, process, spec.kill_at)
+        adoption.adopted.add(found.call_id)
+        if record.status == "running":  # a turn waits on it (offloaded: delivered as such)
+            adoption.waiting[found.call_id] = outcome
+        return
+    problem = f"call {found.call_id} could not be recovered after the restart: {found.problem}"
+    log.warning("%s", problem)
+    if spec is not None:
+        # Whatever is left of its tree would run unwatched: find it by its marker only
+        # (its pid and group numbers may have been reused).
+        target = process_tree.Target(None, None, spec.marker, since=spec.create_time)
+        await asyncio.to_thread(process_tree.terminate_many, [target], 1.0, True)
+    await coordinator.end_lost(record, problem)
+    if record.task_id is not None and record.status == "running":
+        adoption.lost.setdefault(record.task_id, []).append(problem)

@@ -1,0 +1,243 @@
+"""The server's side of the runner: find it (or start it, detached), and talk to it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tether.keeper import layout, protocol
+from tether.keeper.identity import ProcessIdentity
+
+_START_TIMEOUT = 15.0
+
+
+class RunnerUnavailable(Exception):
+    """No runner answers for this home and none could be started."""
+
+
+@dataclass(frozen=True)
+class RunnerInfo:
+    """A live runner as it describes itself."""
+
+    identity: ProcessIdentity
+    protocol: int
+    version: str
+
+
+def recorded_runner(home: Path) -> ProcessIdentity | None:
+    """The runner ``runner.json`` names, if that very process still runs."""
+    try:
+        data = json.loads(layout.runner_file(home).read_bytes())
+        identity = ProcessIdentity(int(data["pid"]), float(data["create_time"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return identity if identity.is_alive() else None
+
+
+# Requests that change nothing when repeated: retried once on a fresh connection.
+_IDEMPOTENT = frozenset({"hello", "list", "extend", "watch"})
+
+
+class KeeperClient:
+    """Requests to the runner of one home, one at a time over one kept connection."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.socket = layout.socket_path(home)
+        self._lock = asyncio.Lock()
+        self._conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        try:
+            return await asyncio.open_unix_connection(self.socket, limit=protocol.MAX_LINE)
+        except OSError as exc:
+            raise RunnerUnavailable(f"no runner answers on {self.socket}: {exc}") from exc
+
+    async def request(self, op: str, **fields: Any) -> dict[str, Any]:
+        """Send one request; its answer, or ProtocolError with the runner's reason."""
+        message = protocol.encode({"v": protocol.PROTOCOL, "op": op, **fields})
+        async with self._lock:
+            try:
+                line = await self._exchange(message)
+            except RunnerUnavailable:
+                if op not in _IDEMPOTENT:
+                    raise
+                line = await self._exchange(message)
+        answer = protocol.decode(line)
+        if not answer.get("ok"):
+            raise protocol.ProtocolError(str(answer.get("error", "refused")))
+        return answer
+
+    async def _exchange(self, message: bytes) -> bytes:
+        if self._conn is None:
+            self._conn = await self._connect()
+        reader, writer = self._conn
+        try:
+            writer.write(message)
+            await writer.drain()
+            line = await reader.readline()
+        except OSError as exc:
+            self.close()
+            raise RunnerUnavailable(f"lost the runner's connection: {exc}") from exc
+        if not line:
+            self.close()
+            raise RunnerUnavailable("the runner closed the connection without answering")
+        return line
+
+    def close(self) -> None:
+        """Drop the kept connection (the next request opens another)."""
+        if self._conn is not None:
+            self._conn[1].close()
+            self._conn = None
+
+    async def hello(self) -> RunnerInfo:
+        """Who the runner is (pid and start time, protocol, version)."""
+        a = await self.request("hello")
+        return RunnerInfo(
+            ProcessIdentity(int(a["pid"]), float(a["create_time"])),
+            int(a["protocol"]),
+            str(a["version"]),
+        )
+
+    async def watch(self) -> Watch:
+        """A connection of its own receiving the runner's events from now on (output
+        positions, ends); events that happen after this returns are never missed."""
+        reader, writer = await self._connect()
+        watch = Watch(reader, writer)
+        try:
+            writer.write(protocol.encode({"v": protocol.PROTOCOL, "op": "watch"}))
+            await writer.drain()
+            line = await reader.readline()
+            if not line:
+                raise RunnerUnavailable("the runner closed the connection without answering")
+            first = protocol.decode(line)
+            if not first.get("watching"):
+                raise protocol.ProtocolError(str(first.get("error", "watch refused")))
+        except OSError as exc:
+            watch.close()
+            raise RunnerUnavailable(f"lost the runner's connection: {exc}") from exc
+        except BaseException:
+            watch.close()
+            raise
+        return watch
+
+
+class Watch:
+    """An open watch connection; iterate it for events, close it when done."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader, self._writer = reader, writer
+
+    def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        return self._events()
+
+    async def _events(self) -> AsyncIterator[dict[str, Any]]:
+        while line := await self._reader.readline():
+            yield protocol.decode(line)
+
+    def close(self) -> None:
+        """Stop watching."""
+        self._writer.close()
+
+
+def ensure_runner(home: Path) -> ProcessIdentity:
+    """The home's runner, started detached if none runs. Blocking: call it from a
+    worker thread.
+
+    The runner is started through a shell that exits at once, so it is re-parented
+    away from the server (never the server's zombie) and, in a session of its own,
+    survives the server. It says ``ready`` on a pipe once its socket accepts requests.
+    """
+    running = recorded_runner(home)
+    if running is not None and layout.socket_path(home).exists():
+        return running
+    home.mkdir(parents=True, exist_ok=True)
+    read_end, write_end = os.pipe()
+    try:
+        with layout.runner_log(home).open("ab") as log:
+            shell = subprocess.Popen(
+                [
+                    "/bin/sh",
+                    "-c",
+                    '"$0" -m tether.keeper --home "$1" --ready-fd "$2" &',
+                    sys.executable,
+                    str(home),
+                    str(write_end),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                pass_fds=(write_end,),
+                start_new_session=True,
+                env=_runner_environment(),
+            )
+        os.close(write_end)
+        write_end = -1
+        shell.wait()
+        word = _read_ready(read_end, _START_TIMEOUT)
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
+    if word not in (b"ready", b"busy"):
+        raise RunnerUnavailable(
+            f"the runner did not start (see {layout.runner_log(home)}): {word!r}"
+        )
+    running = recorded_runner(home)
+    if running is None:
+        raise RunnerUnavailable(f"the runner started but {layout.runner_file(home)} is missing")
+    return running
+
+
+def _runner_environment() -> dict[str, str]:
+    # The runner passes each call the environment the server chose for it; its own
+    # needs none of the server's secrets.
+    keep = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH", "TMPDIR", "USER")
+    return {k: v for k, v in os.environ.items() if k in keep}
+
+
+def _read_ready(fd: int, timeout: float) -> bytes:
+    deadline = time.monotonic() + timeout
+    data = b""
+    while b"\n" not in data:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return data + b" (timed out)"
+        chunk = os.read(fd, 64)
+        if not chunk:
+            break
+        data += chunk
+    return data.strip()
+
+
+def stop_runner(home: Path, timeout: float = 10.0) -> bool:
+    """Stop the home's runner (SIGTERM: it stops its calls' trees, records their ends
+    and exits) and wait for it; False if none ran. Blocking.
+
+    It is not our child, so its exit is seen by polling its identity (a zombie waiting
+    for init to reap it counts as gone).
+    """
+    running = recorded_runner(home)
+    if running is None:
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(running.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while running.is_alive():
+        if time.monotonic() > deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(running.pid, signal.SIGKILL)
+            break
+        time.sleep(0.01)
+    return True

@@ -1,0 +1,116 @@
+"""What became of the calls a previous server left: the database's view (rows still
+unfinished) set against the runner's (calls it runs) and the files (ends recorded).
+
+Pure apart from reading the small per-call files; used at start-up (adoption) and by
+``tether status``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from tether.keeper import layout
+from tether.keeper.status import CallEnd, CallSpec, CorruptFile, read_end, read_spec
+from tether.store.records import ToolCallRecord
+
+Fate = Literal["running", "ended", "lost", "not_kept", "no_row"]
+
+
+@dataclass(frozen=True)
+class Found:
+    """One call and what became of it. ``problem`` says what was lost (``lost``), that
+    it never ran under the keeper (``not_kept``), or why a directory is unaccounted
+    for (``no_row``)."""
+
+    call_id: str
+    fate: Fate
+    record: ToolCallRecord | None
+    spec: CallSpec | None
+    end: CallEnd | None
+    problem: str | None = None
+
+
+def survey(
+    home: Path, unfinished: Iterable[ToolCallRecord], running: Mapping[str, Mapping[str, Any]]
+) -> list[Found]:
+    """Classify every unfinished row, and every call directory without a row or end.
+
+    ``running`` is the runner's list (empty when no runner is up).
+    """
+    found: list[Found] = []
+    rows = {r.id: r for r in unfinished}
+    for call_id, record in rows.items():
+        found.append(_classify(home, call_id, record, running))
+    for call_id in _directories(home):
+        if call_id not in rows and call_id in running:
+            found.append(
+                Found(
+                    call_id,
+                    "no_row",
+                    None,
+                    _spec_or_none(home, call_id),
+                    None,
+                    "the runner runs it but the database has no unfinished row for it",
+                )
+            )
+    return found
+
+
+def _classify(
+    home: Path, call_id: str, record: ToolCallRecord, running: Mapping[str, Mapping[str, Any]]
+) -> Found:
+    directory = layout.call_dir(home, call_id)
+    try:
+        spec = read_spec(directory)
+        if spec is None:
+            return Found(
+                call_id,
+                "not_kept",
+                record,
+                None,
+                None,
+                f"no call files at {directory}: it was not started under the keeper "
+                "(or its files were removed), so its process and output are lost",
+            )
+        if call_id in running:
+            listed = running[call_id]
+            if int(listed["pid"]) != spec.pid:
+                return _lost(
+                    record,
+                    spec,
+                    f"the runner's call {call_id} has pid {listed['pid']}, "
+                    f"{directory / layout.SPEC_NAME} says {spec.pid}",
+                )
+            return Found(call_id, "running", record, spec, None)
+        end = read_end(directory)
+    except CorruptFile as exc:
+        return _lost(record, None, str(exc))
+    if end is None:
+        return _lost(
+            record,
+            spec,
+            f"its runner stopped before it ended ({directory / layout.STATUS_NAME} "
+            "was never written): its exit status is lost",
+        )
+    return Found(call_id, "ended", record, spec, end)
+
+
+def _lost(record: ToolCallRecord, spec: CallSpec | None, problem: str) -> Found:
+    return Found(record.id, "lost", record, spec, None, problem)
+
+
+def _spec_or_none(home: Path, call_id: str) -> CallSpec | None:
+    try:
+        return read_spec(layout.call_dir(home, call_id))
+    except CorruptFile:
+        return None
+
+
+def _directories(home: Path) -> list[str]:
+    try:
+        return sorted(p.name for p in layout.calls_dir(home).iterdir())
+    except FileNotFoundError:
+        return []

@@ -1,0 +1,72 @@
+"""The keeper launcher: call trees start under the runner, not as the server's children.
+
+It fills the same seam as the local launcher (start, stop, follow, await the end), plus
+what only durable calls need: moving the kill deadline the runner enforces, and finding
+a call again after a restart (:meth:`adopt`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from tether.keeper.client import RunnerUnavailable
+from tether.keeper.hub import KeeperHub
+from tether.keeper.process import KeeperProcess
+from tether.toolcalls.launcher import LaunchedProcess, LaunchSpec
+
+
+class KeeperLauncher:
+    """Starts trees under the home's runner and stops them through it."""
+
+    durable = True
+
+    def __init__(self, hub: KeeperHub, output_limit: int | None, grace: float) -> None:
+        self.hub = hub
+        self._output_limit = output_limit
+        self._grace = grace
+
+    async def start(self, spec: LaunchSpec) -> KeeperProcess:
+        """Ask the runner to start ``spec``; its kill deadline is ``kill_after`` seconds
+        from now, enforced by the runner itself."""
+        kill_at = None if spec.kill_after is None else time.time() + spec.kill_after
+        process = KeeperProcess(self.hub, spec.call_id, 0)  # listening before it starts
+        fields = {
+            "call_id": spec.call_id,
+            "argv": list(spec.argv),
+            "cwd": str(spec.cwd),
+            "env": dict(spec.env),
+            "marker": spec.marker,
+            "kill_at": kill_at,
+            "output_limit": self._output_limit,
+            "grace": self._grace,
+        }
+        try:
+            answer = await self.hub.request("start", **fields)
+        except RunnerUnavailable:
+            # The runner died (its calls are lost, and said so): new calls get a new one.
+            await self.hub.revive()
+            answer = await self.hub.request("start", **fields)
+        process.pgid = int(answer["pid"])
+        return process
+
+    async def stop(self, trees: Sequence[LaunchedProcess], grace: float, force: bool) -> None:
+        """Ask the runner to stop each tree (SIGTERM then SIGKILL after its grace, or
+        SIGKILL at once); returns once asked, the ends follow on the watch."""
+        ids = [t.call_id for t in trees if isinstance(t, KeeperProcess)]
+        if ids:
+            await self.hub.request("signal", call_ids=ids, force=force)
+
+    async def running(self) -> dict[str, dict[str, Any]]:
+        """The calls the runner runs now, by id (pid, start time, deadline, position)."""
+        answer = await self.hub.request("list")
+        return {str(c["call_id"]): c for c in answer["calls"]}
+
+    def adopt(self, call_id: str, pgid: int, running: bool) -> KeeperProcess:
+        """A handle on a call started before this server did; ``running`` False if the
+        runner no longer runs it (it ended while the server was down, or was lost)."""
+        process = KeeperProcess(self.hub, call_id, pgid)
+        if not running:
+            process.mark_ended_already()
+        return process

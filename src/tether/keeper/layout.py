@@ -1,0 +1,73 @@
+"""Where the keeper keeps things under ``TETHER_HOME``, and how files are replaced."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+# A unix socket path longer than this does not fit in sockaddr_un (108 bytes with NUL).
+_MAX_SOCKET_PATH = 100
+
+OUTPUT_NAME = "output"
+STATUS_NAME = "status.json"
+SPEC_NAME = "call.json"
+
+
+def calls_dir(home: Path) -> Path:
+    """The directory holding one directory per call."""
+    return home / "calls"
+
+
+def call_dir(home: Path, call_id: str) -> Path:
+    """The directory of one call; the id is checked so it cannot name another path."""
+    if not call_id or "/" in call_id or call_id in (".", "..") or "\x00" in call_id:
+        raise ValueError(f"unusable call id {call_id!r}")
+    return calls_dir(home) / call_id
+
+
+def runner_file(home: Path) -> Path:
+    """The runner's identity (pid, process start time, protocol, version)."""
+    return home / "runner.json"
+
+
+def runner_lock(home: Path) -> Path:
+    """Held (flock) by the live runner: at most one runner per home."""
+    return home / "runner.lock"
+
+
+def runner_log(home: Path) -> Path:
+    """Where a detached runner writes its log."""
+    return home / "runner.log"
+
+
+def server_lock(home: Path) -> Path:
+    """Held (flock) by the live server: at most one server adopts a home's calls."""
+    return home / "server.lock"
+
+
+def socket_path(home: Path) -> Path:
+    """The runner's socket: under ``home`` when the path fits, else a per-home name in
+    the temporary directory (deep homes, as in tests, exceed the 108-byte limit)."""
+    inside = home.resolve() / "runner.sock"
+    if len(str(inside)) <= _MAX_SOCKET_PATH:
+        return inside
+    digest = hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:20]
+    return Path(tempfile.gettempdir()) / f"tether-{os.getuid()}-{digest}.sock"
+
+
+def write_atomically(path: Path, data: dict[str, Any]) -> None:
+    """Write JSON to ``path`` so a reader sees the old file or the new, never a part:
+    a temporary file in the same directory, renamed over it.
+
+    Not fsync'd: the failures this guards against are processes dying (the server, the
+    runner), after which the page cache still holds the file; a power loss ends every
+    call anyway. An fsync costs ~10 ms here, which a call's start cannot afford.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        json.dump(data, f)
+    tmp.replace(path)

@@ -1,0 +1,126 @@
+"""A call the runner runs, as the server sees it: follow its output file, await its end.
+
+Works the same for a call this server started and for one it adopted after a restart:
+everything is read from the call's files, from the start, so the records (and their
+numbering) are the same each time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from tether.keeper import layout, records
+from tether.keeper.hub import KeeperHub
+from tether.keeper.status import CallEnd, CorruptFile, read_end
+
+OutputSink = Callable[[str, str], None]
+# A quiet call's files are looked at this often even with no event (a safety net).
+_LOOK_ANYWAY = 5.0
+
+
+class CallLost(Exception):
+    """The call cannot be followed to its end: a file is corrupt or missing, or its
+    runner died before recording the end. The message says exactly what was lost."""
+
+
+class KeeperProcess:
+    """A call's tree under the runner, led by process group ``pgid``."""
+
+    def __init__(self, hub: KeeperHub, call_id: str, pgid: int) -> None:
+        self.call_id = call_id
+        self.pgid = pgid
+        self._hub = hub
+        self._signal = hub.signal_of(call_id)
+        self.directory = layout.call_dir(hub.home, call_id)
+        self._end: CallEnd | None = None
+        self.position = 0
+
+    async def follow(self, sink: OutputSink) -> None:
+        """Pass every record to ``sink`` in order, from the first, until the end.
+
+        Raises CallLost when the output or status file is corrupt, or the runner
+        went away without recording the end.
+        """
+        path = self.directory / layout.OUTPUT_NAME
+        checked = False
+        try:
+            while True:
+                seen = self._signal.changed
+                got, self.position = await asyncio.to_thread(
+                    records.read_records, path, self.position
+                )
+                for record in got:
+                    sink(record.stream, record.text)
+                if got:
+                    continue
+                end = await self._ended(look=checked)
+                if end is not None and self.position >= end.output_end:
+                    return
+                if end is None:
+                    checked = await _changed(seen)
+        except records.CorruptOutput as exc:
+            self._hub.forget(self.call_id)
+            raise CallLost(str(exc)) from exc
+
+    async def _ended(self, look: bool = False) -> CallEnd | None:
+        """The end once the runner recorded it (the file is read when an event says it
+        may be there, or when ``look``)."""
+        if self._end is not None:
+            return self._end
+        if not (self._signal.ended or self._signal.runner_gone or look):
+            return None
+        try:
+            self._end = await asyncio.to_thread(read_end, self.directory)
+        except CorruptFile as exc:
+            raise CallLost(str(exc)) from exc
+        if self._end is None and self._signal.runner_gone:
+            raise CallLost(
+                f"the runner stopped before call {self.call_id} ended; its output up to "
+                f"byte {self.position} of {self.directory / layout.OUTPUT_NAME} is kept, "
+                "its exit status is lost"
+            )
+        if self._end is not None and self._end.output_end > self._size():
+            raise CallLost(
+                f"{self.directory / layout.OUTPUT_NAME} is truncated: the status says "
+                f"{self._end.output_end} bytes, the file has {self._size()}"
+            )
+        return self._end
+
+    def _size(self) -> int:
+        try:
+            return (self.directory / layout.OUTPUT_NAME).stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    async def wait(self) -> int:
+        """Await the end: the exit code, or minus the signal number that ended it."""
+        look = False
+        while True:
+            seen = self._signal.changed
+            end = await self._ended(look)
+            if end is not None:
+                self._hub.forget(self.call_id)
+                return -end.signal if end.signal is not None else int(end.exit_code or 0)
+            look = await _changed(seen)
+
+    async def set_kill_deadline(self, kill_after: float | None) -> None:
+        """Move the kill deadline the runner enforces (seconds from now; None: none)."""
+        kill_at = None if kill_after is None else time.time() + kill_after
+        await self._hub.request("extend", call_id=self.call_id, kill_at=kill_at)
+
+    def mark_ended_already(self) -> None:
+        """The call ended before anyone watched (found at adoption): read the files."""
+        self._signal.ended = True
+        self._signal.wake()
+
+
+async def _changed(seen: asyncio.Event) -> bool:
+    """Wait for an event; True if none came for a while (then the files are looked at
+    anyway: an event sent before anyone listened is not lost for good)."""
+    try:
+        await asyncio.wait_for(seen.wait(), _LOOK_ANYWAY)
+    except TimeoutError:
+        return True
+    return False

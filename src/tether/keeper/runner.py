@@ -1,0 +1,278 @@
+"""The runner: one detached process per node that owns every durable call.
+
+It holds ``runner.lock`` (one runner per home), publishes its identity in
+``runner.json`` and answers the server on a unix socket (see :mod:`protocol`). It is
+started in its own session, so it outlives the server that started it, whether that
+server stops gracefully or is killed. SIGTERM or SIGINT stop every call it runs
+(whole trees) and then the runner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from tether import __version__
+from tether.keeper import layout, protocol
+from tether.keeper.identity import identify
+from tether.keeper.runner_call import RunningCall, spawn
+from tether.keeper.status import CallSpec, write_spec
+from tether.keeper.stopper import TreeStopper
+
+log = logging.getLogger(__name__)
+
+# A watcher that lets this much of our events pile up unread is dropped (it reconnects
+# and re-lists; the files hold everything it missed).
+_WATCHER_BACKLOG = 1 << 20
+
+
+class Runner:
+    """The calls this runner owns and the connections that watch them."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.calls: dict[str, RunningCall] = {}
+        self._watchers: set[asyncio.StreamWriter] = set()
+        self._retiring = False
+        self._stoppers: dict[float, TreeStopper] = {}
+        self.done = asyncio.Event()
+
+    # ------------------------------------------------------------------ requests
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Serve one connection: a request per line, or a watch stream."""
+        try:
+            while line := await reader.readline():
+                answer = self._answer(line, writer)
+                if answer is None:  # became a watcher: hold the connection open
+                    await reader.read()
+                    break
+                writer.write(protocol.encode(answer))
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+            pass
+        finally:
+            self._watchers.discard(writer)
+            writer.close()
+
+    def _answer(self, line: bytes, writer: asyncio.StreamWriter) -> dict[str, Any] | None:
+        try:
+            message = protocol.decode(line)
+            op = protocol.check_request(message)
+            if op == "watch":
+                self._watchers.add(writer)
+                writer.write(protocol.encode({"ok": True, "watching": True}))
+                return None
+            return {"ok": True, **getattr(self, f"_op_{op}")(message)}
+        except (protocol.ProtocolError, KeyError, TypeError, ValueError, OSError) as exc:
+            return {"ok": False, "error": _describe(exc)}
+
+    def _op_hello(self, _: dict[str, Any]) -> dict[str, Any]:
+        me = identify(os.getpid())
+        return {
+            "protocol": protocol.PROTOCOL,
+            "version": __version__,
+            "pid": me.pid,
+            "create_time": me.create_time,
+            "calls": len(self.calls),
+        }
+
+    def _op_start(self, m: dict[str, Any]) -> dict[str, Any]:
+        if self._retiring:
+            raise protocol.ProtocolError("this runner is retiring; start a new one")
+        call_id = str(m["call_id"])
+        if call_id in self.calls:
+            raise protocol.ProtocolError(f"call {call_id!r} is already running")
+        directory = layout.call_dir(self.home, call_id)
+        if (directory / layout.SPEC_NAME).exists():
+            raise protocol.ProtocolError(f"call {call_id!r} was already started once")
+        argv, env = [str(a) for a in m["argv"]], {str(k): str(v) for k, v in m["env"].items()}
+        marker = str(m["marker"])
+        proc, create_time = spawn(directory, call_id, argv, str(m["cwd"]), env, marker)
+        spec = CallSpec(
+            call_id=call_id,
+            argv=argv,
+            cwd=str(m["cwd"]),
+            pid=proc.pid,
+            create_time=create_time,
+            marker=marker,
+            started_at=time.time(),
+            kill_at=_optional_float(m.get("kill_at")),
+            output_limit=m.get("output_limit"),
+        )
+        # Written just after the answer goes out: the server need not wait for the disk.
+        asyncio.get_running_loop().call_soon(write_spec, directory, spec)
+        stopper = self._stopper(float(m.get("grace", 2.0)))
+        self.calls[call_id] = RunningCall(spec, directory, proc, stopper, self._output, self._ended)
+        return {"pid": proc.pid, "create_time": create_time, "started_at": spec.started_at}
+
+    def _op_signal(self, m: dict[str, Any]) -> dict[str, Any]:
+        """Stop one call (``call_id``) or several (``call_ids``: one scan for all; ids
+        no longer running are skipped and listed as ``gone``)."""
+        force = bool(m.get("force", False))
+        if "call_ids" not in m:
+            self._call(m).stop("request", force)
+            return {}
+        gone = []
+        for call_id in m["call_ids"]:
+            call = self.calls.get(str(call_id))
+            if call is None:
+                gone.append(call_id)
+            else:
+                call.stop("request", force)
+        return {"gone": gone}
+
+    def _op_extend(self, m: dict[str, Any]) -> dict[str, Any]:
+        self._call(m).extend(_optional_float(m.get("kill_at")))
+        return {}
+
+    def _op_list(self, _: dict[str, Any]) -> dict[str, Any]:
+        calls = [
+            {
+                "call_id": c.call_id,
+                "pid": c.spec.pid,
+                "create_time": c.spec.create_time,
+                "started_at": c.spec.started_at,
+                "kill_at": c.spec.kill_at,
+                "output_end": c.position,
+            }
+            for c in self.calls.values()
+        ]
+        return {"calls": calls}
+
+    def _op_retire(self, _: dict[str, Any]) -> dict[str, Any]:
+        """Exit once no call runs (an upgraded server replaces an idle runner so)."""
+        self._retiring = True
+        self._exit_if_idle()
+        return {"calls": len(self.calls)}
+
+    def _stopper(self, grace: float) -> TreeStopper:
+        if grace not in self._stoppers:
+            self._stoppers[grace] = TreeStopper(grace)
+        return self._stoppers[grace]
+
+    def _call(self, m: dict[str, Any]) -> RunningCall:
+        call = self.calls.get(str(m["call_id"]))
+        if call is None:
+            raise protocol.ProtocolError(f"no running call {m['call_id']!r}")
+        return call
+
+    # ------------------------------------------------------------------ events
+
+    def _output(self, call_id: str, end: int) -> None:
+        self._publish({"event": "output", "call_id": call_id, "end": end})
+
+    def _ended(self, call: RunningCall) -> None:
+        self.calls.pop(call.call_id, None)
+        self._publish({"event": "ended", "call_id": call.call_id, "end": call.position})
+        self._exit_if_idle()
+
+    def _publish(self, event: dict[str, Any]) -> None:
+        line = protocol.encode(event)
+        for writer in list(self._watchers):
+            if writer.transport.get_write_buffer_size() > _WATCHER_BACKLOG:
+                self._watchers.discard(writer)
+                writer.close()
+                continue
+            writer.write(line)
+
+    def _exit_if_idle(self) -> None:
+        if self._retiring and not self.calls:
+            self.done.set()
+
+    def stop_everything(self) -> None:
+        """Stop every call's tree; the runner exits once each has ended and been
+        recorded."""
+        self._retiring = True
+        for call in list(self.calls.values()):
+            call.stop("request", False)
+        self._exit_if_idle()
+
+
+def _optional_float(value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"expected a number, got {value!r}")
+    return float(value)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, KeyError):
+        return f"missing field {exc.args[0]!r}"
+    return str(exc) or type(exc).__name__
+
+
+def _take_lock(home: Path) -> int | None:
+    fd = os.open(layout.runner_lock(home), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def serve(home: Path, ready_fd: int | None = None) -> int:
+    """Run the runner until it retires or is told to stop; 0 if it ran, 3 if another
+    runner already holds this home."""
+    home.mkdir(parents=True, exist_ok=True)
+    layout.calls_dir(home).mkdir(exist_ok=True)
+    lock = _take_lock(home)
+    if lock is None:
+        log.info("a runner already serves %s", home)
+        _signal_ready(ready_fd, b"busy\n")
+        return 3
+    try:
+        asyncio.run(_serve(home, ready_fd))
+    finally:
+        os.close(lock)
+    return 0
+
+
+async def _serve(home: Path, ready_fd: int | None) -> None:
+    runner = Runner(home)
+    sock = layout.socket_path(home)
+    with contextlib.suppress(FileNotFoundError):
+        sock.unlink()  # a stale socket of a dead runner (we hold the lock)
+    server = await asyncio.start_unix_server(runner.handle, path=sock, limit=protocol.MAX_LINE)
+    sock.chmod(0o600)
+    me = identify(os.getpid())
+    layout.write_atomically(
+        layout.runner_file(home),
+        {
+            "pid": me.pid,
+            "create_time": me.create_time,
+            "protocol": protocol.PROTOCOL,
+            "version": __version__,
+            "socket": str(sock),
+        },
+    )
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, runner.stop_everything)
+    loop.add_signal_handler(signal.SIGHUP, lambda: None)
+    _signal_ready(ready_fd, b"ready\n")
+    log.info("runner %s serving %s on %s", me.pid, home, sock)
+    await runner.done.wait()
+    server.close()
+    with contextlib.suppress(FileNotFoundError):
+        sock.unlink()
+    with contextlib.suppress(FileNotFoundError):
+        layout.runner_file(home).unlink()
+
+
+def _signal_ready(fd: int | None, word: bytes) -> None:
+    if fd is None:
+        return
+    with contextlib.suppress(OSError):
+        os.write(fd, word)
+    with contextlib.suppress(OSError):
+        os.close(fd)

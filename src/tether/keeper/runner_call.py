@@ -1,0 +1,257 @@
+"""One call inside the runner: its process tree, its output file, its deadline, its end.
+
+Everything here runs on the runner's event loop without a thread per call: the pipes
+and a pidfd are watched with ``add_reader``, the deadline is a loop timer. Only a tree
+kill (which waits for processes to exit) goes to a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from tether.keeper import layout, records
+from tether.keeper.identity import identify
+from tether.keeper.status import CallEnd, CallSpec, StoppedBy, write_end, write_spec
+from tether.keeper.stopper import TreeStopper
+from tether.toolcalls import process_tree
+from tether.toolcalls.launcher import MARKER_VAR
+
+log = logging.getLogger(__name__)
+
+_READ_SIZE = 64 * 1024
+# After the root exits, how long background children may keep the pipes open before
+# the call ends anyway (otherwise `sleep 600 &` would hold it open for ten minutes).
+DRAIN_AFTER_EXIT = 1.0
+
+
+class RunningCall:
+    """A started call. ``on_output(call_id, end)`` and ``on_end(call)`` tell the runner."""
+
+    def __init__(
+        self,
+        spec: CallSpec,
+        directory: Path,
+        proc: subprocess.Popen[bytes],
+        stopper: TreeStopper,
+        on_output: Callable[[str, int], None],
+        on_end: Callable[[RunningCall], None],
+    ) -> None:
+        self.spec, self.directory, self._stopper = spec, directory, stopper
+        self._proc, self._on_output, self._on_end = proc, on_output, on_end
+        self._loop = asyncio.get_running_loop()
+        self._out = os.open(
+            directory / layout.OUTPUT_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600
+        )
+        self.position = 0
+        self._kept = 0
+        self.dropped = 0
+        self._pending: dict[int, bytes] = {}
+        self._streams: dict[int, str] = {}
+        self.stopped_by: StoppedBy | None = None
+        self._stop_asked = False
+        self._exit_status: int | None = None
+        self._deadline: asyncio.TimerHandle | None = None
+        self._drain: asyncio.TimerHandle | None = None
+        self.ended = False
+        assert proc.stdout is not None and proc.stderr is not None
+        for pipe, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
+            fd = pipe.fileno()
+            os.set_blocking(fd, False)
+            self._streams[fd], self._pending[fd] = name, b""
+            self._loop.add_reader(fd, self._readable, fd)
+        self._pidfd = os.pidfd_open(proc.pid)
+        self._loop.add_reader(self._pidfd, self._exited)
+        self._arm_deadline()
+
+    @property
+    def call_id(self) -> str:
+        return self.spec.call_id
+
+    # ------------------------------------------------------------------ output
+
+    def _readable(self, fd: int) -> None:
+        try:
+            data = os.read(fd, _READ_SIZE)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._close_stream(fd)
+            return
+        data = self._pending[fd] + data
+        cut = records.complete_utf8(data)
+        self._pending[fd] = data[cut:]
+        self._write(self._streams[fd], data[:cut])
+
+    def _close_stream(self, fd: int) -> None:
+        self._loop.remove_reader(fd)
+        self._write(self._streams.pop(fd), self._pending.pop(fd))
+        os.close(fd)
+        self._maybe_end()
+
+    def _write(self, stream: str, data: bytes) -> None:
+        """Append ``data`` as a record, within the output limit (past it: one note)."""
+        if not data:
+            return
+        limit = self.spec.output_limit
+        if limit is not None:
+            if self.dropped:
+                self.dropped += len(data)
+                return
+            room = limit - self._kept
+            if len(data) > room:
+                self.dropped = len(data) - room
+                kept = data[:room].decode("utf-8", errors="ignore").encode()
+                self._kept += len(kept)
+                self._append(stream, kept)
+                note = (
+                    f"\n[tether: output limit of {limit} bytes reached; "
+                    "the rest of this call's output is not kept]\n"
+                )
+                self._append("stderr", note.encode())
+                return
+        self._kept += len(data)
+        self._append(stream, data)
+
+    def _append(self, stream: str, data: bytes) -> None:
+        if not data:
+            return
+        record = records.encode(stream, data)
+        view = memoryview(record)
+        while view:
+            view = view[os.write(self._out, view) :]
+        self.position += len(record)
+        self._on_output(self.call_id, self.position)
+
+    # ------------------------------------------------------------------ deadline
+
+    def extend(self, kill_at: float | None) -> None:
+        """Move the absolute kill deadline (epoch seconds; None: no deadline)."""
+        self.spec = replace(self.spec, kill_at=kill_at)
+        write_spec(self.directory, self.spec)
+        self._arm_deadline()
+
+    def _arm_deadline(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        if self.spec.kill_at is not None and not self.ended:
+            delay = max(0.0, self.spec.kill_at - time.time())
+            self._deadline = self._loop.call_later(delay, self.stop, "deadline", False)
+
+    # ------------------------------------------------------------------ stopping
+
+    def stop(self, by: StoppedBy, force: bool) -> None:
+        """Stop the whole tree: SIGTERM, SIGKILL after the grace (``force``: at once)."""
+        if self.ended or (self._stop_asked and not force):
+            return
+        self._stop_asked = True
+        self.stopped_by = self.stopped_by or by
+        self._stopper.request(self, force)
+
+    def target(self) -> process_tree.Target:
+        """How to find the call's processes now."""
+        # Once the root is reaped its pid may be reused: find the rest by group and
+        # marker only.
+        root = self.spec.pid if self._exit_status is None else None
+        return process_tree.Target(
+            root, self.spec.pid, self.spec.marker, since=self.spec.create_time
+        )
+
+    # ------------------------------------------------------------------ the end
+
+    def _exited(self) -> None:
+        try:
+            pid, status = os.waitpid(self._proc.pid, os.WNOHANG)
+        except ChildProcessError:  # reaped already: nothing more can be learnt
+            pid, status = self._proc.pid, 255 << 8
+        if pid == 0:  # a spurious wake-up: it still runs
+            return
+        self._exit_status = status
+        self._proc.returncode = 0  # reaped here; keeps Popen from reaping or warning
+        self._loop.remove_reader(self._pidfd)
+        os.close(self._pidfd)
+        if self._deadline is not None:
+            self._deadline.cancel()
+        self._drain = self._loop.call_later(DRAIN_AFTER_EXIT, self._stop_draining)
+        self._maybe_end()
+
+    def _stop_draining(self) -> None:
+        if self._streams:
+            for fd in list(self._streams):
+                self._loop.remove_reader(fd)
+                self._write(self._streams.pop(fd), self._pending.pop(fd))
+                os.close(fd)
+            self._append("stderr", b"\n[tether: background processes kept the output open]\n")
+        self._maybe_end()
+
+    def _maybe_end(self) -> None:
+        if self.ended or self._exit_status is None or self._streams:
+            return
+        self.ended = True
+        if self._drain is not None:
+            self._drain.cancel()
+        os.close(self._out)
+        status = self._exit_status
+        end = CallEnd(
+            exit_code=os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+            signal=os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+            ended_at=time.time(),
+            stopped_by=self.stopped_by,
+            output_end=self.position,
+            dropped_bytes=self.dropped,
+        )
+        write_end(self.directory, end)
+        self._on_end(self)
+
+
+def spawn(
+    directory: Path,
+    call_id: str,
+    argv: list[str],
+    cwd: str,
+    env: dict[str, str],
+    marker: str,
+) -> tuple[subprocess.Popen[bytes], float]:
+    """Start ``argv`` in a session of its own (its own process group), stdin closed,
+    stdout and stderr piped to the runner; its tree carries ``marker`` in the
+    environment. Returns the process and its start time."""
+    directory.mkdir(parents=True, exist_ok=True)
+    # The file exists before the call does: anyone following it never sees it missing.
+    (directory / layout.OUTPUT_NAME).touch(mode=0o600)
+    env = {**env, MARKER_VAR: marker}
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        restore_signals=True,
+    )
+    try:
+        started = identify(proc.pid).create_time
+    except Exception:
+        started = time.time()
+    return proc, started
+
+
+def describe(end: CallEnd) -> str:
+    """A one-line account of an end (``exit code 0``, ``terminated by SIGTERM``)."""
+    if end.signal is not None:
+        try:
+            name = signal.Signals(end.signal).name
+        except ValueError:
+            name = f"signal {end.signal}"
+        return f"terminated by {name}"
+    return f"exit code {end.exit_code}"

@@ -1,0 +1,84 @@
+"""Stopping many calls' trees together: one scan of the process table per batch.
+
+Finding a tree means scanning every process (the environment marker finds setsid'd
+orphans), so stopping 1,000 calls one by one would scan 1,000 times. Requests that
+arrive while a scan runs wait and go together in the next one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Coroutine
+from typing import Any, Protocol
+
+from tether.toolcalls import process_tree
+
+log = logging.getLogger(__name__)
+
+
+class Stoppable(Protocol):
+    """A call whose tree can be found."""
+
+    @property
+    def call_id(self) -> str: ...
+
+    def target(self) -> process_tree.Target: ...
+
+
+class TreeStopper:
+    """SIGTERM to each tree, SIGKILL to what is left after ``grace`` (``force``: SIGKILL
+    at once)."""
+
+    def __init__(self, grace: float) -> None:
+        self._grace = grace
+        self._pending: dict[str, tuple[Stoppable, bool]] = {}
+        self._busy = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def request(self, call: Stoppable, force: bool) -> None:
+        """Stop ``call``'s tree soon (with the calls asked for meanwhile)."""
+        _, forced = self._pending.get(call.call_id, (call, False))
+        self._pending[call.call_id] = (call, force or forced)
+        if not self._busy:
+            self._spawn(self._drain())
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _drain(self) -> None:
+        self._busy = True
+        try:
+            while self._pending:
+                batch, self._pending = self._pending, {}
+                await self._signal(batch)
+        finally:
+            self._busy = False
+
+    async def _signal(self, batch: dict[str, tuple[Stoppable, bool]]) -> None:
+        forced = [c.target() for c, force in batch.values() if force]
+        graceful = [c for c, force in batch.values() if not force]
+        try:
+            if forced:
+                procs = await asyncio.to_thread(process_tree.find_trees, forced)
+                process_tree.signal_all(procs, signal.SIGKILL)
+            if graceful:
+                targets = [c.target() for c in graceful]
+                procs = await asyncio.to_thread(process_tree.find_trees, targets)
+                process_tree.signal_all(procs, signal.SIGTERM)
+                self._spawn(self._kill_after_grace(graceful))
+        except Exception:
+            log.exception("stopping %d call(s) failed", len(batch))
+
+    async def _kill_after_grace(self, calls: list[Stoppable]) -> None:
+        await asyncio.sleep(self._grace)
+        # Targets are taken again: a root reaped meanwhile is no longer named by pid.
+        targets = [c.target() for c in calls]
+        try:
+            survivors = await asyncio.to_thread(process_tree.find_trees, targets)
+            process_tree.signal_all(survivors, signal.SIGKILL)
+        except Exception:
+            log.exception("killing what was left of %d call(s) failed", len(calls))

@@ -1,0 +1,54 @@
+"""The keeper's parts that hold with TETHER_KEEPER off too (the default): one server per
+home, and `tether status` as a command of the CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+from core_support import AppServer, Stack, gated, open_gate, stack_for_module
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    yield from stack_for_module("house")
+
+
+def tether_status(stack: Stack) -> str:
+    """`tether status` run as the operator would, on the server's home."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "status"],
+        env=stack.server._env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_second_server_on_the_same_home_is_refused(stack: Stack) -> None:
+    second = AppServer(stack.server.home)
+    try:
+        with pytest.raises(RuntimeError, match="server exited early") as refused:
+            second.start()
+    finally:
+        second.close()
+    assert "already serves" in str(refused.value)
+    assert stack.api("GET", "/api/healthz").status_code == 200
+
+
+def test_tether_status_lists_the_call_in_flight_then_none(stack: Stack) -> None:
+    session, task_id, call = stack.start_shell(gated("status-gate", "echo started"))
+    listed = tether_status(stack)
+    (line,) = [line for line in listed.splitlines() if line.startswith(call["tool_call_id"])]
+    assert line.split("\t")[1:3] == ["running", session]
+    assert f"runs under the server (pid {stack.server.proc.pid})" in listed
+    open_gate(stack, "status-gate")
+    stack.wait_task(task_id)
+    assert tether_status(stack).strip() == "no tool calls in flight"

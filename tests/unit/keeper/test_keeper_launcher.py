@@ -1,0 +1,170 @@
+"""The server's side of the keeper with a real runner: start, follow, stop, and find
+calls again from another hub, as a restarted server does."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from keeper_support import MARKER_PREFIX, kill_marked, runner_of
+
+from tether.keeper import layout
+from tether.keeper.hub import KeeperHub
+from tether.keeper.launcher import KeeperLauncher
+from tether.keeper.process import CallLost, KeeperProcess
+from tether.keeper.status import read_end
+from tether.toolcalls.launcher import LaunchSpec
+
+
+def Spec(call_id: str, command: str, kill_after: float | None = 60.0) -> LaunchSpec:
+    return LaunchSpec(
+        argv=("/bin/sh", "-c", command),
+        cwd=Path("/"),
+        env={"PATH": os.environ["PATH"]},
+        marker=f"{MARKER_PREFIX}:{call_id}",
+        started_at=time.time(),
+        call_id=call_id,
+        kill_after=kill_after,
+    )
+
+
+@pytest.fixture
+async def hub(runner_home: Path) -> AsyncIterator[KeeperHub]:
+    opened = KeeperHub(runner_home)
+    await opened.open()
+    yield opened
+    await opened.close()
+
+
+@contextlib.asynccontextmanager
+async def restarted(home: Path) -> AsyncIterator[KeeperLauncher]:
+    """The launcher of a server started after the first went away."""
+    second_hub = KeeperHub(home)
+    await second_hub.open()
+    try:
+        yield KeeperLauncher(second_hub, output_limit=None, grace=0.5)
+    finally:
+        await second_hub.close()
+
+
+async def collect(process: KeeperProcess) -> list[tuple[str, str]]:
+    seen: list[tuple[str, str]] = []
+    await process.follow(lambda stream, text: seen.append((stream, text)))
+    return seen
+
+
+async def test_a_call_is_followed_to_its_exit_code(hub: KeeperHub) -> None:
+    launcher = KeeperLauncher(hub, output_limit=None, grace=0.5)
+    process = await launcher.start(Spec("a", "echo hello; echo oops >&2; exit 7"))
+    seen = await collect(process)
+    assert sorted(seen) == [("stderr", "oops\n"), ("stdout", "hello\n")]
+    assert await process.wait() == 7
+
+
+async def test_stop_ends_the_call_by_signal(hub: KeeperHub) -> None:
+    launcher = KeeperLauncher(hub, output_limit=None, grace=0.5)
+    process = await launcher.start(Spec("b", "echo up; exec sleep 300"))
+    await launcher.stop([process], grace=0.5, force=False)
+    assert await process.wait() == -signal.SIGTERM
+
+
+async def test_the_runner_enforces_the_deadline_it_was_given(hub: KeeperHub) -> None:
+    launcher = KeeperLauncher(hub, output_limit=None, grace=0.5)
+    process = await launcher.start(Spec("c", "exec sleep 300", kill_after=0.5))
+    assert await process.wait() == -signal.SIGTERM
+    end = read_end(process.directory)
+    assert end is not None and end.stopped_by == "deadline"
+
+
+async def test_another_hub_adopts_a_running_call_and_reads_all_its_output(
+    runner_home: Path, hub: KeeperHub
+) -> None:
+    gate = runner_home / "gate"
+    first = KeeperLauncher(hub, output_limit=None, grace=0.5)
+    started = await first.start(
+        Spec("d", f'echo one; until [ -e "{gate}" ]; do sleep 0.02; done; echo two')
+    )
+    await hub.close()  # the first server goes away
+    async with restarted(runner_home) as second:
+        running = await second.running()
+        assert running["d"]["pid"] == started.pgid
+        adopted = second.adopt("d", started.pgid, running=True)
+        gate.touch()
+        assert await collect(adopted) == [("stdout", "one\n"), ("stdout", "two\n")]
+        assert await adopted.wait() == 0
+
+
+async def test_a_call_that_ended_unwatched_is_read_from_its_files(
+    runner_home: Path, hub: KeeperHub
+) -> None:
+    launcher = KeeperLauncher(hub, output_limit=None, grace=0.5)
+    process = await launcher.start(Spec("e", "echo done; exit 4"))
+    assert await process.wait() == 4
+    await hub.close()
+    async with restarted(runner_home) as second:
+        assert "e" not in await second.running()
+        adopted = second.adopt("e", process.pgid, running=False)
+        assert await collect(adopted) == [("stdout", "done\n")]
+        assert await adopted.wait() == 4
+
+
+async def test_a_corrupt_status_file_loses_the_call_naming_the_file(
+    runner_home: Path, hub: KeeperHub
+) -> None:
+    launcher = KeeperLauncher(hub, output_limit=None, grace=0.5)
+    process = await launcher.start(Spec("f", "echo x"))
+    await process.wait()
+    status = layout.call_dir(runner_home, "f") / layout.STATUS_NAME
+    status.write_bytes(b'{"exit_code": 0, "sig')
+    adopted = launcher.adopt("f", process.pgid, running=False)
+    with pytest.raises(CallLost, match=str(status)):
+        await adopted.wait()
+
+
+async def test_a_truncated_output_file_loses_the_call_naming_the_file(
+    runner_home: Path, hub: KeeperHub
+) -> None:
+    launcher = KeeperLauncher(hub, output_limit=None, grace=0.5)
+    process = await launcher.start(Spec("g", "echo some output here"))
+    await process.wait()
+    output = layout.call_dir(runner_home, "g") / layout.OUTPUT_NAME
+    output.write_bytes(output.read_bytes()[:5])
+    adopted = launcher.adopt("g", process.pgid, running=False)
+    with pytest.raises(CallLost, match=f"{output} is truncated"):
+        await collect(adopted)
+
+
+async def test_a_runner_killed_mid_call_loses_it_saying_what_was_lost(
+    runner_home: Path, hub: KeeperHub
+) -> None:
+    launcher = KeeperLauncher(hub, output_limit=None, grace=0.5)
+    process = await launcher.start(Spec("h", "echo started; exec sleep 300"))
+    os.kill(runner_of(runner_home).pid, signal.SIGKILL)
+    try:
+        with pytest.raises(CallLost, match="its exit status is lost"):
+            await collect(process)
+    finally:
+        kill_marked()
+
+
+async def test_a_new_call_after_the_runner_died_gets_a_new_runner(
+    runner_home: Path, hub: KeeperHub
+) -> None:
+    launcher = KeeperLauncher(hub, output_limit=None, grace=0.5)
+    first = await launcher.start(Spec("i", "exec sleep 300"))
+    dead = runner_of(runner_home)
+    os.kill(dead.pid, signal.SIGKILL)
+    try:
+        with pytest.raises(CallLost):
+            await first.wait()
+        again = await launcher.start(Spec("j", "echo fresh"))
+        assert await collect(again) == [("stdout", "fresh\n")]
+        assert await again.wait() == 0
+        assert runner_of(runner_home) != dead
+    finally:
+        kill_marked()

@@ -1,0 +1,273 @@
+"""The runner with real processes: it starts calls, records their output and end, and
+enforces deadlines and tree kills with no server connected."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from keeper_support import MARKER_PREFIX, runner_of
+
+from tether.keeper import client, layout, protocol, records
+from tether.keeper.client import KeeperClient
+from tether.keeper.identity import ProcessIdentity, identify
+from tether.keeper.status import read_end, read_spec
+
+_SH = "/bin/sh"
+
+
+def start_fields(call_id: str, command: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "call_id": call_id,
+        "argv": [_SH, "-c", command],
+        "cwd": "/",
+        "env": {"PATH": os.environ["PATH"]},
+        "marker": f"{MARKER_PREFIX}:{call_id}",
+        "grace": 0.5,
+        **extra,
+    }
+
+
+async def run_to_end(keeper: KeeperClient, call_id: str, command: str, **extra: Any) -> None:
+    watch = await keeper.watch()
+    try:
+        await keeper.request("start", **start_fields(call_id, command, **extra))
+        async for event in watch:
+            if event["event"] == "ended" and event["call_id"] == call_id:
+                return
+    finally:
+        watch.close()
+    raise AssertionError("the watch closed before the call ended")
+
+
+def output_of(home: Path, call_id: str) -> list[records.Record]:
+    got, _ = records.read_records(layout.call_dir(home, call_id) / layout.OUTPUT_NAME, 0)
+    return got
+
+
+def wait_for(probe: Any, timeout: float = 15.0, what: str = "it") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := probe():
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def test_a_call_runs_and_its_output_and_end_are_on_disk(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
+    out = layout.call_dir(runner_home, "c1") / layout.OUTPUT_NAME
+    # Each line waits until the previous one is on disk, so the order is the command's.
+    step = 'echo {0}{1}; until grep -q {0} "{2}"; do sleep 0.01; done'
+    command = "; ".join(
+        [
+            step.format("first", "", out),
+            step.format("second", " >&2", out),
+            step.format("third", "", out),
+            "exit 3",
+        ]
+    )
+    await run_to_end(keeper, "c1", command)
+    got = output_of(runner_home, "c1")
+    assert [(r.stream, r.text) for r in got] == [
+        ("stdout", "first\n"),
+        ("stderr", "second\n"),
+        ("stdout", "third\n"),
+    ]
+    end = read_end(layout.call_dir(runner_home, "c1"))
+    assert end is not None
+    assert (end.exit_code, end.signal, end.stopped_by) == (3, None, None)
+    assert end.output_end == got[-1].end
+    spec = read_spec(layout.call_dir(runner_home, "c1"))
+    assert spec is not None and spec.argv == [_SH, "-c", command]
+
+
+async def test_the_runner_kills_at_the_deadline_with_no_client(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
+    answer = await keeper.request(
+        "start", **start_fields("late", "echo up; exec sleep 300", kill_at=time.time() + 1.0)
+    )
+    root = ProcessIdentity(answer["pid"], answer["create_time"])
+    # Nobody is connected now: the runner alone must end the call at its deadline.
+    wait_for(lambda: not root.is_alive(), what="the call to be killed")
+    end = wait_for(lambda: read_end(layout.call_dir(runner_home, "late")), what="its end")
+    assert end.stopped_by == "deadline"
+    assert end.signal == signal.SIGTERM
+    assert time.time() - end.ended_at < 10
+
+
+async def test_extend_moves_the_deadline_the_runner_enforces(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
+    await keeper.request("start", **start_fields("ext", "exec sleep 300", kill_at=time.time() + 1))
+    new_kill_at = time.time() + 120
+    await keeper.request("extend", call_id="ext", kill_at=new_kill_at)
+    spec = read_spec(layout.call_dir(runner_home, "ext"))
+    assert spec is not None and spec.kill_at == new_kill_at
+    listed = (await keeper.request("list"))["calls"]
+    assert [(c["call_id"], c["kill_at"]) for c in listed] == [("ext", new_kill_at)]
+    # Past the old deadline, it still runs: wait for a later event than the old deadline.
+    watch = await keeper.watch()
+    await keeper.request("extend", call_id="ext", kill_at=time.time() + 1.5)
+    async for event in watch:
+        if event["event"] == "ended":
+            break
+    watch.close()
+    end = read_end(layout.call_dir(runner_home, "ext"))
+    assert end is not None and end.stopped_by == "deadline"
+    assert end.ended_at > spec.started_at + 1.4
+
+
+async def test_signal_kills_the_whole_tree_even_an_orphaned_setsid_grandchild(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
+    # The inner shell starts a grandchild in a new session, prints its pid and exits:
+    # the grandchild is orphaned, outside the call's process group.
+    command = "sh -c 'setsid sleep 300 >/dev/null 2>&1 & echo $!'; exec sleep 300"
+    watch = await keeper.watch()
+    await keeper.request("start", **start_fields("tree", command))
+    async for event in watch:
+        if event["event"] == "output":
+            break
+    grandchild = identify(int(output_of(runner_home, "tree")[0].text))
+    assert os.getpgid(grandchild.pid) != runner_of(runner_home).pid
+    await keeper.request("signal", call_id="tree", force=False)
+    async for event in watch:
+        if event["event"] == "ended":
+            break
+    watch.close()
+    wait_for(lambda: not grandchild.is_alive(), what="the grandchild to die")
+    end = read_end(layout.call_dir(runner_home, "tree"))
+    assert end is not None and end.stopped_by == "request"
+
+
+async def test_a_new_client_finds_a_call_started_by_one_that_went_away(
+    runner_home: Path,
+) -> None:
+    gate = runner_home / "gate"
+    first = KeeperClient(runner_home)
+    started = await first.request(
+        "start", **start_fields("kept", f'echo before; until [ -e "{gate}" ]; do sleep 0.02; done')
+    )
+    first.close()  # the server that asked is gone; the runner keeps the call
+    second = KeeperClient(runner_home)
+    listed = (await second.request("list"))["calls"]
+    assert [(c["call_id"], c["pid"], c["create_time"]) for c in listed] == [
+        ("kept", started["pid"], started["create_time"])
+    ]
+    watch = await second.watch()
+    gate.touch()
+    async for event in watch:
+        if event["event"] == "ended":
+            break
+    watch.close()
+    second.close()
+    assert [r.text for r in output_of(runner_home, "kept")] == ["before\n"]
+    end = read_end(layout.call_dir(runner_home, "kept"))
+    assert end is not None and end.exit_code == 0
+
+
+async def test_output_past_the_limit_is_dropped_with_one_note(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
+    await run_to_end(keeper, "big", "head -c 10000 /dev/zero | tr '\\0' x", output_limit=4096)
+    got = output_of(runner_home, "big")
+    stdout = "".join(r.text for r in got if r.stream == "stdout")
+    assert stdout == "x" * 4096
+    assert "output limit of 4096 bytes" in got[-1].text
+    end = read_end(layout.call_dir(runner_home, "big"))
+    assert end is not None and end.dropped_bytes == 10000 - 4096
+
+
+async def test_bad_requests_get_reasons_and_change_nothing(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
+    with pytest.raises(protocol.ProtocolError, match="missing field 'argv'"):
+        await keeper.request("start", call_id="x", cwd="/", env={}, marker="m")
+    with pytest.raises(protocol.ProtocolError, match="unusable call id"):
+        await keeper.request("start", **start_fields("../x", "true"))
+    with pytest.raises(protocol.ProtocolError, match="no running call"):
+        await keeper.request("signal", call_id="nobody")
+    with pytest.raises(protocol.ProtocolError, match="unknown operation"):
+        await keeper.request("format_disk")
+    with pytest.raises(protocol.ProtocolError, match="No such file"):
+        await keeper.request("start", **start_fields("nocwd", "true", cwd="/no/such/dir"))
+    assert (await keeper.request("list"))["calls"] == []
+    await run_to_end(keeper, "once", "true")
+    with pytest.raises(protocol.ProtocolError, match="already started once"):
+        await keeper.request("start", **start_fields("once", "true"))
+
+
+async def test_a_newer_protocol_is_refused_with_the_runner_version(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
+    info = await keeper.hello()
+    assert info.protocol == protocol.PROTOCOL
+    assert info.identity == runner_of(runner_home)
+    answer = await _raw_request(keeper, {"v": protocol.PROTOCOL + 1, "op": "hello"})
+    assert answer == {
+        "ok": False,
+        "error": f"protocol {protocol.PROTOCOL + 1} is newer than this runner's "
+        f"({protocol.PROTOCOL})",
+    }
+
+
+async def _raw_request(keeper: KeeperClient, message: dict[str, Any]) -> dict[str, Any]:
+    import asyncio
+
+    reader, writer = await asyncio.open_unix_connection(keeper.socket)
+    writer.write(protocol.encode(message))
+    line = await reader.readline()
+    writer.close()
+    return protocol.decode(line)
+
+
+def test_one_runner_per_home(runner_home: Path) -> None:
+    first = runner_of(runner_home)
+    assert client.ensure_runner(runner_home) == first
+    # Started by hand beside the live one, a second runner refuses and exits.
+    import subprocess
+    import sys
+
+    second = subprocess.run(
+        [sys.executable, "-m", "tether.keeper", "--home", str(runner_home)],
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert second.returncode == 3
+    assert b"a runner already serves" in second.stderr
+    assert first.is_alive()
+
+
+def test_a_reused_pid_is_not_taken_for_the_runner(runner_home: Path) -> None:
+    real = runner_of(runner_home)
+    path = layout.runner_file(runner_home)
+    saved = path.read_bytes()
+    # Same pid, another start time: a different process that got the number.
+    layout.write_atomically(path, {"pid": real.pid, "create_time": real.create_time - 100})
+    try:
+        assert client.recorded_runner(runner_home) is None
+    finally:
+        path.write_bytes(saved)
+
+
+async def test_sigterm_stops_the_runner_and_every_call_it_runs(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
+    answers = [
+        await keeper.request("start", **start_fields(f"s{i}", "exec sleep 300")) for i in range(3)
+    ]
+    runner = runner_of(runner_home)
+    os.kill(runner.pid, signal.SIGTERM)
+    wait_for(lambda: not runner.is_alive(), what="the runner to exit")
+    for i, answer in enumerate(answers):
+        assert not ProcessIdentity(answer["pid"], answer["create_time"]).is_alive()
+        end = read_end(layout.call_dir(runner_home, f"s{i}"))
+        assert end is not None and end.stopped_by == "request"
