@@ -24,6 +24,8 @@ from core_support import (
 )
 from helpers import register_mock_provider
 
+from tether.keeper import client
+
 pytestmark = pytest.mark.integration
 
 GATE = "shared-gate"
@@ -32,11 +34,25 @@ GATE = "shared-gate"
 @pytest.fixture
 def first(tmp_path: Path) -> Iterator[tuple[Stack, str]]:
     """A server on a database in ``tmp_path``, with the fake model: (stack, its URL)."""
+    yield from _first_server(tmp_path)
+
+
+@pytest.fixture
+def kept(tmp_path: Path) -> Iterator[tuple[Stack, str]]:
+    """Like ``first``, with the keeper on; its runner is stopped afterwards (it outlives
+    servers by design), with whatever it still runs."""
+    try:
+        yield from _first_server(tmp_path, TETHER_KEEPER="1", TETHER_CANCEL_GRACE_SECONDS="0.3")
+    finally:
+        client.stop_runner(tmp_path / "a")
+
+
+def _first_server(tmp_path: Path, **env: str) -> Iterator[tuple[Stack, str]]:
     url = f"sqlite+aiosqlite:///{tmp_path / 'shared.db'}"
     model = FakeModel()
     server = None
     try:
-        server = _start(tmp_path / "a", url)
+        server = _start(tmp_path / "a", url, **env)
         register_mock_provider(server, model.url)
         yield Stack(server, model), url
     finally:
@@ -45,12 +61,13 @@ def first(tmp_path: Path) -> Iterator[tuple[Stack, str]]:
         model.close()
 
 
-def _start(home: Path, url: str) -> Any:
+def _start(home: Path, url: str, **env: str) -> Any:
     return start_server(
         home,
         TETHER_DATABASE_URL=url,
         TETHER_DEFAULT_APPROVAL_LEVEL="off",
         TETHER_LLM_MAX_RETRIES="0",
+        **env,
     )
 
 
@@ -109,5 +126,32 @@ def test_a_server_recovers_the_calls_of_a_crashed_one(
         # The dead server's lock file is gone; only the live server's remains.
         owners = list((tmp_path / "shared.db.owners").iterdir())
         assert len(owners) == 1
+    finally:
+        second.close()
+
+
+def test_a_call_adopted_after_a_crash_belongs_to_the_server_that_adopted_it(
+    kept: tuple[Stack, str], tmp_path: Path
+) -> None:
+    stack, url = kept
+    session, task_id, call_id, pid = _running_call(stack)
+    # Killed and started again on its home: the keeper's call is adopted and its task
+    # resumed by the new server, which owns both from now on.
+    stack.server.kill()
+    stack.server.start()
+    assert stack.call(session, call_id)["status"] == "running"
+    # So a server with another home does not take them for a dead server's leftovers:
+    # the call is neither recorded as interrupted nor signalled, the task not failed.
+    second = _start(tmp_path / "b", url)
+    try:
+        assert not process_gone(pid)
+        seen = second.api_request("GET", f"/api/tool-calls/{session}/{call_id}").json()
+        assert seen["status"] == "running"
+        assert stack.task(task_id)["status"] != "finished"
+        (stack.workspace / GATE).touch()
+        task = stack.wait_task(task_id)
+        assert task["result"]["status"] == "completed", task
+        info = stack.call(session, call_id)
+        assert (info["status"], info["end_state"]) == ("completed", "success")
     finally:
         second.close()
