@@ -82,6 +82,15 @@ def _running_call(stack: Stack, watched: str = "$$") -> tuple[str, str, str, int
     return session, task_id, call["tool_call_id"], pid
 
 
+def _let_finish(stack: Stack, session: str, task_id: str, call_id: str) -> None:
+    """Open the gate: the call ends in success and its task completes."""
+    (stack.workspace / GATE).touch()
+    task = stack.wait_task(task_id)
+    assert task["result"]["status"] == "completed", task
+    info = stack.call(session, call_id)
+    assert (info["status"], info["end_state"]) == ("completed", "success")
+
+
 def test_a_second_server_leaves_the_first_ones_running_call_alone(
     first: tuple[Stack, str], tmp_path: Path
 ) -> None:
@@ -96,11 +105,7 @@ def test_a_second_server_leaves_the_first_ones_running_call_alone(
         seen = second.api_request("GET", f"/api/tool-calls/{session}/{call_id}").json()
         assert seen["status"] == "running"
         assert stack.task(task_id)["status"] == "running"
-        (stack.workspace / GATE).touch()
-        task = stack.wait_task(task_id)
-        assert task["result"]["status"] == "completed"
-        info = stack.call(session, call_id)
-        assert (info["status"], info["end_state"]) == ("completed", "success")
+        _let_finish(stack, session, task_id, call_id)
         output = stack.api("GET", f"/api/tool-calls/{session}/{call_id}/output").json()
         assert "finished" in "".join(part["text"] for part in output["content"])
     finally:
@@ -148,10 +153,6 @@ def test_a_call_adopted_after_a_crash_belongs_to_the_server_that_adopted_it(
         seen = second.api_request("GET", f"/api/tool-calls/{session}/{call_id}").json()
         assert seen["status"] == "running"
         assert stack.task(task_id)["status"] != "finished"
-        (stack.workspace / GATE).touch()
-        task = stack.wait_task(task_id)
-        assert task["result"]["status"] == "completed", task
-        info = stack.call(session, call_id)
-        assert (info["status"], info["end_state"]) == ("completed", "success")
+        _let_finish(stack, session, task_id, call_id)
     finally:
         second.close()
