@@ -85,7 +85,7 @@ async def open_store(settings: Settings) -> Store:
         )
     settings.resolved_workspace.mkdir(parents=True, exist_ok=True)
     db = Database(settings.resolved_database_url)
-    await db.migrate()
+    await db.open_checked()
     return Store(db)
 
 
