@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from database_support import database_url_for, drop_created
+
 _real_connect = socket.socket.connect
 
 
@@ -33,3 +35,14 @@ def _no_internet(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     monkeypatch.setattr(socket.socket, "connect", guarded)
     yield
+
+
+@pytest.fixture
+def database_url(tmp_path: Any) -> str:
+    """A fresh store for one test: SQLite in tmp_path, or PostgreSQL when the run is on it
+    (TETHER_TEST_DATABASE=postgresql, see database_support)."""
+    return database_url_for(str(tmp_path), str(tmp_path / "tether.db"))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    drop_created()

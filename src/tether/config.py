@@ -28,6 +28,11 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         None, description="SQLAlchemy async URL; default is SQLite under `home`."
     )
+    secret_key: SecretStr | None = Field(
+        None,
+        description="Fernet key sealing secrets at rest; set the same on every node of a "
+        "cluster. Default: a key file in `home` (secret.key).",
+    )
     workspace: Path | None = Field(
         None, description="Directory the file and shell tools work in; default `home/workspace`."
     )

@@ -99,7 +99,8 @@ def build_services(
 ) -> Services:
     """Wire every service (no I/O: nothing is read, written or started here).
     With ``keeper`` (TETHER_KEEPER on), tool calls run under the detached runner."""
-    keybox = KeyBox(settings.home / "secret.key")
+    shared_key = settings.secret_key.get_secret_value() if settings.secret_key else None
+    keybox = KeyBox(settings.home / "secret.key", shared_key)
     hooks = WebhookService(store.webhooks, keybox, _retry_policy(settings))
     mcp = McpService(
         store.mcp_clients,

@@ -1,4 +1,5 @@
-"""Two server processes over one SQLite database: each due tick fires exactly once."""
+"""Two server processes over one database (SQLite, or PostgreSQL when the run is on it):
+each due tick fires exactly once."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import pytest
 from core_support import start_server
 from cron_support import create_job, history, once_at, text_job, wait_runs_finished
 
+from database_support import shared_database_url
+
 pytestmark = pytest.mark.integration
 
 JOBS = 6
@@ -17,7 +20,7 @@ JOBS = 6
 
 @pytest.fixture
 def two_servers(tmp_path: Path) -> Iterator[tuple[Any, Any]]:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'shared.db'}"
+    url = shared_database_url(tmp_path)
     first = start_server(tmp_path / "a", TETHER_DATABASE_URL=url)
     second = None
     try:

@@ -73,12 +73,13 @@ def _adopt_legacy(conn: sa.Connection, config: Config) -> None:
     conn.execute(sa.text(f"DROP TABLE {_LEGACY_TABLE}"))
 
 
-def upgrade(conn: sa.Connection) -> None:
-    """Bring the schema to the newest revision, adopting a pre-Alembic database first."""
+def upgrade(conn: sa.Connection, target: str = "head") -> None:
+    """Bring the schema to ``target`` (default the newest revision), adopting a
+    pre-Alembic database first."""
     _lock(conn)
     config = _config(conn)
     _adopt_legacy(conn, config)
-    command.upgrade(config, "head")
+    command.upgrade(config, target)
 
 
 def _is_empty(conn: sa.Connection) -> bool:

@@ -1,0 +1,96 @@
+"""The database the tests run on: SQLite (default) or PostgreSQL.
+
+``TETHER_TEST_DATABASE=postgresql`` runs the same tests on PostgreSQL
+(``TETHER_TEST_POSTGRES``, default ``postgres@127.0.0.1:5432``, trust auth): every
+store a test opens gets a database of its own, created here and dropped when the
+session ends. On CI (``CI=true``) a PostgreSQL that cannot be reached fails the test;
+elsewhere, tests that need it are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+from typing import Any
+
+import pytest
+
+_SERVER = os.environ.get("TETHER_TEST_POSTGRES", "postgres@127.0.0.1:5432")
+_created: set[str] = set()
+
+
+def on_postgresql() -> bool:
+    """Whether this run puts every store on PostgreSQL."""
+    backend = os.environ.get("TETHER_TEST_DATABASE", "sqlite")
+    if backend not in ("sqlite", "postgresql"):
+        raise ValueError(f"TETHER_TEST_DATABASE={backend!r}: use sqlite or postgresql")
+    return backend == "postgresql"
+
+
+def on_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+async def _admin(statement: str) -> None:
+    import asyncpg
+
+    user, address = _SERVER.split("@", 1)
+    host, port = address.rsplit(":", 1)
+    conn: Any = await asyncpg.connect(
+        host=host, port=int(port), user=user, database="postgres", timeout=5
+    )
+    try:
+        await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+def _run_admin(statement: str) -> None:
+    # Tests may call this from inside a running event loop (async fixtures), so the
+    # statement gets a loop of its own in a thread.
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, _admin(statement)).result()
+
+
+def postgres_url(key: str) -> str:
+    """The URL of a PostgreSQL database named after ``key`` (created if missing)."""
+    name = "tether_test_" + hashlib.sha256(key.encode()).hexdigest()[:20]
+    if name not in _created:
+        try:
+            _run_admin(f'CREATE DATABASE "{name}"')
+        except Exception as exc:
+            if type(exc).__name__ != "DuplicateDatabaseError":
+                raise RuntimeError(f"cannot create a test database on {_SERVER}: {exc}") from exc
+        _created.add(name)
+    return f"postgresql+asyncpg://{_SERVER}/{name}"
+
+
+def database_url_for(key: str, sqlite_path: str) -> str:
+    """The store URL for one test store: SQLite at ``sqlite_path``, or PostgreSQL."""
+    return postgres_url(key) if on_postgresql() else f"sqlite+aiosqlite:///{sqlite_path}"
+
+
+def shared_database_url(tmp_path: Any) -> str:
+    """One store several server processes of a test open together."""
+    return database_url_for(f"shared:{tmp_path}", str(tmp_path / "shared.db"))
+
+
+def require_postgresql() -> None:
+    """Skip (fail on CI) when no PostgreSQL answers."""
+    try:
+        _run_admin("SELECT 1")
+    except Exception as exc:
+        message = f"PostgreSQL at {_SERVER} is needed: {exc}"
+        if on_ci():
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def drop_created() -> None:
+    """Drop every database this session created."""
+    for name in sorted(_created):
+        _run_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    _created.clear()

@@ -1,0 +1,60 @@
+"""The Alembic revisions build exactly `tables.py`, on SQLite and PostgreSQL, and a
+store at an older revision is refused at start with the command that upgrades it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from database_support import postgres_url, require_postgresql
+from tether.store import schema
+from tether.store.database import Database
+from tether.store.tables import metadata
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Database]:
+    if request.param == "postgresql":
+        require_postgresql()
+        url = postgres_url(f"schema:{tmp_path}")
+    else:
+        url = f"sqlite+aiosqlite:///{tmp_path / 'tether.db'}"
+    database = Database(url)
+    yield database
+    await database.close()
+
+
+def _differences(conn: sa.Connection) -> list[Any]:
+    return list(compare_metadata(MigrationContext.configure(conn), metadata))
+
+
+async def test_revisions_build_the_tables_module(db: Database) -> None:
+    await db.open_checked()
+    async with db.read() as conn:
+        assert await conn.run_sync(_differences) == []
+        assert await conn.run_sync(schema.current_revision) == schema.head_revision()
+
+
+async def test_a_store_behind_is_refused_until_upgraded(db: Database) -> None:
+    async with db.engine.begin() as conn:
+        await conn.run_sync(schema.upgrade, "0001_initial")
+    with pytest.raises(schema.SchemaError, match="tether db upgrade"):
+        await db.open_checked()
+    await db.migrate()
+    await db.open_checked()
+    async with db.read() as conn:
+        assert await conn.run_sync(_differences) == []
+
+
+async def test_an_unknown_newer_revision_is_refused(db: Database) -> None:
+    await db.open_checked()
+    async with db.write() as conn:
+        await conn.execute(sa.text("UPDATE alembic_version SET version_num = '9999_future'"))
+    with pytest.raises(schema.SchemaError, match="newer"):
+        await db.open_checked()
