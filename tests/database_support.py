@@ -78,15 +78,22 @@ def shared_database_url(tmp_path: Any) -> str:
     return database_url_for(f"shared:{tmp_path}", str(tmp_path / "shared.db"))
 
 
-def require_postgresql() -> None:
-    """Skip (fail on CI) when no PostgreSQL answers."""
+def reachable() -> str | None:
+    """None if PostgreSQL answers, else why not."""
     try:
         _run_admin("SELECT 1")
     except Exception as exc:
-        message = f"PostgreSQL at {_SERVER} is needed: {exc}"
-        if on_ci():
-            pytest.fail(message)
-        pytest.skip(message)
+        return f"PostgreSQL at {_SERVER} is needed: {exc}"
+    return None
+
+
+def require_postgresql() -> None:
+    """Skip (fail on CI) when no PostgreSQL answers."""
+    problem = reachable()
+    if problem and on_ci():
+        pytest.fail(problem)
+    if problem:
+        pytest.skip(problem)
 
 
 def drop_created() -> None:
