@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,32 +34,36 @@ def on_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
-async def _admin(statement: str) -> None:
+async def _query(statement: str, database: str) -> list[Any]:
     import asyncpg
 
     user, address = _SERVER.split("@", 1)
     host, port = address.rsplit(":", 1)
     conn: Any = await asyncpg.connect(
-        host=host, port=int(port), user=user, database="postgres", timeout=5
+        host=host, port=int(port), user=user, database=database, timeout=5
     )
     try:
-        await conn.execute(statement)
+        return list(await conn.fetch(statement))
     finally:
         await conn.close()
 
 
-def _run_admin(statement: str) -> None:
+def _run_admin(statement: str, database: str = "postgres") -> list[Any]:
     # Tests may call this from inside a running event loop (async fixtures), so the
     # statement gets a loop of its own in a thread.
     import concurrent.futures
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        pool.submit(asyncio.run, _admin(statement)).result()
+        return pool.submit(asyncio.run, _query(statement, database)).result()
+
+
+def _database_name(key: str) -> str:
+    return "tether_test_" + hashlib.sha256(key.encode()).hexdigest()[:20]
 
 
 def postgres_url(key: str) -> str:
     """The URL of a PostgreSQL database named after ``key`` (created if missing)."""
-    name = "tether_test_" + hashlib.sha256(key.encode()).hexdigest()[:20]
+    name = _database_name(key)
     if name not in _created:
         try:
             _run_admin(f'CREATE DATABASE "{name}"')
@@ -71,6 +77,18 @@ def postgres_url(key: str) -> str:
 def database_url_for(key: str, sqlite_path: str) -> str:
     """The store URL for one test store: SQLite at ``sqlite_path``, or PostgreSQL."""
     return postgres_url(key) if on_postgresql() else f"sqlite+aiosqlite:///{sqlite_path}"
+
+
+def stored_rows(home: Path, table: str) -> str:
+    """Every row of ``table`` in the store of the server whose home is ``home``, as text
+    (for tests that check what is at rest)."""
+    if not on_postgresql():
+        with sqlite3.connect(home / "tether.db") as conn:
+            rows = conn.execute(f"SELECT * FROM {table}").fetchall()
+        conn.close()
+        return str(rows)
+    records = _run_admin(f"SELECT * FROM {table}", _database_name(str(home.resolve())))
+    return str([tuple(r.values()) for r in records])
 
 
 def shared_database_url(tmp_path: Any) -> str:

@@ -13,6 +13,7 @@ from tether.api import (
     approvals,
     chat,
     chats,
+    cluster,
     cron,
     errors,
     governance,
@@ -28,7 +29,7 @@ from tether.llm.provider_service import ModelFactory
 from tether.mcp.endpoint import build_endpoint, endpoint_routes, serving
 from tether.security.perimeter import Perimeter, PerimeterPolicy, allowed_host_names
 from tether.security.token import resolve_token
-from tether.startup import start_services
+from tether.startup import join_cluster, start_services
 from tether.web.routes import mount_console
 
 
@@ -49,6 +50,7 @@ def create_app(settings: Settings, factory: ModelFactory | None = None) -> Any:
     async def _serving(app: FastAPI) -> AsyncIterator[None]:
         services = await start_services(settings, factory)
         app.state.services = services
+        await join_cluster(services)
         services.webhooks.start()
         services.cron.scheduler.start()
         await services.mcp.start()
@@ -71,6 +73,7 @@ def create_app(settings: Settings, factory: ModelFactory | None = None) -> Any:
                 await services.keeper.hub.close()
             # Last: what the shutdown itself notified is queued for the next start.
             await services.webhooks.shutdown()
+            await services.lease.stop()
             await services.store.db.close()
 
     app = FastAPI(title="Tether", version=__version__, lifespan=lifespan)
@@ -88,6 +91,7 @@ def create_app(settings: Settings, factory: ModelFactory | None = None) -> Any:
         cron,
         mcp_clients,
         webhooks,
+        cluster,
     ):
         app.include_router(module.router)
     token = (

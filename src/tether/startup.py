@@ -14,9 +14,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tether import __version__
 from tether.agent.ports import Gate
 from tether.agent.turn import Agent
 from tether.api import toolcalls as toolcalls_api
+from tether.cluster.lease import Load, NodeLease
 from tether.config import Settings
 from tether.governance.analyzer import Analyzer
 from tether.governance.approvals import ApprovalService
@@ -39,7 +41,7 @@ from tether.scheduler.service import CronScheduler
 from tether.security.environment import secret_variable_policy
 from tether.security.keybox import KeyBox, shared_mode
 from tether.services import Services
-from tether.store.database import Database
+from tether.store.database import Database, shown_url
 from tether.store.store import Store
 from tether.tasks.service import RESTARTED, TaskService
 from tether.toolcalls import process_tree
@@ -174,7 +176,34 @@ def build_services(
         memory,
         hooks,
         governance_gate,
+        _build_lease(settings, store, coordinator, tasks),
         keeper,
+    )
+
+
+def _build_lease(
+    settings: Settings, store: Store, coordinator: ToolCallCoordinator, tasks: TaskService
+) -> NodeLease:
+    def load() -> Load:
+        return Load(coordinator.live_count(), tasks.running_count())
+
+    return NodeLease(
+        store.nodes, settings.resolved_node_id, __version__, settings.node_lease_seconds, load
+    )
+
+
+async def join_cluster(services: Services) -> None:
+    """Take this node's lease, keep renewing it, and log the nodes found alive."""
+    lease = services.lease
+    await lease.join()
+    lease.start()
+    alive = [n.id for n in await services.store.nodes.all() if lease.is_alive(n)]
+    log.info(
+        "node %s joined the cluster on %s (%d node(s) alive: %s)",
+        lease.node_id,
+        shown_url(services.store.db.url),
+        len(alive),
+        ", ".join(alive),
     )
 
 

@@ -5,16 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import click
-from sqlalchemy.engine import make_url
 
 from tether.config import Settings
-from tether.store.database import Database
+from tether.store.database import Database, shown_url
 from tether.store.schema import SchemaError
-
-
-def shown_url(url: str) -> str:
-    """The database URL with any password hidden, for messages and logs."""
-    return make_url(url).render_as_string(hide_password=True)
 
 
 async def _run(url: str, upgrade: bool) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from tether.store import schema
@@ -76,6 +77,11 @@ class Database:
     async def close(self) -> None:
         """Release every pooled connection."""
         await self.engine.dispose()
+
+
+def shown_url(url: str) -> str:
+    """The database URL with any password hidden, for messages and logs."""
+    return make_url(url).render_as_string(hide_password=True)
 
 
 def _create_engine(url: str, is_sqlite: bool) -> AsyncEngine:

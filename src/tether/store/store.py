@@ -8,6 +8,7 @@ from tether.store.database import Database
 from tether.store.deliveries import DeliveryRepository
 from tether.store.governance import GovernanceRepository
 from tether.store.mcp import McpClientRepository
+from tether.store.nodes import NodeRepository
 from tether.store.providers import ProviderRepository
 from tether.store.remembered import RememberedRepository
 from tether.store.tasks import TaskRepository
@@ -27,6 +28,7 @@ class Store:
         self.deliveries = DeliveryRepository(db)
         self.governance = GovernanceRepository(db)
         self.cron = CronRepository(db)
+        self.nodes = NodeRepository(db)
         self.mcp_clients = McpClientRepository(db)
         self.remembered = RememberedRepository(db)
         self.webhooks = WebhookRepository(db)

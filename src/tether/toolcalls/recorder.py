@@ -49,7 +49,14 @@ class CallRecorder:
             marker=f"{config.marker_prefix}:{inv.call_id}",
         )
         self._index.add(call)
-        await self._repo.insert(_record_of(call))
+        insert = asyncio.ensure_future(self._repo.insert(_record_of(call)))
+        try:
+            await asyncio.shield(insert)
+        except asyncio.CancelledError:
+            # A turn stopped right now still records the call's end, which needs the row:
+            # a cancelled INSERT would roll back (PostgreSQL) and leave nothing to end.
+            await insert
+            raise
         return call
 
     async def revive(self, record: ToolCallRecord, kill_at: float | None) -> LiveCall:
