@@ -67,7 +67,15 @@ def _adopt_legacy(conn: sa.Connection, config: Config) -> None:
             f"the database recorded migration(s) {unknown!r} this Tether does not know; "
             "it was written by a newer version"
         )
-    applied = [rev for rev in known if rev in done]
+    # The hand-rolled list ran in order, so what it recorded is a prefix of the chain;
+    # anything else means a revision was put between the old steps, which this stamp
+    # would skip (or run twice).
+    applied = known[: len(done)]
+    if set(applied) != done:
+        raise SchemaError(
+            f"the database recorded steps {sorted(done)!r}, which are not the first "
+            f"{len(done)} revisions {applied!r}; the revisions are out of order"
+        )
     if applied:
         command.stamp(config, applied[-1])
     conn.execute(sa.text(f"DROP TABLE {_LEGACY_TABLE}"))

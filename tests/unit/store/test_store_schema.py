@@ -58,3 +58,43 @@ async def test_an_unknown_newer_revision_is_refused(db: Database) -> None:
         await conn.execute(sa.text("UPDATE alembic_version SET version_num = '9999_future'"))
     with pytest.raises(schema.SchemaError, match="newer"):
         await db.open_checked()
+
+
+async def _legacy_store(db: Database, recorded: list[str], built_to: str) -> None:
+    """A store as the hand-rolled migrations left it: tables up to ``built_to``, no
+    Alembic table, and ``recorded`` in `_migrations`."""
+    async with db.engine.begin() as conn:
+        await conn.run_sync(schema.upgrade, built_to)
+        await conn.execute(sa.text("DROP TABLE alembic_version"))
+        await conn.execute(sa.text("CREATE TABLE _migrations (name VARCHAR(200) PRIMARY KEY)"))
+        for name in recorded:
+            await conn.execute(sa.text("INSERT INTO _migrations VALUES (:n)"), {"n": name})
+
+
+async def test_a_pre_alembic_store_is_stamped_and_upgraded(db: Database) -> None:
+    await _legacy_store(db, ["0001_initial", "0002_cron_tables"], "0002_cron_tables")
+    with pytest.raises(schema.SchemaError, match=r"before Alembic.*tether db upgrade"):
+        await db.open_checked()
+    await db.migrate()
+    async with db.read() as conn:
+        assert await conn.run_sync(_differences) == []
+        tables = await conn.run_sync(lambda c: sa.inspect(c).get_table_names())
+    assert "_migrations" not in tables
+
+
+@pytest.mark.parametrize(
+    ("recorded", "message"),
+    [
+        (["0001_initial", "0002_cron_tables", "0042_i99_unknown"], "newer version"),
+        (["0001_initial", "0003_i17_mcp_clients"], "out of order"),
+    ],
+)
+async def test_a_pre_alembic_store_that_does_not_fit_is_left_alone(
+    db: Database, recorded: list[str], message: str
+) -> None:
+    await _legacy_store(db, recorded, "0002_cron_tables")
+    with pytest.raises(schema.SchemaError, match=message):
+        await db.migrate()
+    async with db.read() as conn:
+        tables = await conn.run_sync(lambda c: sa.inspect(c).get_table_names())
+    assert "_migrations" in tables and "mcp_clients" not in tables
