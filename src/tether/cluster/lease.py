@@ -2,7 +2,9 @@
 
 A node whose renewal is older than the lease time is dead to the others. The lease is
 renewed on a timer of its own, so a node busy with turns still renews; a node that is
-stopped, killed or cut off from the database stops renewing.
+stopped, killed or cut off from the database stops renewing. After each renewal a node
+looks for leases that ran out; the one survivor whose conditional delete removes such a
+lease declares that node dead and runs ``on_node_lost`` for it.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from tether.store.nodes import NodeRepository
@@ -41,6 +43,9 @@ class NodeLease:
         version: str,
         lease_seconds: float,
         load: Callable[[], Load],
+        # What a survivor does with a dead node's rows. None until the store records which
+        # node owns a call, task or cron run (issue 10's owner ids): then it ends them.
+        on_node_lost: Callable[[str], Awaitable[None]] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._repo = repo
@@ -48,6 +53,7 @@ class NodeLease:
         self._version = version
         self.lease_seconds = lease_seconds
         self._load = load
+        self._on_node_lost = on_node_lost
         self._clock = clock
         self._task: asyncio.Task[None] | None = None
 
@@ -75,14 +81,28 @@ class NodeLease:
             log.warning("node %s: lease was gone (declared dead?); joining again", self.node_id)
             await self.join()
 
+    async def sweep(self) -> list[str]:
+        """Declare dead the nodes whose lease ran out (the ones this node won)."""
+        lost = []
+        for node in await self._repo.expired(self._clock() - self.lease_seconds):
+            if node.id == self.node_id or not await self._repo.claim_dead(node):
+                continue
+            silent = self._clock() - node.renewed_at
+            log.warning("node %s declared dead (no renewal for %.0f s)", node.id, silent)
+            if self._on_node_lost is not None:
+                await self._on_node_lost(node.id)
+            lost.append(node.id)
+        return lost
+
     async def _renew_forever(self) -> None:
         while True:
             await asyncio.sleep(self.renew_every)
             try:
                 await self.renew()
+                await self.sweep()
             except Exception:
                 # A database hiccup must not end the renewals; the next one may pass.
-                log.warning("node %s: lease renewal failed", self.node_id, exc_info=True)
+                log.warning("node %s: lease renewal or sweep failed", self.node_id, exc_info=True)
 
     async def stop(self) -> None:
         """Stop renewing and give the lease up."""

@@ -45,6 +45,21 @@ class NodeRepository:
         async with self._db.write() as conn:
             await conn.execute(sa.delete(nodes).where(nodes.c.id == node_id))
 
+    async def expired(self, renewed_before: float) -> list[NodeRecord]:
+        """Nodes whose last renewal is older than ``renewed_before``."""
+        async with self._db.read() as conn:
+            rows = await conn.execute(sa.select(nodes).where(nodes.c.renewed_at < renewed_before))
+            return [to_record(NodeRecord, r) for r in rows]
+
+    async def claim_dead(self, node: NodeRecord) -> bool:
+        """Remove a dead node's lease, unless it renewed since it was read; True for the one
+        caller that removed it (several survivors may try at once)."""
+        async with self._db.write() as conn:
+            result = await conn.execute(
+                sa.delete(nodes).where(nodes.c.id == node.id, nodes.c.renewed_at == node.renewed_at)
+            )
+            return bool(result.rowcount)
+
     async def all(self) -> list[NodeRecord]:
         async with self._db.read() as conn:
             rows = await conn.execute(sa.select(nodes).order_by(nodes.c.id))
