@@ -114,8 +114,20 @@ def require_postgresql() -> None:
         pytest.skip(problem)
 
 
+async def _drop_all(names: list[str]) -> None:
+    # DROP DATABASE waits for a checkpoint; drops sent together share one, where one at
+    # a time took a checkpoint each (a minute apiece on a busy machine).
+    gate = asyncio.Semaphore(16)
+
+    async def drop(name: str) -> None:
+        async with gate:
+            await _query(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', "postgres")
+
+    await asyncio.gather(*(drop(name) for name in names))
+
+
 def drop_created() -> None:
     """Drop every database this session created."""
-    for name in sorted(_created):
-        _run_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    if _created:
+        asyncio.run(_drop_all(sorted(_created)))
     _created.clear()
