@@ -1,6 +1,6 @@
 """The nodes of a cluster and their leases (issue 16).
 
-Revision ID: 0004_i16_nodes
+Revision ID: 0100_i16_nodes
 Revises: 0003_i17_mcp_clients
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0004_i16_nodes"
+revision = "0100_i16_nodes"
 down_revision = "0003_i17_mcp_clients"
 branch_labels = None
 depends_on = None
