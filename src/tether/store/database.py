@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from collections.abc import AsyncIterator, Iterator
+from contextlib import (
+    AbstractAsyncContextManager,
+    asynccontextmanager,
+    contextmanager,
+    nullcontext,
+)
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +28,27 @@ def _load_json(text: str) -> object:
     unpaired surrogate, so no stored value can break a read."""
     value = json.loads(text)
     return valid_data(value) if may_hold_surrogates(text) else value
+
+
+# PostgreSQL refuses text holding NUL (22021) and JSON escapes it cannot store (22P05);
+# SQLite stores both. Either way it is the value, not the server, that is at fault.
+_UNSTORABLE_STATES = frozenset({"22021", "22P05"})
+
+
+class UnstorableValue(Exception):
+    """A value the database cannot hold (PostgreSQL: text with a NUL character)."""
+
+
+@contextmanager
+def _unstorable_as_value_error() -> Iterator[None]:
+    try:
+        yield
+    except sa.exc.DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) in _UNSTORABLE_STATES:
+            raise UnstorableValue(
+                "the text holds a character the database cannot store (a NUL byte?)"
+            ) from exc
+        raise
 
 
 class Database:
@@ -66,13 +92,15 @@ class Database:
     async def read(self) -> AsyncIterator[AsyncConnection]:
         """A connection for queries."""
         async with self.engine.connect() as conn:
-            yield conn
+            with _unstorable_as_value_error():
+                yield conn
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
         """A transaction: committed when the block ends, rolled back if it raises."""
-        async with self._write_lock, self.engine.begin() as conn:
-            yield conn
+        with _unstorable_as_value_error():
+            async with self._write_lock, self.engine.begin() as conn:
+                yield conn
 
     async def close(self) -> None:
         """Release every pooled connection."""

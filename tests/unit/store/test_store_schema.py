@@ -14,7 +14,7 @@ from alembic.runtime.migration import MigrationContext
 
 from database_support import postgres_url, require_postgresql
 from tether.store import schema
-from tether.store.database import Database
+from tether.store.database import Database, UnstorableValue
 from tether.store.tables import metadata
 
 
@@ -98,3 +98,20 @@ async def test_a_pre_alembic_store_that_does_not_fit_is_left_alone(
     async with db.read() as conn:
         tables = await conn.run_sync(lambda c: sa.inspect(c).get_table_names())
     assert "_migrations" in tables and "mcp_clients" not in tables
+
+
+async def test_text_postgresql_cannot_hold_is_an_unstorable_value(db: Database) -> None:
+    await db.open_checked()
+    insert = sa.text("INSERT INTO app_settings (key, value) VALUES (:key, '1')")
+    if db.is_sqlite:
+        async with db.write() as conn:
+            await conn.execute(insert, {"key": "nul\x00inside"})
+        return
+    with pytest.raises(UnstorableValue):
+        async with db.write() as conn:
+            await conn.execute(insert, {"key": "nul\x00inside"})
+    with pytest.raises(UnstorableValue):
+        async with db.read() as conn:
+            await conn.execute(sa.text("SELECT * FROM app_settings WHERE key = :k"), {"k": "\x00"})
+    async with db.read() as conn:
+        assert (await conn.execute(sa.text("SELECT count(*) FROM app_settings"))).scalar() == 0
