@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from tether.store import schema
 from tether.store.database import Database
 
-# The three tables as they were before, with just enough columns to hold a row each.
+# The tables issue 18 and 14 change, as they were before, with a row each.
 _OLD_SCHEMA = """
 CREATE TABLE _migrations (name VARCHAR(200) PRIMARY KEY);
 INSERT INTO _migrations VALUES ('0001_initial'), ('0002_cron_tables');
@@ -27,6 +27,12 @@ CREATE TABLE approvals (
     decided_by VARCHAR(32), reason TEXT, created_at FLOAT NOT NULL, expires_at FLOAT NOT NULL,
     decided_at FLOAT
 );
+CREATE TABLE tasks (
+    id VARCHAR(64) PRIMARY KEY, session_id VARCHAR(512) NOT NULL, user_id VARCHAR(512) NOT NULL,
+    status VARCHAR(16) NOT NULL, "trigger" VARCHAR(32) NOT NULL, approval_level VARCHAR(16),
+    result JSON, created_at FLOAT NOT NULL, started_at FLOAT, finished_at FLOAT
+);
+INSERT INTO tasks VALUES ('t1', 's1', 'u', 'finished', 'user', NULL, NULL, 1.0, 1.0, 2.0);
 CREATE TABLE governance_audit (
     id INTEGER PRIMARY KEY AUTOINCREMENT, session_id VARCHAR(512) NOT NULL,
     tool_call_id VARCHAR(128) NOT NULL, tool_name VARCHAR(128) NOT NULL, arguments JSON NOT NULL,

@@ -1,7 +1,7 @@
 """The nodes of a cluster and their leases (issue 16).
 
 Revision ID: 0100_i16_nodes
-Revises: 0005_i18_unattended_columns
+Revises: 0014_i14_task_resumes
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0100_i16_nodes"
-down_revision = "0005_i18_unattended_columns"
+down_revision = "0014_i14_task_resumes"
 branch_labels = None
 depends_on = None
 
