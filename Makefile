@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: serve test lint typecheck unit integration browser bench clean
+.PHONY: serve test test-postgresql lint typecheck unit integration browser bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,13 @@ typecheck: $(VENV)/.dev
 test: lint typecheck
 	scripts/ensure-chromium
 	$(BIN)/python -m pytest
+	$(MAKE) test-postgresql
+
+# The same tests with every store on PostgreSQL (TETHER_TEST_POSTGRES, default
+# postgres@127.0.0.1:5432); the browser tests drive the console and stay on SQLite.
+# Without a PostgreSQL the run is skipped with a note, except on CI (CI=true): it fails.
+test-postgresql: $(VENV)/.dev
+	TETHER_TEST_DATABASE=postgresql $(BIN)/python -m pytest -m "not browser"
 
 bench: $(VENV)/.runtime
 	$(BIN)/python bench/run_all.py

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from database_support import database_url_for, drop_created, on_ci, on_postgresql, reachable
+
 _real_connect = socket.socket.connect
 
 
@@ -48,3 +50,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         seconds = float(own.args[0]) if own is not None and own.args else default
         if seconds:
             item.add_marker(pytest.mark.timeout(seconds * scale), append=False)
+
+
+@pytest.fixture
+def database_url(tmp_path: Any) -> str:
+    """A fresh store for one test: SQLite in tmp_path, or PostgreSQL when the run is on it
+    (TETHER_TEST_DATABASE=postgresql, see database_support)."""
+    return database_url_for(str(tmp_path), str(tmp_path / "tether.db"))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not on_postgresql():
+        return
+    problem = reachable()
+    if problem and on_ci():
+        pytest.exit(f"TETHER_TEST_DATABASE=postgresql on CI: {problem}", returncode=1)
+    if problem:
+        pytest.exit(f"no PostgreSQL run: {problem}", returncode=0)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    drop_created()

@@ -13,6 +13,7 @@ from tether.api import (
     approvals,
     chat,
     chats,
+    cluster,
     cron,
     errors,
     governance,
@@ -29,7 +30,7 @@ from tether.mcp.endpoint import build_endpoint, endpoint_routes, serving
 from tether.scheduler.clock import Clock
 from tether.security.perimeter import Perimeter, PerimeterPolicy, allowed_host_names
 from tether.security.token import resolve_token
-from tether.startup import start_services
+from tether.startup import join_cluster, start_services
 from tether.web.routes import mount_console
 
 
@@ -54,6 +55,7 @@ def create_app(
     async def _serving(app: FastAPI) -> AsyncIterator[None]:
         services = await start_services(settings, factory, clock=clock)
         app.state.services = services
+        await join_cluster(services)
         services.webhooks.start()
         services.cron.scheduler.start()
         await services.mcp.start()
@@ -76,6 +78,7 @@ def create_app(
                 await services.keeper.hub.close()
             # Last: what the shutdown itself notified is queued for the next start.
             await services.webhooks.shutdown()
+            await services.lease.stop()
             await services.store.db.close()
             if services.store.owner is not None:
                 # Everything this server started has stopped (or, detached, is left
@@ -97,6 +100,7 @@ def create_app(
         cron,
         mcp_clients,
         webhooks,
+        cluster,
     ):
         app.include_router(module.router)
     token = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Literal
 
@@ -27,6 +28,20 @@ class Settings(BaseSettings):
     no_auth: bool = Field(False, description="Run without a token (loopback binds only).")
     database_url: str | None = Field(
         None, description="SQLAlchemy async URL; default is SQLite under `home`."
+    )
+    node_id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=255,
+        description="This node's id in a cluster; default `hostname:port`.",
+    )
+    node_lease_seconds: float = Field(
+        15.0, ge=1, description="A node that has not renewed its lease for this long is dead."
+    )
+    secret_key: SecretStr | None = Field(
+        None,
+        description="Fernet key sealing secrets at rest; set the same on every node of a "
+        "cluster. Default: a key file in `home` (secret.key).",
     )
     workspace: Path | None = Field(
         None, description="Directory the file and shell tools work in; default `home/workspace`."
@@ -117,6 +132,11 @@ class Settings(BaseSettings):
     def resolved_workspace(self) -> Path:
         """The workspace directory, defaulting to ``home/workspace``."""
         return self.workspace or self.home / "workspace"
+
+    @property
+    def resolved_node_id(self) -> str:
+        """This node's id, defaulting to ``hostname:port``."""
+        return self.node_id or f"{socket.gethostname()}:{self.port}"
 
     @property
     def resolved_database_url(self) -> str:

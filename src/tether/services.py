@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from tether.agent.ports import Gate
 from tether.agent.turn import Agent
+from tether.cluster.lease import NodeLease
 from tether.config import Settings
 from tether.governance.approvals import ApprovalService
 from tether.governance.gate import GovernanceGate
@@ -39,5 +40,6 @@ class Services:
     memory: DecisionMemory
     webhooks: WebhookService
     governance_gate: GovernanceGate
+    lease: NodeLease
     # The keeper's launcher when TETHER_KEEPER is on (its hub is closed at shutdown).
     keeper: KeeperLauncher | None = None

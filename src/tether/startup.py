@@ -12,10 +12,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tether import recovery
+from tether import __version__, recovery
 from tether.agent.ports import Gate
 from tether.agent.turn import Agent
 from tether.api import toolcalls as toolcalls_api
+from tether.cluster.lease import Load, NodeLease
 from tether.config import Settings
 from tether.governance.analyzer import Analyzer
 from tether.governance.approvals import ApprovalService
@@ -38,7 +39,7 @@ from tether.scheduler.service import CronScheduler
 from tether.security.environment import secret_variable_policy
 from tether.security.keybox import KeyBox, shared_mode
 from tether.services import Services
-from tether.store.database import Database
+from tether.store.database import Database, shown_url
 from tether.store.store import Store
 from tether.tasks.service import RESTARTED, TaskService
 from tether.toolcalls.coordinator import CoordinatorConfig, ToolCallCoordinator
@@ -83,7 +84,7 @@ async def open_store(settings: Settings) -> Store:
         )
     settings.resolved_workspace.mkdir(parents=True, exist_ok=True)
     db = Database(settings.resolved_database_url)
-    await db.migrate()
+    await db.open_checked()
     return Store(db, await recovery.claim_owner(settings))
 
 
@@ -97,7 +98,8 @@ def build_services(
 ) -> Services:
     """Wire every service (no I/O: nothing is read, written or started here).
     With ``keeper`` (TETHER_KEEPER on), tool calls run under the detached runner."""
-    keybox = KeyBox(settings.home / "secret.key")
+    shared_key = settings.secret_key.get_secret_value() if settings.secret_key else None
+    keybox = KeyBox(settings.home / "secret.key", shared_key)
     hooks = WebhookService(store.webhooks, keybox, _retry_policy(settings))
     mcp = McpService(
         store.mcp_clients,
@@ -172,7 +174,34 @@ def build_services(
         memory,
         hooks,
         governance_gate,
+        _build_lease(settings, store, coordinator, tasks),
         keeper,
+    )
+
+
+def _build_lease(
+    settings: Settings, store: Store, coordinator: ToolCallCoordinator, tasks: TaskService
+) -> NodeLease:
+    def load() -> Load:
+        return Load(coordinator.live_count(), tasks.running_count())
+
+    return NodeLease(
+        store.nodes, settings.resolved_node_id, __version__, settings.node_lease_seconds, load
+    )
+
+
+async def join_cluster(services: Services) -> None:
+    """Take this node's lease, keep renewing it, and log the nodes found alive."""
+    lease = services.lease
+    await lease.join()
+    lease.start()
+    alive = [n.id for n in await services.store.nodes.all() if lease.is_alive(n)]
+    log.info(
+        "node %s joined the cluster on %s (%d node(s) alive: %s)",
+        lease.node_id,
+        shown_url(services.store.db.url),
+        len(alive),
+        ", ".join(alive),
     )
 
 

@@ -60,8 +60,19 @@ class AppServer:
             PYTHONPATH=os.pathsep.join(filter(None, [_SRC, env.get("PYTHONPATH")])),
             PYTHONUNBUFFERED="1",
         )
+        env.update(self._database_env())
         env.update(self.extra_env)
         return env
+
+    def _database_env(self) -> dict[str, str]:
+        # TETHER_TEST_DATABASE=postgresql: the same tests, each home's store in a
+        # PostgreSQL database of its own (tests/database_support.py, not copied with the
+        # conformance suite, which runs on SQLite).
+        if os.environ.get("TETHER_TEST_DATABASE", "sqlite") == "sqlite":
+            return {}
+        from database_support import postgres_url
+
+        return {"TETHER_DATABASE_URL": postgres_url(str(self.home.resolve()))}
 
     def start(self, timeout: float = 30.0) -> None:
         self.home.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,6 @@ status), secrets sealed at rest, failures readable, tool-list changes picked up.
 from __future__ import annotations
 
 import shutil
-import sqlite3
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -13,6 +12,8 @@ from pathlib import Path
 import pytest
 from core_support import Stack, new_session, stack_for_module, wait_for
 from mcp_support import add_client, mcp_call, remove_client, stdio_client, wait_client
+
+from database_support import stored_rows
 
 pytestmark = pytest.mark.integration
 
@@ -78,9 +79,7 @@ def test_secrets_never_leave_sealed(stack: Stack, state: Path) -> None:
         for path in stack.server.home.rglob("*"):
             if path.is_file():
                 assert secret.encode() not in path.read_bytes(), path
-        db = sqlite3.connect(stack.server.home / "tether.db")
-        assert secret not in str(db.execute("select * from mcp_clients").fetchall())
-        db.close()
+        assert secret not in stored_rows(stack.server.home, "mcp_clients")
     finally:
         remove_client(stack, "sealed")
 

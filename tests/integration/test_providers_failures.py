@@ -28,6 +28,7 @@ from replay_support import (
     text_reply,
 )
 
+from database_support import on_postgresql
 from strict_order import request_problems
 
 pytestmark = pytest.mark.integration
@@ -190,6 +191,8 @@ def test_a_session_poisoned_by_an_earlier_version_works_after_the_upgrade(env: E
         ("tool", tool("dup", "dup")),
         ("tool", tool("dup", "dup~2")),
     ]
+    if on_postgresql():
+        pytest.skip("writes an earlier version's rows into the SQLite file directly")
     env.server.stop()
     with sqlite3.connect(env.server.home / "tether.db") as db:
         db.executemany(

@@ -13,6 +13,8 @@ import psutil
 import pytest
 from core_support import SHELL, Stack, chat_body, new_session, stack_for_module, wait_for
 
+from database_support import on_postgresql
+
 pytestmark = [pytest.mark.integration, pytest.mark.p1]
 
 MiB = 1024 * 1024
@@ -190,6 +192,8 @@ def test_a_bad_value_already_stored_does_not_break_the_routes(stack: Stack) -> N
     stack.model.script({"text": "stored fine"})
     task_id = stack.submit("plant something", session_id)
     stack.wait_task(task_id)
+    if on_postgresql():
+        pytest.skip("PostgreSQL refuses such JSON, and no earlier version ran on it")
     with sqlite3.connect(stack.server.home / "tether.db") as db:
         db.execute(
             "UPDATE messages SET payload = ? WHERE session_id = ? AND kind = 'assistant'",

@@ -23,6 +23,8 @@ from security_support import (
     use_model,
 )
 
+from database_support import on_postgresql, stored_rows
+
 pytestmark = [pytest.mark.integration, pytest.mark.p0]
 
 PROVIDER_KEY = f"sk-canary-{uuid.uuid4().hex}"
@@ -172,13 +174,21 @@ def test_no_response_carries_a_secret(server: Any, turn: dict[str, Any], tmp_pat
     assert mock["has_api_key"] is True
 
 
+STORED_TABLES = ("providers", "messages", "tool_calls", "tool_output", "mcp_clients")
+
+
 def test_no_file_under_home_holds_a_secret(server: Any, turn: dict[str, Any]) -> None:
     """Database (and its WAL), logs, key file: the plaintext is nowhere on disk."""
     server.stop()  # flush the database and the log
     try:
         files = [p for p in server.home.rglob("*") if p.is_file()]
         assert server.log_path in files
-        assert any(p.name.startswith("tether.db") for p in files)
+        if on_postgresql():
+            files_text = [stored_rows(server.home, t) for t in STORED_TABLES]
+            for secret in (PROVIDER_KEY, server.token, *ENV_SECRETS.values()):
+                assert not any(secret in text for text in files_text), secret[:12]
+        else:
+            assert any(p.name.startswith("tether.db") for p in files)
         log = server.log_path.read_text(errors="replace")
         assert " DEBUG tether." in log  # the server really ran at debug level
         for path in files:

@@ -19,6 +19,7 @@ from tether.mcp.service import (
     McpInvalid,
     McpUnavailable,
 )
+from tether.store.database import UnstorableValue
 
 _MCP_STATUS: dict[type[McpError], int] = {
     McpClientNotFound: 404,
@@ -46,7 +47,12 @@ async def _mcp_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": str(exc)}, status_code=_MCP_STATUS.get(type(exc), 400))
 
 
+async def _unstorable(request: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse({"detail": str(exc)}, status_code=422)
+
+
 def install(app: FastAPI) -> None:
     """Register the redacting 422 handler and the domain error mapping on ``app``."""
     app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(UnstorableValue, _unstorable)
     app.add_exception_handler(McpError, _mcp_error)

@@ -9,6 +9,7 @@ import click
 from tether import __version__
 from tether.cli.audit import audit
 from tether.cli.cron import cron
+from tether.cli.db import db
 from tether.cli.mcp import mcp
 from tether.cli.status import status
 
@@ -30,6 +31,7 @@ def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> 
 
     from tether import logs
     from tether.app import create_app
+    from tether.cli.db import check_schema
     from tether.config import Settings
     from tether.security.http_head import BoundedHeadProtocol
     from tether.security.perimeter import LOOPBACK_NAMES
@@ -46,6 +48,7 @@ def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> 
     if settings.no_auth and settings.host not in LOOPBACK_NAMES:
         raise click.UsageError("--no-auth is only allowed on a loopback address (127.0.0.1, ::1)")
     logs.configure(log_level)
+    check_schema(settings)
     app = create_app(settings)
     shown = "localhost" if settings.host in ("127.0.0.1", "::1") else settings.host
     url = f"http://{shown}:{settings.port}/"
@@ -77,6 +80,7 @@ main.add_command(cron)
 main.add_command(mcp)
 main.add_command(audit)
 main.add_command(status)
+main.add_command(db)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,9 @@ async def _survey() -> list[Found]:
     settings = Settings()
     db = Database(settings.resolved_database_url)
     try:
-        await db.migrate()
+        # A status never changes the schema: one that is behind stops here, naming
+        # `tether db upgrade`.
+        await db.open_checked()
         unfinished = await ToolCallRepository(db).unfinished()
     finally:
         await db.close()
@@ -67,7 +69,10 @@ def status() -> None:
     from tether.config import Settings
     from tether.keeper import home_lock
 
-    found = asyncio.run(_survey())
+    try:
+        found = asyncio.run(_survey())
+    except RuntimeError as exc:  # SchemaError, or the PostgreSQL driver missing
+        raise click.ClickException(str(exc)) from None
     if not found:
         click.echo("no tool calls in flight")
         return

@@ -1,4 +1,5 @@
-"""Encryption of secrets at rest (provider API keys) with a local key file."""
+"""Encryption of secrets at rest (provider API keys, MCP secrets): with a key every
+node shares (``TETHER_SECRET_KEY``), or else a key file in ``TETHER_HOME``."""
 
 from __future__ import annotations
 
@@ -36,10 +37,24 @@ def read_or_create_private(path: Path, make: bytes) -> bytes:
 
 
 class KeyBox:
-    """Encrypts and decrypts short secrets with a key kept in ``TETHER_HOME``."""
+    """Encrypts and decrypts short secrets with ``shared_key`` if given, else with a key
+    kept in ``key_file`` (created on first use)."""
 
-    def __init__(self, key_file: Path) -> None:
-        self._fernet = Fernet(read_or_create_private(key_file, Fernet.generate_key()))
+    def __init__(self, key_file: Path, shared_key: str | None = None) -> None:
+        if shared_key is None:
+            key = read_or_create_private(key_file, Fernet.generate_key())
+        else:
+            key = shared_key.strip().encode()
+        try:
+            self._fernet = Fernet(key)
+        except ValueError:
+            # The key itself is never echoed, only where it came from.
+            where = "TETHER_SECRET_KEY" if shared_key is not None else str(key_file)
+            raise ValueError(
+                f"{where} is not a Fernet key (32 url-safe base64-encoded bytes); "
+                "make one with `python -c 'from cryptography.fernet import Fernet; "
+                "print(Fernet.generate_key().decode())'`"
+            ) from None
 
     def seal(self, secret: str) -> str:
         return self._fernet.encrypt(secret.encode()).decode()
@@ -48,4 +63,4 @@ class KeyBox:
         try:
             return self._fernet.decrypt(sealed.encode()).decode()
         except InvalidToken as exc:
-            raise ValueError("a stored secret cannot be decrypted with this key file") from exc
+            raise ValueError("a stored secret cannot be decrypted with this key") from exc

@@ -1,22 +1,26 @@
-"""The database handle: engine, unit-of-work helpers and migrations."""
+"""The database handle: engine, unit-of-work helpers, and the schema check at start."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import (
+    AbstractAsyncContextManager,
+    asynccontextmanager,
+    contextmanager,
+    nullcontext,
+)
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from tether.store import schema
 from tether.store.sqlite_driver import OneHopDBAPI
-from tether.store.tables import metadata
 from tether.text import may_hold_surrogates, valid_data
-
-Migration = Callable[[sa.Connection], None]
 
 
 def _load_json(text: str) -> object:
@@ -26,124 +30,100 @@ def _load_json(text: str) -> object:
     return valid_data(value) if may_hold_surrogates(text) else value
 
 
-def _create_missing_tables(conn: sa.Connection) -> None:
-    metadata.create_all(conn, checkfirst=True)
+# PostgreSQL refuses text holding NUL (22021) and JSON escapes it cannot store (22P05);
+# SQLite stores both. Either way it is the value, not the server, that is at fault.
+_UNSTORABLE_STATES = frozenset({"22021", "22P05"})
 
 
-def _add_missing_columns(*wanted: tuple[str, str]) -> Migration:
-    """A migration adding (table, column) from the schema, unless the table has it.
-
-    A database created after the column joined the schema got it from the first
-    migration already; only an older one is altered.
-    """
-
-    def migrate(conn: sa.Connection) -> None:
-        inspector = sa.inspect(conn)
-        for table_name, column_name in wanted:
-            present = {c["name"] for c in inspector.get_columns(table_name)}
-            if column_name in present:
-                continue
-            column = metadata.tables[table_name].c[column_name]
-            kind = column.type.compile(dialect=conn.dialect)
-            conn.execute(sa.text(f"ALTER TABLE {table_name} ADD COLUMN {column_name} {kind}"))
-
-    return migrate
+class UnstorableValue(Exception):
+    """A value the database cannot hold (PostgreSQL: text with a NUL character)."""
 
 
-def _add_task_resumes(conn: sa.Connection) -> None:
-    # Databases made by 0001 after this column was added already have it.
-    columns = {c["name"] for c in sa.inspect(conn).get_columns("tasks")}
-    if "resumes" not in columns:
-        conn.execute(sa.text("ALTER TABLE tasks ADD COLUMN resumes INTEGER NOT NULL DEFAULT 0"))
-
-
-# Ordered, named migrations; each runs once and is recorded in `_migrations`. The first
-# creates whatever tables are missing. Once a release has shipped, a change to an existing
-# table is a new entry here with its own ALTER statements.
-MIGRATIONS: list[tuple[str, Migration]] = [
-    ("0001_initial", _create_missing_tables),
-    # Databases created before the cron tables existed get them here.
-    ("0002_cron_tables", _create_missing_tables),
-    # MCP client configurations (a new table only).
-    ("0003_i17_mcp_clients", _create_missing_tables),
-    # Remembered decisions and webhooks (new tables), the similar pattern shown on an
-    # approval, the rule behind an audited decision, the per-session unattended policy.
-    ("0004_i18_unattended_tables", _create_missing_tables),
-    (
-        "0005_i18_unattended_columns",
-        _add_missing_columns(
-            ("approvals", "similar_pattern"),
-            ("governance_audit", "rule_id"),
-            ("chat_sessions", "when_unattended"),
-        ),
-    ),
-    ("0014_i14_task_resumes", _add_task_resumes),
-    # Which server owns a task or call, so start-up recovers only a dead server's rows.
-    ("0015_i10_owners", _add_missing_columns(("tasks", "owner"), ("tool_calls", "owner"))),
-]
-
-_migrations_table = sa.Table(
-    "_migrations",
-    sa.MetaData(),
-    sa.Column("name", sa.String(200), primary_key=True),
-)
-
-
-def _apply_migrations(conn: sa.Connection) -> None:
-    _migrations_table.create(conn, checkfirst=True)
-    done = set(conn.execute(sa.select(_migrations_table.c.name)).scalars())
-    for name, migrate in MIGRATIONS:
-        if name in done:
-            continue
-        migrate(conn)
-        conn.execute(_migrations_table.insert().values(name=name))
+@contextmanager
+def _unstorable_as_value_error() -> Iterator[None]:
+    try:
+        yield
+    except sa.exc.DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) in _UNSTORABLE_STATES:
+            raise UnstorableValue(
+                "the text holds a character the database cannot store (a NUL byte?)"
+            ) from exc
+        raise
 
 
 class Database:
     """One engine and the two ways to use it: ``read()`` and ``write()``.
 
     SQLite allows one writer at a time, so writes are serialised here with an asyncio
-    lock rather than left to fail with "database is locked" under load.
+    lock rather than left to fail with "database is locked" under load. PostgreSQL takes
+    concurrent writers (and other nodes write anyway), so there the lock is left out.
     """
 
     def __init__(self, url: str) -> None:
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
-        options: dict[str, Any] = {
-            "pool_pre_ping": not self.is_sqlite,
-            "json_deserializer": _load_json,
-        }
-        if url.startswith("sqlite+aiosqlite"):
-            options["module"] = OneHopDBAPI()
-        self.engine: AsyncEngine = create_async_engine(url, **options)
+        self.engine: AsyncEngine = _create_engine(url, self.is_sqlite)
         if self.is_sqlite:
             sa.event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
-        self._write_lock = asyncio.Lock()
+        self._write_lock: AbstractAsyncContextManager[object] = (
+            asyncio.Lock() if self.is_sqlite else nullcontext()
+        )
 
-    async def migrate(self) -> None:
-        """Bring the schema up to date."""
+    def _make_parent_directory(self) -> None:
         if self.is_sqlite:
             path = self.url.split("///", 1)[-1]
             if path and path != ":memory:":
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
+
+    async def migrate(self) -> None:
+        """Bring the schema to the newest revision (``tether db upgrade``)."""
+        self._make_parent_directory()
         async with self.engine.begin() as conn:
-            await conn.run_sync(_apply_migrations)
+            await conn.run_sync(schema.upgrade)
+
+    async def open_checked(self) -> None:
+        """Create the schema in an empty database; raise `schema.SchemaError` if an
+        existing one is at another revision than this code's."""
+        self._make_parent_directory()
+        async with self.engine.begin() as conn:
+            await conn.run_sync(schema.ensure_current)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
         """A connection for queries."""
         async with self.engine.connect() as conn:
-            yield conn
+            with _unstorable_as_value_error():
+                yield conn
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
         """A transaction: committed when the block ends, rolled back if it raises."""
-        async with self._write_lock, self.engine.begin() as conn:
-            yield conn
+        with _unstorable_as_value_error():
+            async with self._write_lock, self.engine.begin() as conn:
+                yield conn
 
     async def close(self) -> None:
         """Release every pooled connection."""
         await self.engine.dispose()
+
+
+def shown_url(url: str) -> str:
+    """The database URL with any password hidden, for messages and logs."""
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _create_engine(url: str, is_sqlite: bool) -> AsyncEngine:
+    options: dict[str, Any] = {"pool_pre_ping": not is_sqlite, "json_deserializer": _load_json}
+    if url.startswith("sqlite+aiosqlite"):
+        options["module"] = OneHopDBAPI()
+    try:
+        return create_async_engine(url, **options)
+    except ModuleNotFoundError as exc:
+        # asyncpg (and redis) are the optional cluster extras.
+        raise RuntimeError(
+            f"the database driver for {url.split(':', 1)[0]!r} is not installed "
+            f"({exc.name}); PostgreSQL needs `pip install 'tether[cluster]'`"
+        ) from exc
 
 
 def _sqlite_pragmas(dbapi_conn: object, _record: object) -> None:

@@ -228,3 +228,13 @@ class McpClientRecord:
     key: str
     spec: dict[str, Any]
     secrets_encrypted: str | None
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    id: str
+    version: str
+    started_at: float
+    renewed_at: float
+    live_calls: int
+    running_tasks: int

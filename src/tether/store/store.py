@@ -8,6 +8,7 @@ from tether.store.database import Database
 from tether.store.deliveries import DeliveryRepository
 from tether.store.governance import GovernanceRepository
 from tether.store.mcp import McpClientRepository
+from tether.store.nodes import NodeRepository
 from tether.store.owners import OwnerLock
 from tether.store.providers import ProviderRepository
 from tether.store.remembered import RememberedRepository
@@ -32,6 +33,7 @@ class Store:
         self.deliveries = DeliveryRepository(db)
         self.governance = GovernanceRepository(db)
         self.cron = CronRepository(db)
+        self.nodes = NodeRepository(db)
         self.mcp_clients = McpClientRepository(db)
         self.remembered = RememberedRepository(db)
         self.webhooks = WebhookRepository(db)

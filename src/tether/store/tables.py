@@ -281,3 +281,17 @@ mcp_clients = sa.Table(
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
 )
+
+nodes = sa.Table(
+    "nodes",
+    metadata,
+    # TETHER_NODE_ID (default hostname:port).
+    sa.Column("id", sa.String(255), primary_key=True),
+    sa.Column("version", sa.String(64), nullable=False),
+    sa.Column("started_at", sa.Float, nullable=False),
+    # The lease: a node whose renewal is older than the lease time is dead to the others.
+    sa.Column("renewed_at", sa.Float, nullable=False),
+    # What the node reported at its last renewal, so any node can show every node's load.
+    sa.Column("live_calls", sa.Integer, nullable=False),
+    sa.Column("running_tasks", sa.Integer, nullable=False),
+)

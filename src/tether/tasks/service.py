@@ -241,6 +241,10 @@ class TaskService:
         run = self._running.get(task_id)
         return run.feed.follow() if run else None
 
+    def running_count(self) -> int:
+        """How many tasks are running on this node."""
+        return len(self._running)
+
     def session_busy(self, session_id: str) -> bool:
         return any(r.session_id == session_id for r in self._running.values())
 

@@ -157,6 +157,10 @@ class ToolCallCoordinator:
 
     # ----------------------------------------------------------------- lifecycle
 
+    def live_count(self) -> int:
+        """How many calls are in flight on this node."""
+        return len(self._index.all())
+
     def begin_shutdown(self, detach: bool = False) -> None:
         """From now on, calls stopped with their task are recorded as stopped by shutdown;
         with ``detach`` and a durable launcher, calls with a process are left running

@@ -50,7 +50,14 @@ class CallRecorder:
         )
         # A call refused outright (no tool) never runs, so it is not held to the limits.
         self._index.add(call, limited=tool is not None)
-        await self._repo.insert(_record_of(call))
+        insert = asyncio.ensure_future(self._repo.insert(_record_of(call)))
+        try:
+            await asyncio.shield(insert)
+        except asyncio.CancelledError:
+            # A turn stopped right now still records the call's end, which needs the row:
+            # a cancelled INSERT would roll back (PostgreSQL) and leave nothing to end.
+            await insert
+            raise
         return call
 
     async def revive(self, record: ToolCallRecord, kill_at: float | None) -> LiveCall:

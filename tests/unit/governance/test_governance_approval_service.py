@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -29,8 +28,8 @@ def _inv(call_id: str = "call-1", session_id: str = "s1") -> Invocation:
 
 
 @pytest.fixture
-async def repo(tmp_path: Path) -> AsyncIterator[GovernanceRepository]:
-    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'gov.db'}")
+async def repo(database_url: str) -> AsyncIterator[GovernanceRepository]:
+    db = Database(database_url)
     await db.migrate()
     yield GovernanceRepository(db)
     await db.close()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -43,8 +42,8 @@ def _shell(command: str, call_id: str = "c1") -> Invocation:
 
 
 @pytest.fixture
-async def repo(tmp_path: Path) -> AsyncIterator[GovernanceRepository]:
-    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'gov.db'}")
+async def repo(database_url: str) -> AsyncIterator[GovernanceRepository]:
+    db = Database(database_url)
     await db.migrate()
     yield GovernanceRepository(db)
     await db.close()

@@ -1,10 +1,9 @@
-"""In-process cron fixtures: a SQLite file and a clock the test moves."""
+"""In-process cron fixtures: one store (`database_url`) and a clock the test moves."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,13 +16,8 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def db_path(tmp_path: Path) -> Path:
-    return tmp_path / "tether.db"
-
-
-@pytest.fixture
-async def node(db_path: Path, clock: FakeClock) -> AsyncIterator[CronNode]:
-    opened = await open_node(db_path, clock)
+async def node(database_url: str, clock: FakeClock) -> AsyncIterator[CronNode]:
+    opened = await open_node(database_url, clock)
     try:
         yield opened
     finally:
@@ -31,12 +25,12 @@ async def node(db_path: Path, clock: FakeClock) -> AsyncIterator[CronNode]:
 
 
 @pytest.fixture
-async def open_cron(db_path: Path, clock: FakeClock) -> AsyncIterator[Any]:
+async def open_cron(database_url: str, clock: FakeClock) -> AsyncIterator[Any]:
     """Open more nodes over the same database file (another process, or a restart)."""
     opened: list[CronNode] = []
 
     async def open_more(tasks: FakeTasks | None = None) -> CronNode:
-        opened.append(await open_node(db_path, clock, tasks))
+        opened.append(await open_node(database_url, clock, tasks))
         return opened[-1]
 
     try:

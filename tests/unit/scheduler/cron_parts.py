@@ -7,7 +7,6 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from tether.scheduler.jobs import CronJobs
@@ -97,8 +96,8 @@ class CronNode:
     tasks: FakeTasks
 
 
-async def open_node(path: Path, clock: FakeClock, tasks: FakeTasks | None = None) -> CronNode:
-    db = Database(f"sqlite+aiosqlite:///{path}")
+async def open_node(url: str, clock: FakeClock, tasks: FakeTasks | None = None) -> CronNode:
+    db = Database(url)
     await db.migrate()
     store = Store(db)
     tasks = tasks or FakeTasks()

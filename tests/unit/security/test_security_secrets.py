@@ -6,6 +6,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 
 from tether.security.environment import is_secret_variable, secret_variable_policy
 from tether.security.keybox import KeyBox, shared_mode
@@ -32,6 +33,20 @@ def test_keybox_with_another_key_cannot_open(tmp_path: Path) -> None:
     sealed = KeyBox(tmp_path / "a.key").seal("sk-x")
     with pytest.raises(ValueError, match="cannot be decrypted"):
         KeyBox(tmp_path / "b.key").open(sealed)
+
+
+def test_a_shared_key_opens_on_every_node_and_writes_no_file(tmp_path: Path) -> None:
+    shared = Fernet.generate_key().decode()
+    first = KeyBox(tmp_path / "a" / "secret.key", shared)
+    second = KeyBox(tmp_path / "b" / "secret.key", shared)
+    assert second.open(first.seal("sk-cluster")) == "sk-cluster"
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_a_malformed_shared_key_is_refused_without_echoing_it(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="TETHER_SECRET_KEY is not a Fernet key") as caught:
+        KeyBox(tmp_path / "secret.key", "not-a-key-but-a-secret")
+    assert "not-a-key-but-a-secret" not in str(caught.value)
 
 
 def test_token_is_generated_once_into_a_private_file(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""A database from before issue 18's migrations upgrades in place and keeps its rows."""
+"""A database from before issue 18's migrations (and before Alembic) upgrades in place
+and keeps its rows."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from tether.store.database import MIGRATIONS, Database
+from tether.store import schema
+from tether.store.database import Database
 
-# The three tables as they were before, with just enough columns to hold a row each.
+# The tables issue 18 and 14 change, as they were before, with a row each.
 _OLD_SCHEMA = """
 CREATE TABLE _migrations (name VARCHAR(200) PRIMARY KEY);
 INSERT INTO _migrations VALUES ('0001_initial'), ('0002_cron_tables');
@@ -25,6 +27,12 @@ CREATE TABLE approvals (
     decided_by VARCHAR(32), reason TEXT, created_at FLOAT NOT NULL, expires_at FLOAT NOT NULL,
     decided_at FLOAT
 );
+CREATE TABLE tasks (
+    id VARCHAR(64) PRIMARY KEY, session_id VARCHAR(512) NOT NULL, user_id VARCHAR(512) NOT NULL,
+    status VARCHAR(16) NOT NULL, "trigger" VARCHAR(32) NOT NULL, approval_level VARCHAR(16),
+    result JSON, created_at FLOAT NOT NULL, started_at FLOAT, finished_at FLOAT
+);
+INSERT INTO tasks VALUES ('t1', 's1', 'u', 'finished', 'user', NULL, NULL, 1.0, 1.0, 2.0);
 CREATE TABLE governance_audit (
     id INTEGER PRIMARY KEY AUTOINCREMENT, session_id VARCHAR(512) NOT NULL,
     tool_call_id VARCHAR(128) NOT NULL, tool_name VARCHAR(128) NOT NULL, arguments JSON NOT NULL,
@@ -47,13 +55,14 @@ async def test_an_old_database_gains_the_new_tables_and_columns(tmp_path: Path) 
 
     db = Database(f"sqlite+aiosqlite:///{path}")
     await db.migrate()
-    await db.migrate()  # a second start changes nothing
+    await db.migrate()  # a second upgrade changes nothing
     async with db.read() as conn:
-        done = set((await conn.execute(sa.text("SELECT name FROM _migrations"))).scalars())
+        done = await conn.run_sync(schema.current_revision)
         session = (await conn.execute(sa.text("SELECT * FROM chat_sessions"))).one()
     await db.close()
 
-    assert done == {name for name, _ in MIGRATIONS}
+    assert done == schema.head_revision()
+    assert not _columns(path, "_migrations")
     assert "when_unattended" in _columns(path, "chat_sessions")
     assert "similar_pattern" in _columns(path, "approvals")
     assert "rule_id" in _columns(path, "governance_audit")

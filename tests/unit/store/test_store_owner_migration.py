@@ -1,12 +1,14 @@
-"""A database from before owners were recorded upgrades in place: its unfinished rows
-keep their data and read as owned by nobody (so a start-up recovers them)."""
+"""A database from before owners were recorded (at the revision before 0101_i10_owners)
+upgrades in place: its unfinished rows keep their data and read as owned by nobody (so a
+start-up recovers them)."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
 
-from tether.store.database import MIGRATIONS, Database
+from tether.store import schema
+from tether.store.database import Database
 from tether.store.owners import OwnerLock
 from tether.store.store import Store
 
@@ -14,14 +16,11 @@ from tether.store.store import Store
 async def test_an_older_database_gets_the_owner_columns(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     old = Database(f"sqlite+aiosqlite:///{path}")
-    await old.migrate()
+    async with old.engine.begin() as conn:
+        await conn.run_sync(schema.upgrade, "0100_i16_nodes")
     await old.close()
-    # Make it what the release before owners left behind: no owner columns, and the
-    # owners migration not recorded.
     with sqlite3.connect(path) as conn:
-        for table in ("tasks", "tool_calls"):
-            conn.execute(f"ALTER TABLE {table} DROP COLUMN owner")
-        conn.execute("DELETE FROM _migrations WHERE name = '0015_i10_owners'")
+        assert "owner" not in {row[1] for row in conn.execute("PRAGMA table_info(tasks)")}
         conn.execute(
             "INSERT INTO tasks (id, session_id, user_id, status, trigger, created_at)"
             " VALUES ('t1', 's1', 'u', 'running', 'user', 1.0)"
@@ -42,4 +41,3 @@ async def test_an_older_database_gets_the_owner_columns(tmp_path: Path) -> None:
         owner.release()
     finally:
         await db.close()
-    assert "0015_i10_owners" in [name for name, _ in MIGRATIONS]

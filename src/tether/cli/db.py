@@ -1,0 +1,45 @@
+"""`tether db ...`: the database's schema, and the check `tether serve` runs first."""
+
+from __future__ import annotations
+
+import asyncio
+
+import click
+
+from tether.config import Settings
+from tether.store.database import Database, shown_url
+from tether.store.schema import SchemaError
+
+
+async def _run(url: str, upgrade: bool) -> None:
+    db = Database(url)
+    try:
+        await (db.migrate() if upgrade else db.open_checked())
+    finally:
+        await db.close()
+
+
+def check_schema(settings: Settings) -> None:
+    """Create the schema in an empty database, or stop with a clear message when an
+    existing one is not at this version's revision (it names `tether db upgrade`)."""
+    url = settings.resolved_database_url
+    try:
+        asyncio.run(_run(url, upgrade=False))
+    except (SchemaError, RuntimeError) as exc:
+        raise click.ClickException(f"{shown_url(url)}: {exc}") from None
+
+
+@click.group()
+def db() -> None:
+    """The database schema (TETHER_DATABASE_URL, default SQLite under TETHER_HOME)."""
+
+
+@db.command()
+def upgrade() -> None:
+    """Upgrade the schema to this version's (back the database up first)."""
+    url = Settings().resolved_database_url
+    try:
+        asyncio.run(_run(url, upgrade=True))
+    except (SchemaError, RuntimeError) as exc:
+        raise click.ClickException(f"{shown_url(url)}: {exc}") from None
+    click.echo(f"{shown_url(url)}: schema is up to date")

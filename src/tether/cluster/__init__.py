@@ -1,0 +1,1 @@
+"""Several nodes on one database: each node's identity and lease."""

@@ -1,0 +1,113 @@
+"""This node's lease: a row in `nodes` it renews every few seconds.
+
+A node whose renewal is older than the lease time is dead to the others. The lease is
+renewed on a timer of its own, so a node busy with turns still renews; a node that is
+stopped, killed or cut off from the database stops renewing. After each renewal a node
+looks for leases that ran out; the one survivor whose conditional delete removes such a
+lease declares that node dead and runs ``on_node_lost`` for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from tether.store.nodes import NodeRepository
+from tether.store.records import NodeRecord
+
+log = logging.getLogger(__name__)
+
+# Renewals per lease period: a node misses four in a row before it is declared dead.
+RENEWALS_PER_LEASE = 5
+
+
+@dataclass(frozen=True)
+class Load:
+    """What a node is running, reported with each renewal."""
+
+    live_calls: int
+    running_tasks: int
+
+
+class NodeLease:
+    """Joins the cluster, renews the lease until stopped, and leaves at a clean stop."""
+
+    def __init__(
+        self,
+        repo: NodeRepository,
+        node_id: str,
+        version: str,
+        lease_seconds: float,
+        load: Callable[[], Load],
+        # What a survivor does with a dead node's rows. None until the store records which
+        # node owns a call, task or cron run (issue 10's owner ids): then it ends them.
+        on_node_lost: Callable[[str], Awaitable[None]] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._repo = repo
+        self.node_id = node_id
+        self._version = version
+        self.lease_seconds = lease_seconds
+        self._load = load
+        self._on_node_lost = on_node_lost
+        self._clock = clock
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def renew_every(self) -> float:
+        return self.lease_seconds / RENEWALS_PER_LEASE
+
+    def is_alive(self, node: NodeRecord) -> bool:
+        """Whether ``node`` renewed its lease within the lease time."""
+        return node.id == self.node_id or self._clock() - node.renewed_at <= self.lease_seconds
+
+    async def join(self) -> None:
+        """Take this node's lease (a restarted node takes its own back)."""
+        await self._repo.join(self.node_id, self._version, self._clock())
+
+    def start(self) -> None:
+        """Renew on a timer until `stop`."""
+        self._task = asyncio.create_task(self._renew_forever(), name="node-lease")
+
+    async def renew(self) -> None:
+        """One renewal; a lease another node removed is taken again."""
+        load = self._load()
+        now = self._clock()
+        if not await self._repo.renew(self.node_id, now, load.live_calls, load.running_tasks):
+            log.warning("node %s: lease was gone (declared dead?); joining again", self.node_id)
+            await self.join()
+
+    async def sweep(self) -> list[str]:
+        """Declare dead the nodes whose lease ran out (the ones this node won)."""
+        lost = []
+        for node in await self._repo.expired(self._clock() - self.lease_seconds):
+            if node.id == self.node_id or not await self._repo.claim_dead(node):
+                continue
+            silent = self._clock() - node.renewed_at
+            log.warning("node %s declared dead (no renewal for %.0f s)", node.id, silent)
+            if self._on_node_lost is not None:
+                await self._on_node_lost(node.id)
+            lost.append(node.id)
+        return lost
+
+    async def _renew_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.renew_every)
+            try:
+                await self.renew()
+                await self.sweep()
+            except Exception:
+                # A database hiccup must not end the renewals; the next one may pass.
+                log.warning("node %s: lease renewal or sweep failed", self.node_id, exc_info=True)
+
+    async def stop(self) -> None:
+        """Stop renewing and give the lease up."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self._repo.leave(self.node_id)

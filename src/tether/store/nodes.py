@@ -1,0 +1,66 @@
+"""The nodes sharing this database, each with a lease it renews."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from tether.store.database import Database
+from tether.store.records import NodeRecord
+from tether.store.rows import to_record
+from tether.store.tables import nodes
+
+
+class NodeRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def join(self, node_id: str, version: str, now: float) -> None:
+        """Take (or take back, after a restart) the lease of ``node_id``."""
+        values = {
+            "version": version,
+            "started_at": now,
+            "renewed_at": now,
+            "live_calls": 0,
+            "running_tasks": 0,
+        }
+        async with self._db.write() as conn:
+            updated = await conn.execute(
+                sa.update(nodes).where(nodes.c.id == node_id).values(**values)
+            )
+            if updated.rowcount == 0:
+                await conn.execute(nodes.insert().values(id=node_id, **values))
+
+    async def renew(self, node_id: str, now: float, live_calls: int, running_tasks: int) -> bool:
+        """Extend the lease; False if the row is gone (another node removed it as dead)."""
+        async with self._db.write() as conn:
+            result = await conn.execute(
+                sa.update(nodes)
+                .where(nodes.c.id == node_id)
+                .values(renewed_at=now, live_calls=live_calls, running_tasks=running_tasks)
+            )
+            return bool(result.rowcount)
+
+    async def leave(self, node_id: str) -> None:
+        """Give the lease up at a clean shutdown."""
+        async with self._db.write() as conn:
+            await conn.execute(sa.delete(nodes).where(nodes.c.id == node_id))
+
+    async def expired(self, renewed_before: float) -> list[NodeRecord]:
+        """Nodes whose last renewal is older than ``renewed_before``."""
+        async with self._db.read() as conn:
+            rows = await conn.execute(sa.select(nodes).where(nodes.c.renewed_at < renewed_before))
+            return [to_record(NodeRecord, r) for r in rows]
+
+    async def claim_dead(self, node: NodeRecord) -> bool:
+        """Remove a dead node's lease, unless it renewed since it was read; True for the one
+        caller that removed it (several survivors may try at once)."""
+        async with self._db.write() as conn:
+            result = await conn.execute(
+                sa.delete(nodes).where(nodes.c.id == node.id, nodes.c.renewed_at == node.renewed_at)
+            )
+            return bool(result.rowcount)
+
+    async def all(self) -> list[NodeRecord]:
+        async with self._db.read() as conn:
+            rows = await conn.execute(sa.select(nodes).order_by(nodes.c.id))
+            return [to_record(NodeRecord, r) for r in rows]

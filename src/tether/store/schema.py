@@ -1,0 +1,121 @@
+"""The schema's version: Alembic revisions, and the bridge from the hand-rolled list.
+
+Every function here takes a sync connection inside the caller's transaction (the async
+engine runs them through ``run_sync``), so an upgrade commits whole or not at all.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+UPGRADE_COMMAND = "tether db upgrade"
+
+# Before Alembic, applied steps were recorded by name in this table; those names are
+# the ids of the revisions that replaced them.
+_LEGACY_TABLE = "_migrations"
+# Any fixed number: PostgreSQL nodes starting together take turns on the schema.
+_SCHEMA_LOCK_KEY = 0x7E7E_0016
+
+
+class SchemaError(RuntimeError):
+    """The database's schema is not the one this Tether runs on."""
+
+
+def _config(conn: sa.Connection | None = None) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(files("tether.store") / "migrations"))
+    config.attributes["connection"] = conn
+    return config
+
+
+def _revisions_in_order(config: Config) -> list[str]:
+    script = ScriptDirectory.from_config(config)
+    return [rev.revision for rev in reversed(list(script.walk_revisions()))]
+
+
+def head_revision() -> str:
+    """The revision this Tether's code expects."""
+    return _revisions_in_order(_config())[-1]
+
+
+def current_revision(conn: sa.Connection) -> str | None:
+    """The revision the database is at (None: not under Alembic yet)."""
+    return MigrationContext.configure(conn).get_current_revision()
+
+
+def _lock(conn: sa.Connection) -> None:
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_SCHEMA_LOCK_KEY)))
+
+
+def _adopt_legacy(conn: sa.Connection, config: Config) -> None:
+    """Stamp a pre-Alembic database at the last step its `_migrations` recorded."""
+    inspector = sa.inspect(conn)
+    if not inspector.has_table(_LEGACY_TABLE) or current_revision(conn) is not None:
+        return
+    done = set(conn.execute(sa.text(f"SELECT name FROM {_LEGACY_TABLE}")).scalars())
+    known = _revisions_in_order(config)
+    unknown = sorted(done - set(known))
+    if unknown:
+        raise SchemaError(
+            f"the database recorded migration(s) {unknown!r} this Tether does not know; "
+            "it was written by a newer version"
+        )
+    # The hand-rolled list ran in order, so what it recorded is a prefix of the chain;
+    # anything else means a revision was put between the old steps, which this stamp
+    # would skip (or run twice).
+    applied = known[: len(done)]
+    if set(applied) != done:
+        raise SchemaError(
+            f"the database recorded steps {sorted(done)!r}, which are not the first "
+            f"{len(done)} revisions {applied!r}; the revisions are out of order"
+        )
+    if applied:
+        command.stamp(config, applied[-1])
+    conn.execute(sa.text(f"DROP TABLE {_LEGACY_TABLE}"))
+
+
+def upgrade(conn: sa.Connection, target: str = "head") -> None:
+    """Bring the schema to ``target`` (default the newest revision), adopting a
+    pre-Alembic database first."""
+    _lock(conn)
+    config = _config(conn)
+    _adopt_legacy(conn, config)
+    command.upgrade(config, target)
+
+
+def _is_empty(conn: sa.Connection) -> bool:
+    return not sa.inspect(conn).get_table_names()
+
+
+def ensure_current(conn: sa.Connection) -> None:
+    """Create the schema in an empty database; refuse one at any other revision.
+
+    An existing database is never changed behind the operator's back: upgrading it is
+    a step they take (after a backup), with ``tether db upgrade``.
+    """
+    _lock(conn)
+    if _is_empty(conn):
+        upgrade(conn)
+        return
+    config = _config(conn)
+    known = _revisions_in_order(config)
+    current = current_revision(conn)
+    if current == known[-1]:
+        return
+    if current is not None and current not in known:
+        raise SchemaError(
+            f"the database schema is at revision {current!r}, newer than this Tether knows "
+            f"(up to {known[-1]!r}); run the newer Tether"
+        )
+    at = repr(current) if current else "a version from before Alembic"
+    raise SchemaError(
+        f"the database schema is behind: it is at {at}, this Tether needs {known[-1]!r}. "
+        f"Back it up, then run `{UPGRADE_COMMAND}`"
+    )
