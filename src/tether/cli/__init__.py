@@ -46,6 +46,7 @@ def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> 
     if settings.no_auth and settings.host not in LOOPBACK_NAMES:
         raise click.UsageError("--no-auth is only allowed on a loopback address (127.0.0.1, ::1)")
     logs.configure(log_level)
+    _require_sandbox(settings)
     app = create_app(settings)
     shown = "localhost" if settings.host in ("127.0.0.1", "::1") else settings.host
     url = f"http://{shown}:{settings.port}/"
@@ -69,6 +70,17 @@ def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> 
         access_log=False,
         timeout_graceful_shutdown=5,
     )
+
+
+def _require_sandbox(settings: object) -> None:
+    """With TETHER_SANDBOX=bwrap, refuse to start (saying why) when bwrap does not work."""
+    from tether.sandbox.bwrap import probe
+
+    if getattr(settings, "sandbox", "auto") != "bwrap":
+        return
+    result = probe()
+    if not result.works:
+        raise click.ClickException(f"refusing to start: TETHER_SANDBOX=bwrap but {result.reason}")
 
 
 main.add_command(cron)

@@ -78,6 +78,16 @@ MIGRATIONS: list[tuple[str, Migration]] = [
         ),
     ),
     ("0014_i14_task_resumes", _add_task_resumes),
+    # Issue 15: what each call used, each session's sandbox settings, the audit's record
+    # of how a call was contained.
+    (
+        "0015_i15_sandbox_columns",
+        _add_missing_columns(
+            ("tool_calls", "resources"),
+            ("chat_sessions", "sandbox"),
+            ("governance_audit", "sandbox"),
+        ),
+    ),
 ]
 
 _migrations_table = sa.Table(

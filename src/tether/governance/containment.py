@@ -1,0 +1,36 @@
+"""How the sandbox changes a decision: escalations become findings, and at ``auto`` a
+sandboxed call is judged only on what the sandbox cannot hold (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tether.governance.findings import Finding, Severity
+from tether.governance.levels import ApprovalLevel
+from tether.sandbox.policy import Containment
+
+
+def escalation_findings(contained: Containment | None) -> list[Finding]:
+    """What a call asks beyond its session's sandbox, as findings that ask a person at
+    ``auto``, ``smart`` and ``strict`` (HIGH) and let it run at ``off``."""
+    if contained is None:
+        return []
+    return [Finding(rule_id, Severity.HIGH, why) for rule_id, why in contained.escalations]
+
+
+def findings_to_judge(
+    level: ApprovalLevel,
+    findings: Sequence[Finding],
+    escalations: Sequence[Finding],
+    contained: Containment | None,
+) -> list[Finding]:
+    """The findings a level decides on.
+
+    At ``auto`` a call inside the sandbox runs unless a finding is CRITICAL or it asks
+    to leave the sandbox: the boundary holds what the parser only guesses at. Every
+    other level, and every unsandboxed call, is judged on all findings as before.
+    """
+    if level == "auto" and contained is not None and contained.sandboxed:
+        critical = [f for f in findings if f.severity is Severity.CRITICAL]
+        return [*critical, *escalations]
+    return [*findings, *escalations]

@@ -1,0 +1,125 @@
+"""Following what running calls use: one loop reads every call's group, records peaks,
+and kills a call whose group passed a limit the kernel does not end by itself."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from dataclasses import dataclass, field
+
+from tether.sandbox.groups import CallGroup
+from tether.sandbox.limits import KilledBy, Limits, Resources, Usage, exceeded
+
+log = logging.getLogger(__name__)
+
+# Seconds between readings: short enough that a CPU limit overshoots little, while each
+# reading of many calls is one trip to a worker thread.
+_INTERVAL = 0.1
+# A fork bomb forks while it is being killed; give up after this many sweeps.
+_KILL_SWEEPS = 50
+
+
+@dataclass(eq=False)
+class CallWatch:
+    """One call's readings so far."""
+
+    group: CallGroup
+    limits: Limits
+    pgid: int | None = None
+    peak_memory: int | None = None
+    peak_processes: int = 0
+    cpu_seconds: float | None = None
+    killed_by: KilledBy | None = None
+    ended: bool = False
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def record(self, usage: Usage) -> None:
+        if usage.peak_memory_bytes is not None:
+            self.peak_memory = max(self.peak_memory or 0, usage.peak_memory_bytes)
+        if usage.processes is not None:
+            self.peak_processes = max(self.peak_processes, usage.processes)
+        if usage.cpu_seconds is not None:
+            self.cpu_seconds = max(self.cpu_seconds or 0.0, usage.cpu_seconds)
+
+    def resources(self, ran: bool) -> Resources:
+        # A call that ran had at least one process, even if it ended between readings.
+        processes = max(self.peak_processes, 1) if ran else self.peak_processes
+        return Resources(self.peak_memory, self.cpu_seconds, processes, self.killed_by, self.limits)
+
+
+def kill_group(group: CallGroup, pgid: int | None) -> None:
+    """SIGKILL every process of the group (and of the process group), sweeping again
+    while new ones appear (blocking)."""
+    if pgid is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+    for _ in range(_KILL_SWEEPS):
+        members = group.members()
+        if not members:
+            return
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _read_all(watches: list[CallWatch]) -> list[Usage]:
+    return [w.group.read() for w in watches]
+
+
+class Watcher:
+    """Reads every watched call's group on one loop while there are any."""
+
+    def __init__(self, interval: float = _INTERVAL) -> None:
+        self._interval = interval
+        self._watches: set[CallWatch] = set()
+        self._loop: asyncio.Task[None] | None = None
+
+    def add(self, watch: CallWatch) -> None:
+        self._watches.add(watch)
+        if self._loop is None or self._loop.done():
+            self._loop = asyncio.ensure_future(self._run())
+
+    async def finish(self, watch: CallWatch, ran: bool) -> Resources:
+        """Stop watching a call whose root process ended; its final figures."""
+        self._watches.discard(watch)
+        async with watch._lock:
+            watch.ended = True
+            usage = await asyncio.to_thread(watch.group.read)
+            watch.record(usage)
+            if watch.killed_by is None:
+                watch.killed_by = exceeded(usage, watch.limits)
+            if watch.killed_by is not None:
+                # A limit ends the whole call, background processes included; otherwise
+                # what the command left running in the background is left alone (and
+                # its group stays until it ends).
+                await asyncio.to_thread(kill_group, watch.group, watch.pgid)
+            await asyncio.to_thread(watch.group.close)
+        return watch.resources(ran)
+
+    async def _run(self) -> None:
+        while self._watches:
+            await asyncio.sleep(self._interval)
+            watches = list(self._watches)
+            try:
+                readings = await asyncio.to_thread(_read_all, watches)
+            except Exception:
+                log.exception("reading call resources failed")
+                continue
+            for watch, usage in zip(watches, readings, strict=True):
+                watch.record(usage)
+                await self._enforce(watch, usage)
+
+    async def _enforce(self, watch: CallWatch, usage: Usage) -> None:
+        if watch.killed_by is not None:
+            return
+        verdict = exceeded(usage, watch.limits)
+        if verdict is None:
+            return
+        async with watch._lock:
+            if watch.ended:
+                return
+            watch.killed_by = verdict
+            await asyncio.to_thread(kill_group, watch.group, watch.pgid)
