@@ -15,13 +15,26 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
-from core_support import Stack, new_session, shell_call, stack_for_module
+from core_support import (
+    FakeModel,
+    Stack,
+    new_session,
+    shell_call,
+    stack_for_module,
+    temporary_server,
+    wait_for,
+)
 from governance_support import decide, first_pending
+from helpers import register_mock_provider
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None, reason="bubblewrap is not installed (scripts/ensure-bubblewrap)"
 )
+
+
+QUIET = {"TETHER_LLM_MAX_RETRIES": "0", "TETHER_DEFAULT_APPROVAL_LEVEL": "off"}
 
 
 @pytest.fixture(scope="module")
@@ -229,6 +242,41 @@ def test_a_sandboxed_high_finding_runs_at_auto_without_asking(stack: Stack) -> N
     entry = audit["items"][0]
     assert entry["verdict"] == "allow" and entry["sandbox"]["sandboxed"] is True
     assert any(f["severity"] == "HIGH" for f in entry["findings"])
+
+
+def _call_processes(call_id: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("TETHER_TOOL_CALL", "").endswith(f":{call_id}"):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def _all_gone(procs: list[psutil.Process]) -> bool:
+    return not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in procs)
+
+
+def test_a_sandboxed_tree_dies_with_the_server() -> None:
+    model = FakeModel()
+    try:
+        with temporary_server("sandbox-crash", **QUIET) as server:
+            register_mock_provider(server, model.url)
+            crashed = Stack(server, model)
+            _session, _task, call = crashed.start_shell("sleep 300 & sleep 301 & wait")
+            # bwrap, its pid 1, the shell and both sleepers.
+            procs = wait_for(
+                lambda: (
+                    (found := _call_processes(call["tool_call_id"])) and len(found) >= 5 and found
+                ),
+                what="the sandboxed tree",
+            )
+            server.kill()
+            wait_for(lambda: _all_gone(procs), 10, "the tree to die with the server")
+    finally:
+        model.close()
 
 
 def test_required_sandbox_without_bwrap_refuses_to_start(tmp_path: Path) -> None:
