@@ -73,8 +73,8 @@ class CgroupV1Group:
             set(procs(self.pids / "cgroup.procs")) | set(procs(self.memory / "cgroup.procs"))
         )
 
-    def close(self) -> None:
-        remove_dirs(self._dirs())
+    def close(self) -> bool:
+        return remove_dirs(self._dirs())
 
 
 class CgroupV1:
@@ -89,7 +89,7 @@ class CgroupV1:
     def create(self, name: str, limits: Limits) -> CgroupV1Group:
         dirs = {c: p / name for c, p in self._parents.items()}
         for directory in dirs.values():
-            directory.mkdir(exist_ok=True)
+            directory.mkdir(parents=True, exist_ok=True)
         group = CgroupV1Group(dirs["memory"], dirs["pids"], dirs.get("cpuacct"))
         try:
             _apply(group, limits)
@@ -97,6 +97,9 @@ class CgroupV1:
             group.close()
             raise
         return group
+
+    def close(self) -> None:
+        remove_dirs(list(self.parents))
 
 
 def _apply(group: CgroupV1Group, limits: Limits) -> None:

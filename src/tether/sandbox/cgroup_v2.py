@@ -63,8 +63,8 @@ class CgroupV2Group:
     def members(self) -> list[int]:
         return procs(self.path / "cgroup.procs")
 
-    def close(self) -> None:
-        remove_dirs([self.path])
+    def close(self) -> bool:
+        return remove_dirs([self.path])
 
 
 class CgroupV2:
@@ -90,6 +90,9 @@ class CgroupV2:
             group.close()
             raise
         return group
+
+    def close(self) -> None:
+        remove_dirs([self._parent])
 
 
 def detect(proc_cgroup: str, mounts: str, tag: str) -> CgroupV2 | None:

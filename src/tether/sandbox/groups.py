@@ -25,8 +25,8 @@ class CallGroup(Protocol):
     def members(self) -> list[int]:
         """Every process the group holds (empty when the mechanism cannot tell)."""
 
-    def close(self) -> None:
-        """Release the group once its processes are gone."""
+    def close(self) -> bool:
+        """Release the group; False while processes (or zombies) still hold it."""
 
 
 class Enforcer(Protocol):
@@ -36,6 +36,9 @@ class Enforcer(Protocol):
 
     def create(self, name: str, limits: Limits) -> CallGroup:
         """A fresh group for one call with ``limits`` applied (blocking)."""
+
+    def close(self) -> None:
+        """Remove this server's own directories (at shutdown, once calls are gone)."""
 
 
 def write(path: Path, value: str) -> None:
@@ -87,8 +90,9 @@ def join_procs(files: list[Path]) -> None:
         write(file, pid)
 
 
-def remove_dirs(dirs: list[Path]) -> None:
-    """rmdir each cgroup; one still busy (a process lingers) is left to the kernel."""
+def remove_dirs(dirs: list[Path]) -> bool:
+    """rmdir each cgroup; True when none is left (a busy one stays, for a later try)."""
     for directory in dirs:
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(FileNotFoundError, OSError):
             directory.rmdir()
+    return not any(d.exists() for d in dirs)

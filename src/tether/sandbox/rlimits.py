@@ -75,8 +75,8 @@ class RlimitGroup:
     def members(self) -> list[int]:
         return []
 
-    def close(self) -> None:
-        return None
+    def close(self) -> bool:
+        return True
 
 
 class Rlimits:
@@ -86,5 +86,12 @@ class Rlimits:
 
     def create(self, name: str, limits: Limits) -> RlimitGroup:
         uid = os.geteuid()
-        mine = sum(1 for p in psutil.process_iter(["uids"]) if p.info["uids"].real == uid)
+        mine = sum(
+            1
+            for p in psutil.process_iter(["uids"])
+            if p.info["uids"] and p.info["uids"].real == uid
+        )
         return RlimitGroup(limits, mine)
+
+    def close(self) -> None:
+        return None

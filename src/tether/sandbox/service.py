@@ -99,6 +99,11 @@ class Sandbox:
         self._session_settings = session_settings
         self._watcher = Watcher()
 
+    async def close(self) -> None:
+        """Release this server's groups (at shutdown, after every call has ended)."""
+        await self._watcher.close()
+        await asyncio.to_thread(self._enforcer.close)
+
     @property
     def available(self) -> bool:
         return self._probe is not None and self._probe.works

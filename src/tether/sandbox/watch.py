@@ -20,6 +20,9 @@ log = logging.getLogger(__name__)
 _INTERVAL = 0.1
 # A fork bomb forks while it is being killed; give up after this many sweeps.
 _KILL_SWEEPS = 50
+# Groups still held (by a zombie not yet reaped, or by what a command left running in
+# the background) are retried every this many readings.
+_RETRY_EVERY = 10
 
 
 @dataclass(eq=False)
@@ -65,6 +68,26 @@ def kill_group(group: CallGroup, pgid: int | None) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
+def _conclude(
+    group: CallGroup, pgid: int | None, limits: Limits, killed_by: KilledBy | None
+) -> tuple[Usage, KilledBy | None, bool]:
+    """A call's last reading, its final verdict, and whether its group is released
+    (one trip to a worker thread for all three)."""
+    usage = group.read()
+    verdict = killed_by or exceeded(usage, limits)
+    if verdict is not None:
+        # A limit ends the whole call, background processes included; otherwise what
+        # the command left running in the background is left alone (its group stays
+        # until that ends).
+        kill_group(group, pgid)
+    return usage, verdict, group.close()
+
+
+def _release(groups: list[CallGroup]) -> list[CallGroup]:
+    """Close what groups can be closed; the ones still held."""
+    return [g for g in groups if not g.close()]
+
+
 def _read_all(watches: list[CallWatch]) -> list[Usage]:
     return [w.group.read() for w in watches]
 
@@ -75,10 +98,14 @@ class Watcher:
     def __init__(self, interval: float = _INTERVAL) -> None:
         self._interval = interval
         self._watches: set[CallWatch] = set()
+        self._lingering: list[CallGroup] = []
         self._loop: asyncio.Task[None] | None = None
 
     def add(self, watch: CallWatch) -> None:
         self._watches.add(watch)
+        self._ensure_loop()
+
+    def _ensure_loop(self) -> None:
         if self._loop is None or self._loop.done():
             self._loop = asyncio.ensure_future(self._run())
 
@@ -87,22 +114,38 @@ class Watcher:
         self._watches.discard(watch)
         async with watch._lock:
             watch.ended = True
-            usage = await asyncio.to_thread(watch.group.read)
+            usage, verdict, closed = await asyncio.to_thread(
+                _conclude, watch.group, watch.pgid, watch.limits, watch.killed_by
+            )
             watch.record(usage)
-            if watch.killed_by is None:
-                watch.killed_by = exceeded(usage, watch.limits)
-            if watch.killed_by is not None:
-                # A limit ends the whole call, background processes included; otherwise
-                # what the command left running in the background is left alone (and
-                # its group stays until it ends).
-                await asyncio.to_thread(kill_group, watch.group, watch.pgid)
-            await asyncio.to_thread(watch.group.close)
+            watch.killed_by = verdict
+            if not closed:
+                self._lingering.append(watch.group)
+                self._ensure_loop()
         return watch.resources(ran)
 
+    async def close(self) -> None:
+        """Stop the loop and release what groups can be released (at shutdown)."""
+        if self._loop is not None:
+            self._loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop
+        await self._retry_lingering()
+
+    async def _retry_lingering(self) -> None:
+        pending, self._lingering = self._lingering, []
+        self._lingering.extend(await asyncio.to_thread(_release, pending))
+
     async def _run(self) -> None:
-        while self._watches:
+        tick = 0
+        while self._watches or self._lingering:
             await asyncio.sleep(self._interval)
+            tick += 1
+            if self._lingering and tick % _RETRY_EVERY == 0:
+                await self._retry_lingering()
             watches = list(self._watches)
+            if not watches:
+                continue
             try:
                 readings = await asyncio.to_thread(_read_all, watches)
             except Exception:
