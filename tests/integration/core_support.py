@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
-import psutil
 from helpers import MockLLMHandler, register_mock_provider
 
 from strict_order import request_problems
@@ -89,22 +88,6 @@ class FakeModel:
     def close(self) -> None:
         self.srv.shutdown()
         self.srv.server_close()
-
-
-def host_pid(ns_pid: int, call_id: str) -> int | None:
-    """The host's number for a process a call knows as ``ns_pid``: inside the sandbox a
-    call has its own pid namespace, so what ``$$`` says there is not the host's pid."""
-    for proc in psutil.process_iter():
-        try:
-            if not proc.environ().get("TETHER_TOOL_CALL", "").endswith(f":{call_id}"):
-                continue
-            status = Path(f"/proc/{proc.pid}/status").read_text()
-        except (psutil.Error, OSError):
-            continue
-        for line in status.splitlines():
-            if line.startswith("NSpid:") and int(line.split()[-1]) == ns_pid:
-                return proc.pid
-    return None
 
 
 def shell_call(command: str, **extra: Any) -> dict[str, Any]:

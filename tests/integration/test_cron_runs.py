@@ -8,7 +8,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from core_support import Stack, host_pid, shell_call, stack_for_module, wait_for
+from core_support import Stack, shell_call, stack_for_module, wait_for
 from cron_support import (
     agent_job,
     create_job,
@@ -16,6 +16,7 @@ from cron_support import (
     text_job,
     wait_runs_finished,
 )
+from helpers import host_pid
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-from core_support import Stack, host_pid, new_session, stack_for_module, wait_for
+from core_support import Stack, new_session, stack_for_module, wait_for
+from helpers import host_pid
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,6 @@ from core_support import (
     SseEvent,
     Stack,
     gated,
-    host_pid,
     new_session,
     open_gate,
     shell_call,
@@ -24,6 +23,7 @@ from core_support import (
     stack_for_module,
     wait_for,
 )
+from helpers import host_pid
 
 pytestmark = pytest.mark.integration
 
