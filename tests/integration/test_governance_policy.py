@@ -3,6 +3,7 @@ everyday ones run without asking, and bad levels are rejected."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,18 +49,26 @@ def stack() -> Iterator[Stack]:
     yield from stack_for_module("gov-policy")
 
 
+@pytest.fixture
+def marks(stack: Stack) -> Path:
+    """A fresh directory in the workspace for "it ran" markers: shell calls run in the
+    sandbox, whose /tmp is its own, so a marker elsewhere would never appear and a test
+    that it did not run could not fail."""
+    directory = stack.workspace / f"marks-{uuid.uuid4().hex[:8]}"
+    directory.mkdir()
+    return directory
+
+
 def _guarded(marker: Path, command: str) -> str:
     return f"touch {marker}; exit 0; {command}"
 
 
 @pytest.mark.p0
 @pytest.mark.parametrize("level", ["auto", "off"])
-def test_dangerous_commands_are_denied_and_never_run(
-    stack: Stack, tmp_path: Path, level: str
-) -> None:
-    markers = [tmp_path / f"ran-{i}" for i in range(len(DANGEROUS))]
+def test_dangerous_commands_are_denied_and_never_run(stack: Stack, marks: Path, level: str) -> None:
+    markers = [marks / f"ran-{i}" for i in range(len(DANGEROUS))]
     # A control: the same guard around a harmless command does run and leave its marker.
-    control = tmp_path / "control-ran"
+    control = marks / "control-ran"
     calls = [shell(_guarded(m, c)) for m, c in zip(markers, DANGEROUS, strict=True)]
     script(stack, *calls, shell(_guarded(control, "echo fine")))
     session = f"gov-danger-{level}"
@@ -133,8 +142,8 @@ def test_unknown_level_is_rejected_with_the_valid_ones(stack: Stack) -> None:
 
 
 @pytest.mark.p1
-def test_level_names_are_case_insensitive(stack: Stack, tmp_path: Path) -> None:
-    marker = tmp_path / "ran"
+def test_level_names_are_case_insensitive(stack: Stack, marks: Path) -> None:
+    marker = marks / "ran"
     script(stack, shell(_guarded(marker, "rm -rf /")))
     task = stack.wait_task(submit(stack, "gov-case", "OFF"))
     assert task["result"]["status"] == "completed"
