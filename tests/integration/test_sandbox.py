@@ -216,6 +216,20 @@ def test_cancel_is_recorded_as_killed_by_cancel(stack: Stack) -> None:
     assert info["resources"]["killed_by"] == "cancel"
 
 
+def test_bad_sandbox_settings_get_422_and_change_nothing(stack: Stack) -> None:
+    session = session_with(stack, memory_mb=300)
+    for bad in ({"memory_mb": 4}, {"max_processes": 2}, {"network": "some"}, {"cpu_seconds": -1}):
+        resp = stack.api("PUT", f"/api/chats/{session}/settings", json=bad)
+        assert resp.status_code == 422, (bad, resp.text)
+    listed = {s["session_id"]: s for s in stack.api("GET", "/api/chats").json()}
+    assert listed[session]["sandbox"] == {"memory_mb": 300}
+    # null returns a value to the server's default; other fields stay.
+    settings(stack, session, network="full")
+    settings(stack, session, memory_mb=None)
+    listed = {s["session_id"]: s for s in stack.api("GET", "/api/chats").json()}
+    assert listed[session]["sandbox"] == {"network": "full"}
+
+
 def test_leaving_the_sandbox_asks_at_auto_and_runs_when_approved(stack: Stack) -> None:
     assert stack.server.proc is not None
     server = stack.server.proc.pid

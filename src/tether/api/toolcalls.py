@@ -39,7 +39,8 @@ class ToolCallInfoOut(BaseModel):
     resources: dict[str, Any] | None = Field(
         None,
         description="What the call used once it ended: peak_memory_bytes, cpu_seconds, "
-        "processes_peak, killed_by (null | memory | processes | cpu | deadline | cancel).",
+        "processes_peak (the sandbox's own two bwrap processes included, as they count "
+        "against the limit), killed_by (null | memory | processes | cpu | deadline | cancel).",
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -11,6 +12,9 @@ from tether.cli.audit import audit
 from tether.cli.cron import cron
 from tether.cli.mcp import mcp
 from tether.cli.status import status
+
+if TYPE_CHECKING:
+    from tether.config import Settings
 
 
 @click.group()
@@ -72,11 +76,11 @@ def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> 
     )
 
 
-def _require_sandbox(settings: object) -> None:
+def _require_sandbox(settings: Settings) -> None:
     """With TETHER_SANDBOX=bwrap, refuse to start (saying why) when bwrap does not work."""
     from tether.sandbox.bwrap import probe
 
-    if getattr(settings, "sandbox", "auto") != "bwrap":
+    if settings.sandbox != "bwrap":
         return
     result = probe()
     if not result.works:

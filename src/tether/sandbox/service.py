@@ -78,9 +78,9 @@ class Launch:
         self.watch.pgid = pid
         self.watcher.add(self.watch)
 
-    async def finish(self, ran: bool = True) -> Resources:
+    async def finish(self) -> Resources:
         """The call's figures once its root process has ended (or never started)."""
-        return await self.watcher.finish(self.watch, ran)
+        return await self.watcher.finish(self.watch, ran=self.watch.pgid is not None)
 
 
 class Sandbox:

@@ -121,3 +121,31 @@ def test_a_real_group_counts_and_kills_its_processes() -> None:
         proc.wait()
     assert group.close()
     enforcer.close()
+
+
+def test_rlimits_are_the_last_resort_and_apply_in_the_child() -> None:
+    group = Rlimits().create("call-r", Limits(512, 64, 2.5))
+    script = (
+        "import resource as r; print(r.getrlimit(r.RLIMIT_AS)[0], r.getrlimit(r.RLIMIT_CPU)[0]);"
+        "import sys; sys.stdout.flush(); import time; time.sleep(60)"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        preexec_fn=group.join,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().split() == [str(512 * MIB), "3"]
+        group.attach(proc.pid)
+        usage = group.read()
+        assert usage.processes == 1 and (usage.peak_memory_bytes or 0) > 0
+        kill_group(group, proc.pid)
+        assert proc.wait(10) < 0
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()  # type: ignore[union-attr]
+    assert group.close()
