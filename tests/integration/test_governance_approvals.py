@@ -3,7 +3,6 @@ user rules applied at once, and restarts failing closed."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from governance_support import (
     audit,
     decide,
     first_pending,
+    marks_dir,
     pending,
     put_rules,
     script,
@@ -35,12 +35,7 @@ def stack() -> Iterator[Stack]:
 
 @pytest.fixture
 def marks(stack: Stack) -> Path:
-    """A fresh directory in the workspace for "it ran" markers: shell calls run in the
-    sandbox, whose /tmp is its own, so a marker elsewhere would never appear and a test
-    that it did not run could not fail."""
-    directory = stack.workspace / f"marks-{uuid.uuid4().hex[:8]}"
-    directory.mkdir()
-    return directory
+    return marks_dir(stack)
 
 
 def _only_call(task: dict[str, Any]) -> dict[str, Any]:

@@ -3,7 +3,6 @@ everyday ones run without asking, and bad levels are rejected."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from core_support import Stack, stack_for_module
 from governance_support import (
     audit,
     end_state,
+    marks_dir,
     pending,
     script,
     sent_tool_results,
@@ -51,12 +51,7 @@ def stack() -> Iterator[Stack]:
 
 @pytest.fixture
 def marks(stack: Stack) -> Path:
-    """A fresh directory in the workspace for "it ran" markers: shell calls run in the
-    sandbox, whose /tmp is its own, so a marker elsewhere would never appear and a test
-    that it did not run could not fail."""
-    directory = stack.workspace / f"marks-{uuid.uuid4().hex[:8]}"
-    directory.mkdir()
-    return directory
+    return marks_dir(stack)
 
 
 def _guarded(marker: Path, command: str) -> str:

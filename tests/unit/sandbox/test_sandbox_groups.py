@@ -3,14 +3,17 @@ and (where this machine allows) a real group around a real process."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tether.sandbox import cgroup_v1, cgroup_v2, enforcers
+from tether.sandbox.groups import CallGroup
 from tether.sandbox.limits import MIB, Limits
 from tether.sandbox.rlimits import Rlimits
 from tether.sandbox.watch import kill_group
@@ -95,6 +98,25 @@ def test_v2_needs_delegated_memory_and_pids(tmp_path: Path) -> None:
     assert usage.processes_refused and not usage.memory_killed
 
 
+@contextlib.contextmanager
+def _child(group: CallGroup, script: str) -> Iterator[subprocess.Popen[str]]:
+    """A Python child started under ``group``, killed and reaped afterwards."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        preexec_fn=group.join,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+        assert proc.stdout is not None
+        proc.stdout.close()
+
+
 def _real_enforcer() -> cgroup_v1.CgroupV1 | cgroup_v2.CgroupV2 | None:
     enforcer = enforcers.choose(f"tether-unit-{uuid.uuid4().hex[:8]}")
     return None if isinstance(enforcer, Rlimits) else enforcer  # type: ignore[return-value]
@@ -105,20 +127,12 @@ def test_a_real_group_counts_and_kills_its_processes() -> None:
     if enforcer is None:
         pytest.skip("no writable cgroup hierarchy here")
     group = enforcer.create("call-unit", Limits(256, 16, None))
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(60)"],
-        preexec_fn=group.join,
-        start_new_session=True,
-    )
-    try:
+    with _child(group, "import time; time.sleep(60)") as proc:
         assert proc.pid in group.members()
         usage = group.read()
         assert usage.processes == 1 and (usage.memory_bytes or 0) > 0
         kill_group(group, proc.pid)
         assert proc.wait(10) < 0
-    finally:
-        proc.kill()
-        proc.wait()
     assert group.close()
     enforcer.close()
 
@@ -129,14 +143,7 @@ def test_rlimits_are_the_last_resort_and_apply_in_the_child() -> None:
         "import resource as r; print(r.getrlimit(r.RLIMIT_AS)[0], r.getrlimit(r.RLIMIT_CPU)[0]);"
         "import sys; sys.stdout.flush(); import time; time.sleep(60)"
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script],
-        preexec_fn=group.join,
-        start_new_session=True,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    with _child(group, script) as proc:
         assert proc.stdout is not None
         assert proc.stdout.readline().split() == [str(512 * MIB), "3"]
         group.attach(proc.pid)
@@ -144,8 +151,4 @@ def test_rlimits_are_the_last_resort_and_apply_in_the_child() -> None:
         assert usage.processes == 1 and (usage.peak_memory_bytes or 0) > 0
         kill_group(group, proc.pid)
         assert proc.wait(10) < 0
-    finally:
-        proc.kill()
-        proc.wait()
-        proc.stdout.close()  # type: ignore[union-attr]
     assert group.close()
