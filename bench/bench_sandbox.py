@@ -1,5 +1,6 @@
 """What the sandbox adds to a shell call's start: the real shell tool runs `echo started`
-with no sandbox, with limits only (sandbox: false), and in bwrap with limits, in-process.
+through the local launcher (no sandbox), and through the sandboxing launcher with limits
+only (sandbox: false) and in bwrap with limits, in-process.
 
 A call's start is timed from the tool being called to its first output arriving (limits
 group made, process started and moved into it, sandbox built, command running); the
@@ -14,37 +15,45 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from _support import median, pct, report
 
 from tether.sandbox import enforcers
+from tether.sandbox.launcher import SandboxLauncher
 from tether.sandbox.limits import Limits
 from tether.sandbox.service import SandboxConfig, build_sandbox
+from tether.toolcalls.launcher import LaunchedProcess, Launcher, LaunchSpec
+from tether.toolcalls.local_launcher import LocalLauncher
 from tether.tools.base import Tool
 from tether.tools.shell import make_shell_tool
 
 
 class _Context:
-    """Just enough of a RunContext for the shell tool."""
+    """Just enough of a RunContext for the shell tool, launching through ``launcher``."""
 
-    def __init__(self, workspace: Path) -> None:
+    def __init__(self, workspace: Path, launcher: Launcher) -> None:
         self.first_output: float | None = None
         self.call_id = "bench"
-        self.session_id = "bench"
         self.workspace = workspace
-        self.marker = "tether-bench:bench"
         self.protected: tuple[Path, ...] = ()
         self.human_approved = False
+        self.launcher = launcher
+        self.arguments: Mapping[str, Any] = {}
 
     def emit(self, stream: str, text: str) -> None:
         if text and self.first_output is None:
             self.first_output = time.perf_counter()
 
-    def attach_process(self, pid: int, pgid: int, supervisor: bool = False) -> None:
-        return None
+    async def launch(
+        self, argv: Sequence[str], cwd: Path, env: Mapping[str, str]
+    ) -> LaunchedProcess:
+        spec = LaunchSpec(
+            argv, cwd, env, "tether-bench:bench", time.time(), "bench", self.arguments
+        )
+        return await self.launcher.start(spec)
 
 
 async def _no_settings(_session: str) -> Mapping[str, Any] | None:
@@ -53,7 +62,7 @@ async def _no_settings(_session: str) -> Mapping[str, Any] | None:
 
 async def _time_call(tool: Tool, ctx: _Context, args: dict[str, Any]) -> tuple[float, float]:
     """(ms to the first output, ms for the whole call)."""
-    ctx.first_output = None
+    ctx.first_output, ctx.arguments = None, args
     began = time.perf_counter()
     result = await tool.run(args, ctx)
     ended = time.perf_counter()
@@ -62,12 +71,12 @@ async def _time_call(tool: Tool, ctx: _Context, args: dict[str, Any]) -> tuple[f
 
 
 async def _interleaved(
-    variants: dict[str, tuple[Tool, dict[str, Any]]], ctx: _Context, rounds: int
+    variants: dict[str, tuple[_Context, dict[str, Any]]], tool: Tool, rounds: int
 ) -> dict[str, list[tuple[float, float]]]:
     """Each variant once per round, in turn, so that a busy moment hits all alike."""
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
     for round_ in range(rounds + 1):
-        for name, (tool, args) in variants.items():
+        for name, (ctx, args) in variants.items():
             timing = await _time_call(tool, ctx, args)
             if round_:  # the first round warms up
                 times[name].append(timing)
@@ -81,10 +90,11 @@ async def main(rounds: int) -> None:
     config = SandboxConfig("bwrap", "none", Limits(), workspace, (home,))
     enforcer = await asyncio.to_thread(enforcers.choose, f"tether-bench-{os.getpid()}")
     sandbox = await build_sandbox(config, enforcer, _no_settings)
-    env = lambda: dict(os.environ)  # noqa: E731
-    plain = make_shell_tool(60, 60, env)
-    sandboxed = make_shell_tool(60, 60, env, sandbox=sandbox)
-    ctx = _Context(workspace)
+    tool = make_shell_tool(60, 60, lambda: dict(os.environ))
+    plain, sandboxed = (
+        _Context(workspace, LocalLauncher()),
+        _Context(workspace, SandboxLauncher(sandbox)),
+    )
     command = "echo started"
     variants = {
         "plain": (plain, {"command": command}),
@@ -92,7 +102,7 @@ async def main(rounds: int) -> None:
         "sandbox": (sandboxed, {"command": command}),
     }
     try:
-        times = await _interleaved(variants, ctx, rounds)
+        times = await _interleaved(variants, tool, rounds)
     finally:
         await sandbox.close()
     base, limits, boxed = ([t[0] for t in times[n]] for n in variants)

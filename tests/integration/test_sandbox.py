@@ -209,7 +209,10 @@ def test_an_ordinary_call_reports_what_it_used(stack: Stack) -> None:
 
 
 def test_cancel_is_recorded_as_killed_by_cancel(stack: Stack) -> None:
-    session, _task, call = stack.start_shell("sleep 300")
+    session, _task, call = stack.start_shell("echo up; sleep 300")
+    output = f"/api/tool-calls/{session}/{call['tool_call_id']}/output"
+    # Cancel once it runs (a call stopped before its process exists used nothing).
+    wait_for(lambda: "up" in stack.api("GET", output).text, what="the command to start")
     resp = stack.api("POST", f"/api/tool-calls/{session}/{call['tool_call_id']}/cancel", json={})
     assert resp.status_code == 202
     info = stack.wait_completed(session, call["tool_call_id"])
