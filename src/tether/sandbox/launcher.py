@@ -10,6 +10,9 @@ from tether.sandbox.service import Launch, Sandbox
 from tether.toolcalls.launcher import LaunchSpec, OutputSink
 from tether.toolcalls.local_launcher import LocalLauncher, LocalProcess, spawn
 
+# How long a call's end waits for its tree to be reaped before giving up on its figures.
+_END_WAIT = 5.0
+
 
 class SandboxedProcess(LocalProcess):
     """A local tree whose usage is measured; the figures are final once it has ended."""
@@ -38,7 +41,12 @@ class SandboxedProcess(LocalProcess):
         return code
 
     async def resources(self) -> Resources | None:
-        await super().wait()
+        try:
+            # The tree has been told to end when anyone asks; never hang a call's end on
+            # a tree that somehow outlives its stop.
+            await asyncio.wait_for(super().wait(), _END_WAIT)
+        except TimeoutError:
+            return None
         return await asyncio.shield(self._finish())
 
 
