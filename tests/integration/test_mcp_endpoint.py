@@ -13,6 +13,7 @@ import httpx2
 import psutil
 import pytest
 from core_support import Stack, stack_for_module, wait_for
+from helpers import host_pid
 from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 
@@ -96,10 +97,19 @@ async def test_cancelling_the_request_kills_the_whole_tree(stack: Stack) -> None
         calls = json.loads(_text(listed))
         assert len(calls) == 1 and calls[0]["status"] == "running"
         call_id = calls[0]["tool_call_id"]
+        # In the sandbox the call has its own pid namespace: the host's numbers, found
+        # while the tree still runs.
+        written = await asyncio.to_thread(
+            wait_for, lambda: len(pids.read_text().split()) == 3 and pids.read_text(), 15.0
+        )
+        inside = [int(p) for p in written.split()]
+        numbers = [
+            await asyncio.to_thread(wait_for, lambda p=p: host_pid(p, call_id), 15.0, "pid")
+            for p in inside
+        ]
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await call
-    numbers = [int(p) for p in pids.read_text().split()]
     assert len(numbers) == 3
 
     def all_gone() -> bool:
