@@ -16,8 +16,11 @@ from tether.sandbox.limits import KilledBy, Limits, Resources, Usage, exceeded
 log = logging.getLogger(__name__)
 
 # Seconds between readings: short enough that a CPU limit overshoots little, while each
-# reading of many calls is one trip to a worker thread.
+# reading of many calls is one trip to a worker thread. With many calls in flight the
+# pause grows by this much per call, so a thousand sleeping calls cost a reading of each
+# per second, not ten.
 _INTERVAL = 0.1
+_INTERVAL_PER_CALL = 0.001
 # A fork bomb forks while it is being killed; give up after this many sweeps.
 _KILL_SWEEPS = 50
 # Groups still held (by a zombie not yet reaped, or by what a command left running in
@@ -139,7 +142,7 @@ class Watcher:
     async def _run(self) -> None:
         tick = 0
         while self._watches or self._lingering:
-            await asyncio.sleep(self._interval)
+            await asyncio.sleep(max(self._interval, len(self._watches) * _INTERVAL_PER_CALL))
             tick += 1
             if self._lingering and tick % _RETRY_EVERY == 0:
                 await self._retry_lingering()
