@@ -26,11 +26,22 @@ def findings_to_judge(
 ) -> list[Finding]:
     """The findings a level decides on.
 
-    At ``auto`` a call inside the sandbox runs unless a finding is CRITICAL or it asks
-    to leave the sandbox: the boundary holds what the parser only guesses at. Every
-    other level, and every unsandboxed call, is judged on all findings as before.
+    At ``auto`` a call inside the sandbox runs unless a finding is CRITICAL, disguises
+    the command from its reader, or it asks to leave the sandbox: the boundary holds what
+    the parser only guesses at. Every other level, and every unsandboxed call, is judged
+    on all findings as before.
     """
     if level == "auto" and contained is not None and contained.sandboxed:
-        critical = [f for f in findings if f.severity is Severity.CRITICAL]
-        return [*critical, *escalations]
+        kept = [f for f in findings if f.severity is Severity.CRITICAL or _uncontained(f)]
+        return [*kept, *escalations]
     return [*findings, *escalations]
+
+
+# Findings about how a call reads to a person (the built-in text rules: bidi controls,
+# invisible or look-alike characters that disguise what runs). The sandbox bounds what a
+# command can reach, not what a person believes it does, so these still ask at auto.
+_UNCONTAINED_PREFIXES = ("text-",)
+
+
+def _uncontained(finding: Finding) -> bool:
+    return finding.rule_id.startswith(_UNCONTAINED_PREFIXES)

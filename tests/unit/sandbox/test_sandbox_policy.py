@@ -64,6 +64,12 @@ def test_auto_lets_a_sandboxed_high_finding_run_but_not_a_critical_one() -> None
     assert decide("auto", findings_to_judge("auto", [HIGH], [], None)) == "ask"
 
 
+def test_auto_still_asks_when_the_command_is_disguised_from_its_reader() -> None:
+    inside = containment(True, "none", DEFAULTS, {"command": "x"})
+    bidi = Finding("text-bidi-control", Severity.HIGH, "bidirectional controls")
+    assert decide("auto", findings_to_judge("auto", [bidi, HIGH], [], inside)) == "ask"
+
+
 def test_readings_map_to_the_limit_that_ended_the_call() -> None:
     limits = Limits(256, 64, 2.0)
     assert exceeded(Usage(memory_killed=True), limits) == "memory"
