@@ -22,6 +22,7 @@ SCRIPTS = [
     "bench_many_calls.py",
     "bench_shell_analysis.py",
     "bench_mcp.py",
+    "bench_sandbox.py",
 ]
 
 
