@@ -31,6 +31,7 @@ typecheck: $(VENV)/.dev
 
 test: lint typecheck
 	scripts/ensure-chromium
+	scripts/ensure-bubblewrap
 	$(BIN)/python -m pytest
 	$(MAKE) test-postgresql
 

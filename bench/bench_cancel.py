@@ -11,7 +11,19 @@ import time
 import uuid
 
 import psutil
-from _support import FakeModel, Server, chat_body, median, pct, report, shell_reply, wait_until
+from _support import (
+    FakeModel,
+    Server,
+    chat_body,
+    median,
+    pct,
+    report,
+    shell_reply,
+    wait_until,
+)
+from _support import helpers as _helpers
+
+host_pid = _helpers.host_pid
 
 
 def _alive(pid: int) -> bool:
@@ -32,7 +44,9 @@ def one_cancel(server: Server, model: FakeModel, force: bool) -> float:
     task = server.client.post("/api/console/chat/task", json=chat_body("go", session)).json()
     pids_text = wait_until(lambda: pid_file.exists() and pid_file.read_text().strip())
     call = server.client.get(f"/api/tool-calls/{session}").json()["items"][0]
-    pids = [int(p) for p in pids_text.split()]  # the shell and its background child
+    # The shell and its background child, by their numbers in the sandbox's pid namespace.
+    inside = [int(p) for p in pids_text.split()]
+    pids = [wait_until(lambda p=p: host_pid(p, call["tool_call_id"])) for p in inside]
     started = time.perf_counter()
     server.client.post(
         f"/api/tool-calls/{session}/{call['tool_call_id']}/cancel", json={"force": force}

@@ -23,6 +23,7 @@ SCRIPTS = [
     "bench_busy_healthz.py",
     "bench_shell_analysis.py",
     "bench_mcp.py",
+    "bench_sandbox.py",
 ]
 
 

@@ -76,6 +76,7 @@ def create_app(
             await services.mcp.close()
             if services.keeper is not None:
                 await services.keeper.hub.close()
+            await services.sandbox.close()
             # Last: what the shutdown itself notified is queued for the next start.
             await services.webhooks.shutdown()
             await services.lease.stop()

@@ -123,6 +123,18 @@ class Settings(BaseSettings):
         7.0, gt=0, description="Days the keeper's files of an ended call are kept."
     )
 
+    sandbox: Literal["auto", "bwrap", "off"] = Field(
+        "auto", description="Shell calls in bubblewrap: auto (when it works) | bwrap | off."
+    )
+    sandbox_network: Literal["none", "full"] = Field(
+        "none", description="Network inside the sandbox for sessions that do not set it."
+    )
+    call_memory_mb: int | None = Field(2048, ge=16, description="Memory per shell call (MB).")
+    call_max_processes: int | None = Field(
+        512, ge=8, description="Processes per shell call (reaching it ends the call)."
+    )
+    call_cpu_seconds: float | None = Field(None, gt=0, description="CPU seconds per shell call.")
+
     @field_validator("default_approval_level")
     @classmethod
     def _known_level(cls, value: str) -> str:

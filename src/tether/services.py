@@ -15,6 +15,7 @@ from tether.governance.rulebook import RuleBook
 from tether.keeper.launcher import KeeperLauncher
 from tether.llm.provider_service import ProviderService
 from tether.mcp.service import McpService
+from tether.sandbox.service import Sandbox
 from tether.scheduler.jobs import CronJobs
 from tether.store.store import Store
 from tether.tasks.service import TaskService
@@ -41,5 +42,6 @@ class Services:
     webhooks: WebhookService
     governance_gate: GovernanceGate
     lease: NodeLease
+    sandbox: Sandbox
     # The keeper's launcher when TETHER_KEEPER is on (its hub is closed at shutdown).
     keeper: KeeperLauncher | None = None

@@ -6,6 +6,7 @@ reads as the ordered list it is (:func:`recover_from_last_run`).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import time
@@ -32,6 +33,9 @@ from tether.llm.client import OpenAIChatModel
 from tether.llm.provider_service import ModelFactory, ProviderService
 from tether.mcp.connection import Timing
 from tether.mcp.service import McpService
+from tether.sandbox.launcher import SandboxLauncher
+from tether.sandbox.service import Sandbox
+from tether.sandbox.setup import sandbox_for
 from tether.scheduler.clock import Clock, utc_now
 from tether.scheduler.jobs import CronJobs
 from tether.scheduler.runner import RunExecutor
@@ -43,6 +47,7 @@ from tether.store.database import Database, shown_url
 from tether.store.store import Store
 from tether.tasks.service import RESTARTED, TaskService
 from tether.toolcalls.coordinator import CoordinatorConfig, ToolCallCoordinator
+from tether.toolcalls.launcher import Launcher
 from tether.tools.current_time import TIME_TOOL
 from tether.tools.files import FILE_TOOLS
 from tether.tools.registry import ToolRegistry
@@ -63,7 +68,8 @@ async def start_services(
     store = await open_store(settings)
     # The keeper's runner is found or started before anything can launch a call.
     keeper = await start_keeper(settings) if settings.keeper else None
-    services = build_services(settings, store, factory, gate, clock, keeper)
+    sandbox = await sandbox_for(settings, store.chats.sandbox_settings, _home_tag(settings))
+    services = build_services(settings, store, sandbox, factory, gate, clock, keeper)
     await services.webhooks.load()
     await services.rules.load()
     await services.memory.load()
@@ -91,6 +97,7 @@ async def open_store(settings: Settings) -> Store:
 def build_services(
     settings: Settings,
     store: Store,
+    sandbox: Sandbox,
     factory: ModelFactory | None = None,
     gate: Gate | None = None,
     clock: Clock | None = None,
@@ -116,7 +123,13 @@ def build_services(
     memory = DecisionMemory(store.remembered, context)
     approvals = ApprovalService(store.governance, settings.approval_timeout_seconds, memory)
     governance_gate = GovernanceGate(
-        analyzer, context, approvals, store.governance, memory=memory, notify=hooks.notify
+        analyzer,
+        context,
+        approvals,
+        store.governance,
+        memory=memory,
+        notify=hooks.notify,
+        containment=sandbox.containment_of,
     )
     providers = ProviderService(store.providers, keybox, factory or _default_factory(settings))
     owner = store.owner.id if store.owner is not None else None
@@ -125,9 +138,11 @@ def build_services(
         _coordinator_config(settings, recovery.marker_prefix(owner)),
         workspace=settings.resolved_workspace,
         protected=(settings.home.resolve(),),
-        launcher=keeper,
+        # Without the keeper, shell calls run under the sandbox's launcher (the keeper
+        # does not run its calls in the sandbox yet).
+        launcher=_launcher(keeper, sandbox),
     )
-    tools = _tools(settings, mcp)
+    tools = _tools(settings, mcp, sandbox.available)
     active_gate = gate or governance_gate
     agent = Agent(
         store.chats,
@@ -175,6 +190,7 @@ def build_services(
         hooks,
         governance_gate,
         _build_lease(settings, store, coordinator, tasks),
+        sandbox,
         keeper,
     )
 
@@ -289,6 +305,13 @@ def _default_factory(settings: Settings) -> ModelFactory:
     return make
 
 
+def _home_tag(settings: Settings) -> str:
+    """Names this home's sandbox groups: the same across restarts, so a start sweeps
+    what the last run on this home left (process markers are per owner instead)."""
+    digest = hashlib.sha256(str(settings.home.resolve()).encode()).hexdigest()[:12]
+    return f"tether-{digest}"
+
+
 def _coordinator_config(settings: Settings, marker_prefix: str) -> CoordinatorConfig:
     # toolcalls/ knows no HTTP: the output route's path is passed in, as a template.
     output_path = toolcalls_api.router.url_path_for(
@@ -307,11 +330,16 @@ def _coordinator_config(settings: Settings, marker_prefix: str) -> CoordinatorCo
     )
 
 
-def _tools(settings: Settings, mcp: McpService) -> ToolRegistry:
+def _launcher(keeper: KeeperLauncher | None, sandbox: Sandbox) -> Launcher:
+    return keeper if keeper is not None else SandboxLauncher(sandbox)
+
+
+def _tools(settings: Settings, mcp: McpService, sandboxed: bool) -> ToolRegistry:
     is_secret = secret_variable_policy(settings.secret_env_vars)
     shell = make_shell_tool(
         settings.shell_default_timeout,
         settings.shell_max_timeout,
         lambda: shell_environment(os.environ, is_secret),
+        sandboxed=sandboxed,
     )
     return ToolRegistry([shell, TIME_TOOL, *FILE_TOOLS], sources=[mcp.tools])

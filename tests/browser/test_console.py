@@ -151,6 +151,10 @@ def test_cancel_ends_a_running_command_as_cancelled(page: Any, mock_llm: Any) ->
     inline = page.locator("#messages .call").first
     expect(inline).to_have_attribute("data-end-state", "cancelled")
     expect(inline.locator(".call-output")).to_contain_text("tick 2")
+    # What the call used is on its card; the sandbox works here, so no warning badge.
+    expect(inline.locator(".call-resources")).to_contain_text("stopped by cancel")
+    expect(inline.locator(".call-resources")).to_contain_text("peak")
+    expect(page.locator("#sandbox-badge")).to_be_hidden()
 
 
 def test_a_strict_session_asks_and_the_approved_call_runs(

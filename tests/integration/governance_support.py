@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 import json
+import uuid
+from pathlib import Path
 from typing import Any
 
 from core_support import SHELL, Stack, chat_body, wait_for
+
+
+def marks_dir(stack: Stack) -> Path:
+    """A fresh directory in the workspace for "it ran" markers: shell calls run in the
+    sandbox, whose /tmp is its own, so a marker elsewhere would never appear and a test
+    that it did not run could not fail."""
+    directory = stack.workspace / f"marks-{uuid.uuid4().hex[:8]}"
+    directory.mkdir()
+    return directory
 
 
 def shell(command: str) -> tuple[str, str]:

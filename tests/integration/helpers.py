@@ -11,8 +11,10 @@ import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from typing import Any
 
+import psutil
 from openai.types.chat import ChatCompletionChunk
 from openai.types.chat.chat_completion_chunk import (
     Choice,
@@ -25,6 +27,7 @@ __all__ = [
     "MOCK_LLM_PROVIDER_ID",
     "MockLLMHandler",
     "default_http_timeout",
+    "host_pid",
     "register_mock_provider",
     "unregister_mock_provider",
 ]
@@ -218,3 +221,19 @@ def unregister_mock_provider(app_server: Any, provider_id: str = MOCK_LLM_PROVID
     """Remove the fake provider (no error if it is already gone)."""
     resp = app_server.api_request("DELETE", f"/api/models/custom-providers/{provider_id}")
     assert resp.status_code in (200, 404), resp.text
+
+
+def host_pid(ns_pid: int, call_id: str) -> int | None:
+    """The host's number for a process a call knows as ``ns_pid``: inside the sandbox a
+    call has its own pid namespace, so what ``$$`` says there is not the host's pid."""
+    for proc in psutil.process_iter():
+        try:
+            if not proc.environ().get("TETHER_TOOL_CALL", "").endswith(f":{call_id}"):
+                continue
+            status = Path(f"/proc/{proc.pid}/status").read_text()
+        except (psutil.Error, OSError):
+            continue
+        for line in status.splitlines():
+            if line.startswith("NSpid:") and int(line.split()[-1]) == ns_pid:
+                return proc.pid
+    return None

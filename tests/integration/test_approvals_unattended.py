@@ -98,6 +98,7 @@ def test_a_session_policy_denies_background_turns_but_a_watched_turn_asks(
         "session_id": session,
         "approval_level": "strict",  # left as it was
         "when_unattended": "deny",
+        "sandbox": {},  # the server's sandbox defaults
     }
 
     script(stack, CLOCK)

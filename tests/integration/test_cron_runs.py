@@ -16,6 +16,7 @@ from cron_support import (
     text_job,
     wait_runs_finished,
 )
+from helpers import host_pid
 
 pytestmark = pytest.mark.integration
 
@@ -86,13 +87,15 @@ def test_timeout_stops_the_run_and_kills_its_processes(stack: Stack) -> None:
     # While it runs, its call is listed (and could be cancelled) like any other.
     (live,) = wait_for(lambda: stack.live_calls("cron:slow"), 10, "the shell call")
     assert live["tool_name"] == "execute_shell_command"
+    ns_pid = int(wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), 5, "pid"))
+    # In the sandbox the call has its own pid namespace: find the host's number.
+    pid = wait_for(lambda: host_pid(ns_pid, live["tool_call_id"]), 5, "the host pid")
     busy = stack.api("POST", "/api/cron/jobs/slow/run")
     assert busy.status_code == 409
 
     (run,) = wait_runs_finished(stack.server, "slow", timeout=15)
     assert run["status"] == "timeout"
     assert "timeout" in run["error"]
-    pid = int(wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), 5, "pid"))
     wait_for(lambda: not _alive(pid), 10, f"process {pid} to be gone")
     assert stack.live_calls("cron:slow") == []
     assert stack.call("cron:slow", live["tool_call_id"])["end_state"] == "cancelled"

@@ -15,6 +15,7 @@ from governance_support import (
     audit,
     decide,
     first_pending,
+    marks_dir,
     pending,
     put_rules,
     script,
@@ -30,6 +31,11 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
     yield from stack_for_module("gov-approvals")
+
+
+@pytest.fixture
+def marks(stack: Stack) -> Path:
+    return marks_dir(stack)
 
 
 def _only_call(task: dict[str, Any]) -> dict[str, Any]:
@@ -81,8 +87,8 @@ def test_strict_asks_even_for_the_clock_and_approval_runs_it(stack: Stack) -> No
 
 
 @pytest.mark.p0
-def test_denied_call_does_not_run_and_the_model_is_told(stack: Stack, tmp_path: Path) -> None:
-    marker = tmp_path / "ran"
+def test_denied_call_does_not_run_and_the_model_is_told(stack: Stack, marks: Path) -> None:
+    marker = marks / "ran"
     script(stack, shell(f"touch {marker}"))
     session = "gov-deny"
     task_id = submit(stack, session, "strict")
@@ -121,8 +127,8 @@ def test_another_session_cannot_decide_and_unknown_requests_are_404(stack: Stack
 
 
 @pytest.mark.p0
-def test_cancelling_a_call_awaiting_approval_denies_it(stack: Stack, tmp_path: Path) -> None:
-    marker = tmp_path / "ran"
+def test_cancelling_a_call_awaiting_approval_denies_it(stack: Stack, marks: Path) -> None:
+    marker = marks / "ran"
     script(stack, shell(f"touch {marker}"))
     session = "gov-cancel"
     task_id = submit(stack, session, "strict")
@@ -144,8 +150,8 @@ def test_cancelling_a_call_awaiting_approval_denies_it(stack: Stack, tmp_path: P
 
 
 @pytest.mark.p1
-def test_stopping_the_task_denies_its_pending_approval(stack: Stack, tmp_path: Path) -> None:
-    marker = tmp_path / "ran"
+def test_stopping_the_task_denies_its_pending_approval(stack: Stack, marks: Path) -> None:
+    marker = marks / "ran"
     script(stack, shell(f"touch {marker}"))
     session = "gov-stop"
     task_id = submit(stack, session, "strict")
@@ -218,7 +224,7 @@ def test_the_chat_stream_carries_the_approval_request(stack: Stack) -> None:
 
 @pytest.mark.p0
 def test_user_rules_apply_to_the_next_call_and_bad_ones_are_rejected(
-    stack: Stack, tmp_path: Path
+    stack: Stack, marks: Path
 ) -> None:
     rule = {
         "id": "no-echo",
@@ -230,7 +236,7 @@ def test_user_rules_apply_to_the_next_call_and_bad_ones_are_rejected(
         resp = put_rules(stack, [rule])
         assert resp.status_code == 200, resp.text
         assert [r["id"] for r in resp.json()["user"]] == ["no-echo"]
-        marker = tmp_path / "ran"
+        marker = marks / "ran"
         script(stack, shell(f"echo hi > {marker}"))
         session = "gov-user-rule"
 

@@ -11,6 +11,7 @@ from core_support import Stack, stack_for_module
 from governance_support import (
     audit,
     end_state,
+    marks_dir,
     pending,
     script,
     sent_tool_results,
@@ -48,18 +49,21 @@ def stack() -> Iterator[Stack]:
     yield from stack_for_module("gov-policy")
 
 
+@pytest.fixture
+def marks(stack: Stack) -> Path:
+    return marks_dir(stack)
+
+
 def _guarded(marker: Path, command: str) -> str:
     return f"touch {marker}; exit 0; {command}"
 
 
 @pytest.mark.p0
 @pytest.mark.parametrize("level", ["auto", "off"])
-def test_dangerous_commands_are_denied_and_never_run(
-    stack: Stack, tmp_path: Path, level: str
-) -> None:
-    markers = [tmp_path / f"ran-{i}" for i in range(len(DANGEROUS))]
+def test_dangerous_commands_are_denied_and_never_run(stack: Stack, marks: Path, level: str) -> None:
+    markers = [marks / f"ran-{i}" for i in range(len(DANGEROUS))]
     # A control: the same guard around a harmless command does run and leave its marker.
-    control = tmp_path / "control-ran"
+    control = marks / "control-ran"
     calls = [shell(_guarded(m, c)) for m, c in zip(markers, DANGEROUS, strict=True)]
     script(stack, *calls, shell(_guarded(control, "echo fine")))
     session = f"gov-danger-{level}"
@@ -133,8 +137,8 @@ def test_unknown_level_is_rejected_with_the_valid_ones(stack: Stack) -> None:
 
 
 @pytest.mark.p1
-def test_level_names_are_case_insensitive(stack: Stack, tmp_path: Path) -> None:
-    marker = tmp_path / "ran"
+def test_level_names_are_case_insensitive(stack: Stack, marks: Path) -> None:
+    marker = marks / "ran"
     script(stack, shell(_guarded(marker, "rm -rf /")))
     task = stack.wait_task(submit(stack, "gov-case", "OFF"))
     assert task["result"]["status"] == "completed"

@@ -5,18 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
+from typing import TypeVar
 
 import httpx
 import httpx2
 import psutil
 import pytest
 from core_support import Stack, stack_for_module, wait_for
+from helpers import host_pid
 from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 
 pytestmark = pytest.mark.integration
+
+T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
@@ -96,10 +100,19 @@ async def test_cancelling_the_request_kills_the_whole_tree(stack: Stack) -> None
         calls = json.loads(_text(listed))
         assert len(calls) == 1 and calls[0]["status"] == "running"
         call_id = calls[0]["tool_call_id"]
+        # In the sandbox the call has its own pid namespace: the host's numbers, found
+        # while the tree still runs.
+        written = await asyncio.to_thread(
+            wait_for, lambda: len(pids.read_text().split()) == 3 and pids.read_text(), 15.0
+        )
+        inside = [int(p) for p in written.split()]
+        numbers = [
+            await asyncio.to_thread(wait_for, lambda p=p: host_pid(p, call_id), 15.0, "pid")
+            for p in inside
+        ]
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await call
-    numbers = [int(p) for p in pids.read_text().split()]
     assert len(numbers) == 3
 
     def all_gone() -> bool:
@@ -126,11 +139,9 @@ async def test_cancel_tool_call_and_output_tools(stack: Stack) -> None:
             )
         )
         listed = await _wait_listed(session, session_id)
-        call_id = listed[0]["tool_call_id"]
-        output = await session.call_tool(
-            "get_tool_call_output", {"tool_call_id": call_id, "session_id": session_id}
-        )
-        assert "waiting" in _text(output)
+        call_id = str(listed[0]["tool_call_id"])
+        # Listed as soon as it is registered; its first line comes once the process runs.
+        assert "waiting" in await _wait_output(session, session_id, call_id, "waiting")
         cancelled = await session.call_tool(
             "cancel_tool_call", {"tool_call_id": call_id, "session_id": session_id, "force": True}
         )
@@ -156,15 +167,31 @@ def test_the_endpoint_requires_the_token(stack: Stack) -> None:
     assert wrong.status_code == 401
 
 
-async def _wait_listed(session: ClientSession, session_id: str) -> list[dict[str, object]]:
+async def _until(probe: Callable[[], Awaitable[T | None]], what: str) -> T:
+    """Ask ``probe`` until it answers something truthy (about ten seconds at most)."""
     for _ in range(500):
-        listed = json.loads(
-            _text(await session.call_tool("list_tool_calls", {"session_id": session_id}))
-        )
-        if listed:
-            return list(listed)
+        value = await probe()
+        if value:
+            return value
         await asyncio.sleep(0.02)
-    raise AssertionError("no call was listed")
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def _wait_listed(session: ClientSession, session_id: str) -> list[dict[str, object]]:
+    async def listed() -> list[dict[str, object]]:
+        result = await session.call_tool("list_tool_calls", {"session_id": session_id})
+        return list(json.loads(_text(result)))
+
+    return await _until(listed, "a call to be listed")
+
+
+async def _wait_output(session: ClientSession, session_id: str, call_id: str, text: str) -> str:
+    async def output() -> str | None:
+        args = {"tool_call_id": call_id, "session_id": session_id}
+        got = _text(await session.call_tool("get_tool_call_output", args))
+        return got if text in got else None
+
+    return await _until(output, f"{text!r} in the output")
 
 
 def _alive(pid: int) -> bool:

@@ -17,6 +17,7 @@ from core_support import (
     stack_for_module,
     wait_for,
 )
+from helpers import host_pid
 
 pytestmark = pytest.mark.integration
 
@@ -42,9 +43,11 @@ def _start_sleeper(stack: Stack) -> tuple[str, str, str, int]:
     workdir = stack.workspace / f"r-{uuid.uuid4().hex[:8]}"
     workdir.mkdir()
     command = f"cd {workdir.name} && sleep 300 & echo $! > {workdir.name}/s.pid; wait"
-    _, second, _ = stack.start_shell(command, session)
+    _, second, call = stack.start_shell(command, session)
     pid_file: Path = workdir / "s.pid"
-    pid = int(wait_for(lambda: pid_file.exists() and pid_file.read_text().strip()))
+    ns_pid = int(wait_for(lambda: pid_file.exists() and pid_file.read_text().strip()))
+    # In the sandbox the call has its own pid namespace: find the host's number.
+    pid = wait_for(lambda: host_pid(ns_pid, call["tool_call_id"]), what="the sleeper")
     assert psutil.pid_exists(pid)
     return session, first, second, pid
 

@@ -49,7 +49,10 @@ def test_kill_9_mid_turn_then_restart(tmp_path: Path) -> None:
     shell_pid_file, child_pid_file = tmp_path / "shell.pid", tmp_path / "child.pid"
     # The shell records itself, starts a grandchild in its process group, and waits.
     command = f"echo $$ > {shell_pid_file}; sleep 300 & echo $! > {child_pid_file}; wait"
-    server = start_server(tmp_path / "home")
+    # Unsandboxed: this is the parent-death signal and process-group reaping of a plain
+    # shell call (test_sandbox covers a sandboxed call dying with the server), and the
+    # command writes outside the workspace.
+    server = start_server(tmp_path / "home", TETHER_SANDBOX="off")
     child_pid = None
     try:
         with mock_model() as (model, url):

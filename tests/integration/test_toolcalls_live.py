@@ -26,6 +26,7 @@ from core_support import (
     stack_for_module,
     wait_for,
 )
+from helpers import host_pid
 
 pytestmark = pytest.mark.integration
 
@@ -133,14 +134,17 @@ def _tree_command(stack: Stack, ignore_term: bool) -> tuple[str, Path]:
     return f"cd {workdir.name} && sh tree.sh", workdir
 
 
-def _pids(directory: Path) -> dict[str, int]:
+def _pids(directory: Path, call_id: str) -> dict[str, int]:
     names = ("child", "grandchild", "setsid")
     files = {n: directory / f"{n}.pid" for n in names}
 
     def ready() -> dict[str, int] | None:
         try:
-            pids = {n: int(f.read_text()) for n, f in files.items()}
+            known = {n: host_pid(int(f.read_text()), call_id) for n, f in files.items()}
         except (FileNotFoundError, ValueError):
+            return None
+        pids = {n: p for n, p in known.items() if p is not None}
+        if len(pids) != len(known):
             return None
         # The setsid'd shell writes its pid then execs sleep: wait for the exec.
         setsid_ok = psutil.Process(pids["setsid"]).name() == "sleep"
@@ -160,7 +164,7 @@ def test_cancel_kills_child_grandchild_and_setsid_descendant(
     command, workdir = _tree_command(stack, ignore_term)
     session, task_id, call = stack.start_shell(command)
     call_id = call["tool_call_id"]
-    pids = _pids(workdir)
+    pids = _pids(workdir, call_id)
     assert not any(process_gone(p) for p in pids.values())
     # The setsid'd process really left the call's session and process group.
     assert psutil.Process(pids["setsid"]).ppid() != 0
@@ -238,10 +242,11 @@ def test_timeout_kills_the_tree(stack: Stack) -> None:
     (stack.workspace / workdir).mkdir()
     command = f"cd {workdir} && sh -c 'sleep 30 & echo $! > sleeper.pid; wait'"
     session, task_id, call = stack.start_shell(command, timeout=1)
+    pid_file = stack.workspace / workdir / "sleeper.pid"
     sleeper = wait_for(
         lambda: (
-            (stack.workspace / workdir / "sleeper.pid").read_text().strip()
-            if (stack.workspace / workdir / "sleeper.pid").exists()
+            host_pid(int(pid_file.read_text()), call["tool_call_id"])
+            if pid_file.exists() and pid_file.read_text().strip()
             else None
         )
     )

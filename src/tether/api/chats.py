@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from tether.api.deps import ServicesDep
 from tether.api.valid_json import ValidTextRoute
@@ -24,6 +24,7 @@ class SessionOut(BaseModel):
     created_at: float
     updated_at: float
     busy: bool
+    sandbox: dict[str, Any] | None = None
 
 
 class MessageOut(BaseModel):
@@ -34,6 +35,9 @@ class MessageOut(BaseModel):
     message: dict[str, Any]
 
 
+_SANDBOX_FIELDS = ("network", "memory_mb", "max_processes", "cpu_seconds")
+
+
 class SessionSettings(BaseModel):
     """Fields left out keep their value; null means the server default."""
 
@@ -42,6 +46,21 @@ class SessionSettings(BaseModel):
     when_unattended: Literal["deny", "wait"] | None = Field(
         None, description="For turns nobody follows: refuse calls that need a person, or wait."
     )
+    network: Literal["none", "full"] | None = Field(
+        None, description="Network inside the sandbox for this session's shell calls."
+    )
+    memory_mb: int | None = Field(None, ge=0, description="Memory per call (MB; 0: no limit).")
+    max_processes: int | None = Field(None, ge=0, description="Processes per call (0: none).")
+    cpu_seconds: float | None = Field(None, ge=0, description="CPU seconds per call (0: none).")
+
+    @field_validator("memory_mb", "max_processes")
+    @classmethod
+    def _usable(cls, value: int | None, info: ValidationInfo) -> int | None:
+        # A handful of MB or processes would fail every call, the shell's start included.
+        floor = {"memory_mb": 16, "max_processes": 8}[str(info.field_name)]
+        if value is not None and 0 < value < floor:
+            raise ValueError(f"must be 0 (no limit) or at least {floor}")
+        return value
 
     @field_validator("approval_level")
     @classmethod
@@ -62,6 +81,7 @@ async def list_sessions(services: ServicesDep) -> list[SessionOut]:
             created_at=s.created_at,
             updated_at=s.updated_at,
             busy=services.tasks.session_busy(s.id),
+            sandbox=s.sandbox,
         )
         for s in await services.store.chats.list_sessions()
     ]
@@ -83,16 +103,26 @@ async def session_messages(session_id: str, services: ServicesDep) -> list[Messa
 async def update_settings(
     session_id: str, body: SessionSettings, services: ServicesDep
 ) -> dict[str, Any]:
-    """Set the session's approval level and unattended policy (null: the server default)."""
-    values = body.model_dump(include=body.model_fields_set)
-    if not await services.store.chats.update_settings(session_id, values):
+    """Set the session's approval level, unattended policy and sandbox (network, per-call
+    limits); null returns a setting to the server default."""
+    chats = services.store.chats
+    session = await chats.get_session(session_id)
+    if session is None:
         raise HTTPException(404, "Session not found")
-    session = await services.store.chats.get_session(session_id)
+    given = body.model_fields_set
+    values = body.model_dump(include=given - set(_SANDBOX_FIELDS))
+    if given & set(_SANDBOX_FIELDS):
+        sandbox = {**(session.sandbox or {}), **body.model_dump(include=given)}
+        values["sandbox"] = {k: sandbox[k] for k in _SANDBOX_FIELDS if sandbox.get(k) is not None}
+    if not await chats.update_settings(session_id, values):
+        raise HTTPException(404, "Session not found")
+    session = await chats.get_session(session_id)
     assert session is not None
     return {
         "session_id": session_id,
         "approval_level": session.approval_level,
         "when_unattended": session.when_unattended,
+        "sandbox": session.sandbox or {},
     }
 
 

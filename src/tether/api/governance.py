@@ -39,6 +39,10 @@ class AuditOut(BaseModel):
     request_id: str | None
     rule_id: str | None = Field(description="The remembered rule that decided, if one did.")
     created_at: float = Field(description="Epoch seconds.")
+    sandbox: dict[str, Any] | None = Field(
+        None,
+        description="For shell calls: sandboxed, network, memory_mb, max_processes, cpu_seconds.",
+    )
 
 
 class AuditList(BaseModel):

@@ -36,6 +36,12 @@ class ToolCallInfoOut(BaseModel):
     force_cancelled: bool
     max_internal_timeout_secs: float | None
     offload_reason: str | None
+    resources: dict[str, Any] | None = Field(
+        None,
+        description="What the call used once it ended: peak_memory_bytes, cpu_seconds, "
+        "processes_peak (the sandbox's own two bwrap processes included, as they count "
+        "against the limit), killed_by (null | memory | processes | cpu | deadline | cancel).",
+    )
 
 
 class ToolCallList(BaseModel):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -12,6 +13,9 @@ from tether.cli.cron import cron
 from tether.cli.db import db
 from tether.cli.mcp import mcp
 from tether.cli.status import status
+
+if TYPE_CHECKING:
+    from tether.config import Settings
 
 
 @click.group()
@@ -49,6 +53,7 @@ def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> 
         raise click.UsageError("--no-auth is only allowed on a loopback address (127.0.0.1, ::1)")
     logs.configure(log_level)
     check_schema(settings)
+    _require_sandbox(settings)
     app = create_app(settings)
     shown = "localhost" if settings.host in ("127.0.0.1", "::1") else settings.host
     url = f"http://{shown}:{settings.port}/"
@@ -74,6 +79,17 @@ def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> 
         access_log=False,
         timeout_graceful_shutdown=5,
     )
+
+
+def _require_sandbox(settings: Settings) -> None:
+    """With TETHER_SANDBOX=bwrap, refuse to start (saying why) when bwrap does not work."""
+    from tether.sandbox.bwrap import probe
+
+    if settings.sandbox != "bwrap":
+        return
+    result = probe()
+    if not result.works:
+        raise click.ClickException(f"refusing to start: TETHER_SANDBOX=bwrap but {result.reason}")
 
 
 main.add_command(cron)

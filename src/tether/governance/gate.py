@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from tether import model_texts
 from tether.agent.ports import ATTENDED, Attendance, TurnEvents
 from tether.governance.analyzer import Analyzer
 from tether.governance.approvals import ApprovalService, approval_view, findings_data
+from tether.governance.containment import escalation_findings, findings_to_judge
 from tether.governance.context import AnalysisContext
 from tether.governance.findings import Finding, Severity
 from tether.governance.levels import ApprovalLevel, decide, parse_level
 from tether.governance.memory import DecisionMemory
 from tether.governance.patterns import exact_text, similar_words
+from tether.sandbox.policy import Containment
 from tether.store.governance import GovernanceRepository
 from tether.store.records import ApprovalRecord, AuditEntry, RememberedRule
 from tether.toolcalls.call import Admission, AdmissionMode, AdmissionPlan, Invocation
@@ -32,6 +34,7 @@ class _Decision:
     level: str
     findings: Sequence[Finding]
     mode: AdmissionMode
+    contained: Containment | None = None
 
 
 def rule_denial(findings: Sequence[Finding]) -> str:
@@ -73,6 +76,7 @@ class GovernanceGate:
         *,
         memory: DecisionMemory | None = None,
         notify: Notify = ignore,
+        containment: Callable[[Invocation], Awaitable[Containment | None]] | None = None,
     ) -> None:
         self._analyzer = analyzer
         self._context = context
@@ -80,6 +84,8 @@ class GovernanceGate:
         self._repo = repo
         self._memory = memory
         self._notify = notify
+        # How a call would run in the sandbox (None: no sandbox in this server).
+        self._containment = containment
 
     async def plan_admission(
         self,
@@ -90,8 +96,12 @@ class GovernanceGate:
     ) -> AdmissionPlan:
         """allow, deny (with the text the model sees) or ask (a person decides)."""
         parsed, findings = self._analyse(inv, level)
-        mode: AdmissionMode = "deny" if parsed is None else decide(parsed, findings)
-        decision = _Decision(inv, parsed or level, findings, mode)
+        contained = await self._containment(inv) if self._containment else None
+        escalations = escalation_findings(contained)
+        mode: AdmissionMode = "deny"
+        if parsed is not None:
+            mode = decide(parsed, findings_to_judge(parsed, findings, escalations, contained))
+        decision = _Decision(inv, parsed or level, [*findings, *escalations], mode, contained)
         if mode == "allow":
             await self._audit(decision, "allowed", "policy", None)
             return AdmissionPlan("allow")
@@ -204,6 +214,7 @@ class GovernanceGate:
             reason=reason,
             request_id=record.request_id if record else None,
             rule_id=rule_id,
+            sandbox=decision.contained.as_dict() if decision.contained else None,
         )
         await self._write_audit(entry)
 
@@ -243,4 +254,5 @@ def _restart_entry(record: ApprovalRecord) -> AuditEntry:
         reason="the server restarted while the call awaited approval",
         request_id=record.request_id,
         rule_id=None,
+        sandbox=None,
     )

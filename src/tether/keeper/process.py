@@ -14,6 +14,7 @@ from collections.abc import Callable
 from tether.keeper import layout, records
 from tether.keeper.hub import KeeperHub
 from tether.keeper.status import CallEnd, CorruptFile, read_end
+from tether.sandbox.limits import Resources
 
 OutputSink = Callable[[str, str], None]
 # A quiet call's files are looked at this often even with no event (a safety net).
@@ -109,6 +110,10 @@ class KeeperProcess:
         """Move the kill deadline the runner enforces (seconds from now; None: none)."""
         kill_at = None if kill_after is None else time.time() + kill_after
         await self._hub.request("extend", call_id=self.call_id, kill_at=kill_at)
+
+    async def resources(self) -> Resources | None:
+        """Not measured: the keeper's runner does not run calls in the sandbox yet."""
+        return None
 
     def mark_ended_already(self) -> None:
         """The call ended before anyone watched (found at adoption): read the files."""

@@ -56,9 +56,14 @@ class ChatRepository:
             )
             return [to_record(SessionRecord, r) for r in rows]
 
+    async def sandbox_settings(self, session_id: str) -> dict[str, Any] | None:
+        """The session's sandbox settings (None: none of its own, or no such session)."""
+        session = await self.get_session(session_id)
+        return session.sandbox if session is not None else None
+
     async def update_settings(self, session_id: str, values: dict[str, Any]) -> bool:
-        """Set the given settings columns (approval_level, when_unattended); False if no
-        such session."""
+        """Set the given settings columns (approval_level, when_unattended, sandbox); False
+        if no such session."""
         async with self._db.write() as conn:
             query = sa.update(chat_sessions).where(chat_sessions.c.id == session_id)
             # With nothing to change, the update still says whether the session exists.

@@ -27,6 +27,8 @@ class SessionRecord:
     created_at: float
     updated_at: float
     when_unattended: str | None = None
+    # The session's sandbox settings (network, limits); None: the server's defaults.
+    sandbox: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class ToolCallRecord:
     result: str | None
     started_at: float
     finished_at: float | None
+    resources: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,8 @@ class AuditEntry:
     request_id: str | None
     # The remembered rule that decided, when one did.
     rule_id: str | None
+    # How a shell call would run: sandboxed or not, network, limits (None: not a shell call).
+    sandbox: dict[str, Any] | None
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,8 @@ chat_sessions = sa.Table(
     sa.Column("updated_at", sa.Float, nullable=False),
     # deny | wait; NULL: the server's policy for unattended turns.
     sa.Column("when_unattended", sa.String(8), nullable=True),
+    # {network, memory_mb, max_processes, cpu_seconds}, each optional.
+    sa.Column("sandbox", sa.JSON, nullable=True),
 )
 
 messages = sa.Table(
@@ -98,6 +100,8 @@ tool_calls = sa.Table(
     sa.Column("pgid", sa.Integer, nullable=True),
     sa.Column("started_at", sa.Float, nullable=False),
     sa.Column("finished_at", sa.Float, nullable=True),
+    # {peak_memory_bytes, cpu_seconds, processes_peak, killed_by} once measured.
+    sa.Column("resources", sa.JSON, nullable=True),
     # The server whose processes these are (store/owners.py); NULL on rows from before.
     sa.Column("owner", sa.String(64), nullable=True),
 )
@@ -166,6 +170,8 @@ governance_audit = sa.Table(
     sa.Column("created_at", sa.Float, nullable=False),
     # The remembered rule that decided, when one did.
     sa.Column("rule_id", sa.String(64), nullable=True),
+    # {sandboxed, network, memory_mb, max_processes, cpu_seconds} for shell calls.
+    sa.Column("sandbox", sa.JSON, nullable=True),
 )
 
 # A person's decision kept for later calls: for one session, or always (session_id NULL).

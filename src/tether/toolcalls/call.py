@@ -80,6 +80,8 @@ class CallInfo:
     force_cancelled: bool
     max_internal_timeout_secs: float | None
     offload_reason: str | None
+    # What the call's processes used, once it ended (see tether.sandbox.limits.Resources).
+    resources: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -109,4 +109,5 @@ def stored_info(record: ToolCallRecord) -> CallInfo:
         force_cancelled=record.force_cancelled,
         max_internal_timeout_secs=record.max_timeout,
         offload_reason=record.offload_reason,
+        resources=record.resources,
     )

@@ -10,9 +10,11 @@ a detached keeper that outlives the server, a sandbox, MCP calls, calls on anoth
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
+
+from tether.sandbox.limits import Resources
 
 # Environment variable set on every process a call starts, so its whole tree can be found
 # (even a child that called setsid and was orphaned).
@@ -37,6 +39,10 @@ class LaunchSpec:
     # launcher names the call's files by the id and enforces the deadline itself.
     call_id: str = ""
     kill_after: float | None = None
+    # The call's session and arguments: a sandboxing launcher reads the session's
+    # settings and what the call asks of the sandbox (``sandbox``, ``network``).
+    session_id: str = ""
+    arguments: Mapping[str, Any] = field(default_factory=dict)
 
 
 class LaunchedProcess(Protocol):
@@ -58,6 +64,9 @@ class LaunchedProcess(Protocol):
     async def set_kill_deadline(self, kill_after: float | None) -> None:
         """The call's kill deadline moved (seconds from now; None: none). A launcher
         whose trees outlive the server enforces it itself; others may ignore it."""
+
+    async def resources(self) -> Resources | None:
+        """What the tree used, once it has ended (None: this launcher does not measure)."""
 
 
 class Launcher(Protocol):

@@ -35,6 +35,8 @@ class LiveCall:
     timed_out: bool = False
     offload_reason: str | None = None
     human_approved: bool = False
+    # What its processes used, once it ended (the launcher measures, see recorder).
+    resources: dict[str, Any] | None = None
     released: asyncio.Event = field(default_factory=asyncio.Event)
     deadline_changed: asyncio.Event = field(default_factory=asyncio.Event)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
@@ -70,4 +72,5 @@ def live_info(call: LiveCall) -> CallInfo:
         force_cancelled=call.force_cancelled,
         max_internal_timeout_secs=call.deadlines.max_timeout,
         offload_reason=call.offload_reason,
+        resources=call.resources,
     )

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from tether import model_texts
+from tether.sandbox.limits import Resources
 from tether.toolcalls import process_tree
 from tether.toolcalls.launcher import MARKER_VAR, LaunchedProcess, LaunchSpec, OutputSink
 
@@ -23,7 +24,7 @@ _DRAIN_AFTER_EXIT = 1.0
 _PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
 
 
-def _death_signal_prefix() -> tuple[str, ...]:
+def death_signal_prefix() -> tuple[str, ...]:
     """A command prefix making the root get SIGKILL if the server dies (Linux only).
 
     Commands run in their own session, so a server killed with SIGKILL would otherwise
@@ -31,7 +32,7 @@ def _death_signal_prefix() -> tuple[str, ...]:
     its children stay in its process group, which start-up recovery kills.
 
     util-linux's setpriv sets the signal and execs the command. It costs one exec, where
-    the alternative (:func:`_die_with_server`, a pre-exec hook) makes Python fork the
+    the alternative (:func:`die_with_server`, a pre-exec hook) makes Python fork the
     whole server instead of vfork-ing it, which blocked the event loop for 4-10 ms per
     spawn. The hook stays as the fallback where setpriv is missing.
     """
@@ -41,8 +42,8 @@ def _death_signal_prefix() -> tuple[str, ...]:
     return (setpriv, "--pdeathsig", "KILL", "--") if setpriv else ()
 
 
-def _die_with_server() -> Callable[[], None] | None:
-    """A pre-exec hook with the same effect as :func:`_death_signal_prefix`."""
+def die_with_server() -> Callable[[], None] | None:
+    """A pre-exec hook with the same effect as :func:`death_signal_prefix`."""
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -70,9 +71,15 @@ async def _pump(stream: asyncio.StreamReader, name: str, sink: OutputSink) -> No
 class LocalProcess:
     """A process tree the server started, rooted at ``pid`` and led by its group."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, spec: LaunchSpec) -> None:
+    def __init__(
+        self, proc: asyncio.subprocess.Process, spec: LaunchSpec, supervised: bool = False
+    ) -> None:
         self._proc = proc
-        self.target = process_tree.Target(proc.pid, proc.pid, spec.marker, since=spec.started_at)
+        # ``supervised``: the root only watches over the command (a sandbox), so a graceful
+        # stop spares it (see process_tree.Target.spare_root).
+        self.target = process_tree.Target(
+            proc.pid, proc.pid, spec.marker, spec.started_at, spare_root=supervised
+        )
 
     @property
     def pgid(self) -> int:
@@ -105,6 +112,25 @@ class LocalProcess:
     async def set_kill_deadline(self, kill_after: float | None) -> None:
         """Nothing to do: the coordinator's own timer enforces deadlines here."""
 
+    async def resources(self) -> Resources | None:
+        return None
+
+
+async def spawn(
+    spec: LaunchSpec, argv: Sequence[str], preexec: Callable[[], None] | None
+) -> asyncio.subprocess.Process:
+    """Start ``argv`` for ``spec`` in a new session, output piped, stdin empty."""
+    return await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=spec.cwd,
+        env={**spec.env, MARKER_VAR: spec.marker},
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=preexec,
+    )
+
 
 class LocalLauncher:
     """Starts trees as the server's children (each in a new session) and stops them by
@@ -113,23 +139,11 @@ class LocalLauncher:
     durable = False
 
     def __init__(self) -> None:
-        self._prefix = _death_signal_prefix()
-        self._pre_exec = None if self._prefix else _die_with_server()
+        self._prefix = death_signal_prefix()
+        self._pre_exec = None if self._prefix else die_with_server()
 
     async def start(self, spec: LaunchSpec) -> LocalProcess:
-        env = {**spec.env, MARKER_VAR: spec.marker}
-        proc = await asyncio.create_subprocess_exec(
-            *self._prefix,
-            *spec.argv,
-            cwd=spec.cwd,
-            env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-            preexec_fn=self._pre_exec,
-        )
-        return LocalProcess(proc, spec)
+        return LocalProcess(await spawn(spec, (*self._prefix, *spec.argv), self._pre_exec), spec)
 
     async def stop(self, trees: Sequence[LaunchedProcess], grace: float, force: bool) -> None:
         # Only trees this launcher started can be here: the coordinator has one launcher.

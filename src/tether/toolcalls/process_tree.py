@@ -33,6 +33,9 @@ class Target:
     pgid: int | None
     marker: str | None
     since: float | None = None
+    # The root only supervises (the sandbox's bwrap, which ends when the command does
+    # and whose death would SIGKILL the command at once): a graceful stop spares it.
+    spare_root: bool = False
 
 
 def find_trees(targets: Sequence[Target]) -> list[psutil.Process]:
@@ -103,7 +106,8 @@ def terminate_many(targets: Sequence[Target], grace: float, force: bool) -> None
         signal_all(procs, signal.SIGKILL)
         psutil.wait_procs(procs, timeout=1.0)
         return
-    signal_all(procs, signal.SIGTERM)
+    spared = {t.root_pid for t in targets if t.spare_root}
+    signal_all([p for p in procs if p.pid not in spared], signal.SIGTERM)
     _, alive = psutil.wait_procs(procs, timeout=grace)
     # Look again: a process may have forked while being told to stop.
     survivors = {p.pid: p for p in alive}

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from typing import Any
 
 from tether.store.records import ToolCallRecord
 from tether.store.toolcalls import ToolCallRepository
@@ -116,6 +117,7 @@ class CallRecorder:
         if call.finished.is_set():
             return CallOutcome(call.end_state, False, describe_end(call, summary, where, limit))
         call.status, call.end_state, call.end_reason = "completed", end_state, summary
+        call.resources = await _resources_of(call)
         call.buffer.close()
         model_text = describe_end(call, summary, where, limit)
         await self.persist_output(call)
@@ -127,6 +129,7 @@ class CallRecorder:
             force_cancelled=call.force_cancelled,
             result=model_text,
             finished_at=time.time(),
+            resources=call.resources,
         )
         self._index.forget(call)
         call.finished.set()
@@ -164,6 +167,20 @@ class CallRecorder:
                 await self.persist_output(call)
             except Exception:
                 log.exception("saving output of %s failed; will retry", call.call_id)
+
+
+async def _resources_of(call: LiveCall) -> dict[str, Any] | None:
+    """What the call's tree used, with ``killed_by`` completed by what the coordinator
+    itself stopped it for (its deadline, or a cancel)."""
+    measured = await call.process.resources() if call.process is not None else None
+    if measured is None:
+        return None
+    resources = measured.as_dict()
+    if resources["killed_by"] is None and call.timed_out:
+        resources["killed_by"] = "deadline"
+    elif resources["killed_by"] is None and call.stop_reason is not None:
+        resources["killed_by"] = "cancel"
+    return resources
 
 
 def _record_of(call: LiveCall) -> ToolCallRecord:

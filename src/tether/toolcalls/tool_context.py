@@ -56,6 +56,8 @@ class ToolContext:
             started_at=call.started_at,
             call_id=call.call_id,
             kill_after=kill_after,
+            session_id=call.session_id,
+            arguments=call.invocation.arguments,
         )
         call.process = await self._start(spec)
         self._launched(call)

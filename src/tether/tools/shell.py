@@ -13,6 +13,24 @@ from typing import Any
 from tether.tools.base import RunContext, Tool, ToolInputError, ToolResult
 from tether.tools.confinement import confine
 
+SHELL_TOOL = "execute_shell_command"
+SANDBOX_NOTE = (
+    " Commands run in a sandbox: the filesystem is read-only except the workspace and a "
+    "private /tmp, and the network is off unless the session allows it. When a command "
+    "truly needs more, ask for it with network: true or sandbox: false; a person may be "
+    "asked to approve, so say why in your reply. Do not ask for more than the task needs."
+)
+SANDBOX_PARAMETERS: dict[str, Any] = {
+    "network": {
+        "type": "boolean",
+        "description": "Needs network access (asks a person when the session has none).",
+    },
+    "sandbox": {
+        "type": "boolean",
+        "description": "false: run outside the sandbox (asks a person). Default true.",
+    },
+}
+
 
 def shell_environment(base: Mapping[str, str], is_secret: Callable[[str], bool]) -> dict[str, str]:
     """The environment a command runs with: the server's, minus secrets, with the
@@ -55,8 +73,11 @@ def make_shell_tool(
     max_timeout: float,
     environment: Callable[[], dict[str, str]],
     shell: str | None = None,
+    sandboxed: bool = False,
 ) -> Tool:
-    """Build the shell tool with the server's timeouts and environment policy."""
+    """Build the shell tool with the server's timeouts and environment policy.
+
+    ``sandboxed``: calls run in the sandbox, so the model is told how to ask for more."""
     shell_path = shell or os.environ.get("SHELL") or "/bin/sh"
 
     async def run(args: Mapping[str, Any], ctx: RunContext) -> ToolResult:
@@ -66,7 +87,12 @@ def make_shell_tool(
         cwd = await asyncio.to_thread(_resolve_cwd, args.get("cwd"), ctx)
         process = await ctx.launch((shell_path, "-c", command), cwd, environment())
         await process.follow(ctx.emit)
-        return describe_exit(await process.wait())
+        code = await process.wait()
+        resources = await process.resources()
+        note = resources.limit_note() if resources is not None else None
+        if note is not None:
+            return ToolResult(is_error=True, summary=note)
+        return describe_exit(code)
 
     def timeout_of(args: Mapping[str, Any]) -> float | None:
         value = args.get("timeout", default_timeout)
@@ -74,27 +100,29 @@ def make_shell_tool(
             return default_timeout
         return float(value)
 
+    description = (
+        "Run a shell command in the workspace and return its output and exit code. "
+        "Output streams live to the user. Long-running commands may be moved to the "
+        "background by the user; their result then arrives in a later message."
+    )
+    properties: dict[str, Any] = {
+        "command": {"type": "string", "description": "The command line to run."},
+        "timeout": {
+            "type": "number",
+            "description": f"Seconds before the command is killed (default "
+            f"{default_timeout:g}, at most {max_timeout:g}).",
+        },
+        "cwd": {"type": "string", "description": "Working directory, relative to the workspace."},
+    }
+    if sandboxed:
+        description += SANDBOX_NOTE
+        properties.update(SANDBOX_PARAMETERS)
     return Tool(
-        name="execute_shell_command",
-        description=(
-            "Run a shell command in the workspace and return its output and exit code. "
-            "Output streams live to the user. Long-running commands may be moved to the "
-            "background by the user; their result then arrives in a later message."
-        ),
+        name=SHELL_TOOL,
+        description=description,
         parameters={
             "type": "object",
-            "properties": {
-                "command": {"type": "string", "description": "The command line to run."},
-                "timeout": {
-                    "type": "number",
-                    "description": f"Seconds before the command is killed (default "
-                    f"{default_timeout:g}, at most {max_timeout:g}).",
-                },
-                "cwd": {
-                    "type": "string",
-                    "description": "Working directory, relative to the workspace.",
-                },
-            },
+            "properties": properties,
             "required": ["command"],
             "additionalProperties": False,
         },

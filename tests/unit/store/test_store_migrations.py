@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from tether.store import schema
 from tether.store.database import Database
 
-# The tables issue 18 and 14 change, as they were before, with a row each.
+# The tables issues 18, 14 and 15 change, as they were before, with a row each.
 _OLD_SCHEMA = """
 CREATE TABLE _migrations (name VARCHAR(200) PRIMARY KEY);
 INSERT INTO _migrations VALUES ('0001_initial'), ('0002_cron_tables');
@@ -33,6 +33,10 @@ CREATE TABLE tasks (
     result JSON, created_at FLOAT NOT NULL, started_at FLOAT, finished_at FLOAT
 );
 INSERT INTO tasks VALUES ('t1', 's1', 'u', 'finished', 'user', NULL, NULL, 1.0, 1.0, 2.0);
+CREATE TABLE tool_calls (
+    id VARCHAR(128) PRIMARY KEY, session_id VARCHAR(512) NOT NULL, status VARCHAR(16) NOT NULL
+);
+INSERT INTO tool_calls VALUES ('c1', 's1', 'completed');
 CREATE TABLE governance_audit (
     id INTEGER PRIMARY KEY AUTOINCREMENT, session_id VARCHAR(512) NOT NULL,
     tool_call_id VARCHAR(128) NOT NULL, tool_name VARCHAR(128) NOT NULL, arguments JSON NOT NULL,
@@ -66,6 +70,8 @@ async def test_an_old_database_gains_the_new_tables_and_columns(tmp_path: Path) 
     assert "when_unattended" in _columns(path, "chat_sessions")
     assert "similar_pattern" in _columns(path, "approvals")
     assert "rule_id" in _columns(path, "governance_audit")
+    assert "resources" in _columns(path, "tool_calls")
+    assert "sandbox" in _columns(path, "chat_sessions") & _columns(path, "governance_audit")
     for table in ("remembered_rules", "webhooks", "webhook_deliveries", "webhook_attempts"):
         assert _columns(path, table), table
     assert (session.id, session.approval_level, session.when_unattended) == ("s1", "strict", None)

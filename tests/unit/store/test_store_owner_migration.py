@@ -1,4 +1,4 @@
-"""A database from before owners were recorded (at the revision before 0101_i10_owners)
+"""A database from before owners were recorded (at the revision before 0102_i10_owners)
 upgrades in place: its unfinished rows keep their data and read as owned by nobody (so a
 start-up recovers them)."""
 
@@ -17,7 +17,7 @@ async def test_an_older_database_gets_the_owner_columns(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     old = Database(f"sqlite+aiosqlite:///{path}")
     async with old.engine.begin() as conn:
-        await conn.run_sync(schema.upgrade, "0100_i16_nodes")
+        await conn.run_sync(schema.upgrade, "0101_i15_sandbox_columns")
     await old.close()
     with sqlite3.connect(path) as conn:
         assert "owner" not in {row[1] for row in conn.execute("PRAGMA table_info(tasks)")}

@@ -1,5 +1,6 @@
 // The console's entry point: view switching, start-up and the shared timers.
 
+import { api } from "./api.js";
 import { tickApprovals } from "./approvals.js";
 import { currentSessionId, initChat, poll } from "./chat.js";
 import { act } from "./dom.js";
@@ -35,12 +36,27 @@ function schedulePolling() {
   setTimeout(again, 1000);
 }
 
+// Shell calls without a sandbox must not look like shell calls with one.
+async function showSandbox() {
+  const health = await api("GET", "/api/healthz");
+  const badge = document.getElementById("sandbox-badge");
+  if (health.sandbox === "unavailable") {
+    badge.textContent = "Sandbox unavailable";
+    badge.title = "Shell calls run without bubblewrap. Install it (apt-get install bubblewrap) and restart.";
+  } else if (health.sandbox === "off") {
+    badge.textContent = "Sandbox off";
+    badge.title = "TETHER_SANDBOX=off: shell calls run without bubblewrap.";
+  }
+  badge.hidden = !["unavailable", "off"].includes(health.sandbox);
+}
+
 async function start() {
   for (const name of Object.keys(views)) {
     document.getElementById(`nav-${name}`).addEventListener("click", () => show(name));
   }
   initSettings();
   initInbox();
+  act(showSandbox)();
   await act(initChat)();
   document.body.dataset.ready = "1";
   // Countdowns tick locally between polls.

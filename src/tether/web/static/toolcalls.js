@@ -187,6 +187,27 @@ function statusText(info) {
   return info.status;
 }
 
+const KILLED_BY = {
+  memory: "memory limit",
+  processes: "process limit",
+  cpu: "CPU limit",
+  deadline: "deadline",
+  cancel: "cancel",
+};
+
+/** What a finished call used, in one line ("" when it was not measured). */
+export function describeResources(resources) {
+  if (!resources) return "";
+  const parts = [];
+  if (resources.peak_memory_bytes != null) {
+    parts.push(`peak ${(resources.peak_memory_bytes / 1048576).toFixed(1)} MB`);
+  }
+  if (resources.cpu_seconds != null) parts.push(`CPU ${resources.cpu_seconds.toFixed(2)} s`);
+  if (resources.processes_peak != null) parts.push(`${resources.processes_peak} processes`);
+  if (resources.killed_by) parts.push(`stopped by ${KILLED_BY[resources.killed_by] || resources.killed_by}`);
+  return parts.join(" · ");
+}
+
 function renderTimers(model, card) {
   card.querySelector(".call-elapsed").textContent = formatSeconds(model.elapsed());
   card.querySelector(".kill-remaining").textContent = formatSeconds(model.remaining("kill_remaining"));
@@ -212,6 +233,10 @@ function renderCard(model, card) {
   if (args !== undefined) {
     showRevealed(card.querySelector(".call-args"), describeArguments(info.tool_name, args));
   }
+  const used = card.querySelector(".call-resources");
+  used.textContent = describeResources(info.resources);
+  used.hidden = !used.textContent;
+  used.dataset.killedBy = info.resources?.killed_by || "";
   card.querySelector(".call-deadlines").hidden = !model.live;
   card.querySelector(".call-actions").hidden = !model.live;
   const offloadButton = card.querySelector(".call-actions .offload");
@@ -253,6 +278,7 @@ export function callCard(model, { open = true } = {}) {
       h("span", { class: "call-elapsed", title: "Elapsed" }),
     ),
     h("pre", { class: "call-args" }),
+    h("p", { class: "call-resources", title: "What the call used" }),
     h(
       "dl",
       { class: "call-deadlines" },

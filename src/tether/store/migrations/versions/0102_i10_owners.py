@@ -1,8 +1,8 @@
 """Which server owns a task or a tool call, so that start-up recovers only the rows of
 servers that are gone (issue 10; see store/owners.py). NULL on rows from before.
 
-Revision ID: 0101_i10_owners
-Revises: 0100_i16_nodes
+Revision ID: 0102_i10_owners
+Revises: 0101_i15_sandbox_columns
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0101_i10_owners"
-down_revision = "0100_i16_nodes"
+revision = "0102_i10_owners"
+down_revision = "0101_i15_sandbox_columns"
 branch_labels = None
 depends_on = None
 

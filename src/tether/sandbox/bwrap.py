@@ -1,0 +1,104 @@
+"""bubblewrap: whether it works here, and the command line that wraps one call."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+# Long enough for a loaded machine, short enough that a hung probe does not stall start-up.
+_PROBE_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Whether ``bwrap`` can build a sandbox on this machine, and if not, why."""
+
+    works: bool
+    path: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """What one sandboxed call may see."""
+
+    workspace: Path
+    # Directories (and files) the call must not see at all: Tether's own state.
+    hidden: tuple[Path, ...]
+    cwd: Path
+    network: bool
+
+
+def _namespace_args(network: bool) -> list[str]:
+    # --cap-drop ALL matters when the server runs as root: bwrap then keeps every
+    # capability by default, and CAP_SYS_ADMIN could unmount what hides TETHER_HOME.
+    # No --new-session: the call keeps the process group the coordinator signals, and
+    # it has no terminal (stdin is /dev/null) for TIOCSTI to abuse.
+    args = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    if not network:
+        args.append("--unshare-net")
+    return [*args, "--cap-drop", "ALL", "--die-with-parent"]
+
+
+def _mount_args(conf: Confinement) -> list[str]:
+    args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    inside: list[Path] = []
+    outside: list[Path] = []
+    for path in conf.hidden:
+        (inside if path.is_relative_to(conf.workspace) else outside).append(path)
+    # Order matters: a later mount covers an earlier one. State outside the workspace is
+    # hidden before the workspace is bound back (the default workspace lives inside
+    # TETHER_HOME); state inside the workspace is hidden after.
+    for path in outside:
+        args += _hide(path)
+    args += ["--bind", str(conf.workspace), str(conf.workspace)]
+    for path in inside:
+        args += _hide(path)
+    return args
+
+
+def _hide(path: Path) -> list[str]:
+    if path.is_dir():
+        return ["--tmpfs", str(path)]
+    if path.exists():
+        return ["--ro-bind", "/dev/null", str(path)]
+    return []
+
+
+def wrap(bwrap: str, conf: Confinement, command: Sequence[str]) -> list[str]:
+    """The argv that runs ``command`` inside the sandbox ``conf`` describes."""
+    return [
+        bwrap,
+        *_mount_args(conf),
+        *_namespace_args(conf.network),
+        "--chdir",
+        str(conf.cwd),
+        "--",
+        *command,
+    ]
+
+
+def probe(bwrap: str = "bwrap") -> Probe:
+    """Try a throw-away sandbox with every namespace a call gets (blocking: run it in a
+    thread). Says why not when it fails, for the start-up warning or refusal."""
+    path = shutil.which(bwrap)
+    if path is None:
+        return Probe(False, None, f"{bwrap!r} was not found on PATH (install bubblewrap)")
+    tmp = Path("/tmp")
+    conf = Confinement(workspace=tmp, hidden=(), cwd=tmp, network=False)
+    try:
+        done = subprocess.run(
+            wrap(path, conf, ["/bin/true"]),
+            capture_output=True,
+            timeout=_PROBE_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Probe(False, path, f"{path} could not run: {exc}")
+    if done.returncode != 0:
+        said = done.stderr.decode(errors="replace").strip() or f"exit code {done.returncode}"
+        return Probe(False, path, f"{path} cannot create a sandbox here: {said}")
+    return Probe(True, path, "")

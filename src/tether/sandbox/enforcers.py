@@ -1,0 +1,45 @@
+"""Choosing how limits are enforced here: cgroup v2, else cgroup v1, else rlimits."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from pathlib import Path
+
+from tether.sandbox import cgroup_v1, cgroup_v2
+from tether.sandbox.groups import Enforcer
+from tether.sandbox.rlimits import Rlimits
+
+log = logging.getLogger(__name__)
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def choose(tag: str) -> Enforcer:
+    """The best mechanism that works for this process (blocking: creates directories).
+
+    ``tag`` names the server's own directory in each hierarchy, so two servers on one
+    machine never share groups.
+    """
+    proc_cgroup, mounts = _read("/proc/self/cgroup"), _read("/proc/self/mounts")
+    enforcer: Enforcer | None = cgroup_v2.detect(proc_cgroup, mounts, tag)
+    if enforcer is None:
+        enforcer = cgroup_v1.detect(proc_cgroup, mounts, tag)
+    if enforcer is None:
+        enforcer = Rlimits()
+    sweep(enforcer)
+    return enforcer
+
+
+def sweep(enforcer: Enforcer) -> None:
+    """Remove call groups a previous run left behind (those still busy stay)."""
+    for parent in getattr(enforcer, "parents", ()):
+        for child in Path(parent).iterdir() if Path(parent).is_dir() else ():
+            if child.is_dir() and child.name.startswith("call-"):
+                with contextlib.suppress(OSError):
+                    child.rmdir()

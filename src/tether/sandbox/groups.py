@@ -1,0 +1,98 @@
+"""What every limit mechanism offers a call: a group its processes join, read and kill."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Protocol
+
+from tether.sandbox.limits import Limits, Mechanism, Usage
+
+
+class CallGroup(Protocol):
+    """One call's share of the machine under some mechanism."""
+
+    def join(self) -> None:
+        """Put the calling process under the limits (runs in the child before exec)."""
+
+    def attach(self, pid: int) -> None:
+        """Learn the call's root process once it exists."""
+
+    def read(self) -> Usage:
+        """What the call's processes use now (blocking file reads: call from a thread)."""
+
+    def members(self) -> list[int]:
+        """Every process the group holds (empty when the mechanism cannot tell)."""
+
+    def close(self) -> bool:
+        """Release the group; False while processes (or zombies) still hold it."""
+
+
+class Enforcer(Protocol):
+    """A mechanism that can hand out call groups."""
+
+    mechanism: Mechanism
+
+    def create(self, name: str, limits: Limits) -> CallGroup:
+        """A fresh group for one call with ``limits`` applied (blocking)."""
+
+    def close(self) -> None:
+        """Remove this server's own directories (at shutdown, once calls are gone)."""
+
+
+def write(path: Path, value: str) -> None:
+    """Write a control file in one write(2), as the kernel expects."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
+
+
+def read_text(path: Path) -> str | None:
+    """A control file's content, or None when it is absent or unreadable."""
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def read_int(path: Path) -> int | None:
+    text = read_text(path)
+    if text is None:
+        return None
+    with contextlib.suppress(ValueError):
+        return int(text.strip())
+    return None
+
+
+def keyed(path: Path, key: str) -> int | None:
+    """The number after ``key`` in a "key value" per line file (memory.events, ...)."""
+    text = read_text(path) or ""
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name == key:
+            with contextlib.suppress(ValueError):
+                return int(value)
+    return None
+
+
+def procs(path: Path) -> list[int]:
+    text = read_text(path) or ""
+    return [int(p) for p in text.split()]
+
+
+def join_procs(files: list[Path]) -> None:
+    """Move this process into each cgroup (``cgroup.procs`` files), before exec."""
+    pid = str(os.getpid())
+    for file in files:
+        write(file, pid)
+
+
+def remove_dirs(dirs: list[Path]) -> bool:
+    """rmdir each cgroup; True when none is left (a busy one stays, for a later try)."""
+    for directory in dirs:
+        with contextlib.suppress(FileNotFoundError, OSError):
+            directory.rmdir()
+    return not any(d.exists() for d in dirs)

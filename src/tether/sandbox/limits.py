@@ -1,0 +1,89 @@
+"""What a call may use, what it used, and the words for a limit that ended it (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+# Why a call's process tree was killed; None: it ended on its own.
+KilledBy = Literal["memory", "processes", "cpu", "deadline", "cancel"]
+# How limits are enforced on this machine, best first.
+Mechanism = Literal["cgroup2", "cgroup1", "rlimit"]
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-call limits; None means no limit of that kind."""
+
+    memory_mb: int | None = 2048
+    max_processes: int | None = 512
+    cpu_seconds: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """One reading of what a call's processes use (None: not measurable here)."""
+
+    memory_bytes: int | None = None
+    peak_memory_bytes: int | None = None
+    cpu_seconds: float | None = None
+    processes: int | None = None
+    # Whether the kernel refused a fork or killed a process for a limit since the start.
+    processes_refused: bool = False
+    memory_killed: bool = False
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What a call used over its life: the ``resources`` of its detail."""
+
+    peak_memory_bytes: int | None
+    cpu_seconds: float | None
+    processes_peak: int | None
+    killed_by: KilledBy | None
+    # The limits the call ran under (not part of the public figures).
+    limits: Limits | None = field(default=None, compare=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The public figures: peak_memory_bytes, cpu_seconds, processes_peak, killed_by."""
+        figures = asdict(self)
+        figures.pop("limits")
+        return figures
+
+    def limit_note(self) -> str | None:
+        """What the model is told when a limit ended the call (None: none did)."""
+        if self.limits is None or self.killed_by not in ("memory", "processes", "cpu"):
+            return None
+        return limit_message(self.killed_by, self.limits)
+
+
+def exceeded(usage: Usage, limits: Limits) -> KilledBy | None:
+    """The limit a reading shows was reached, if any.
+
+    Reaching the process limit ends the call: a command whose forks fail (a fork bomb,
+    a runaway build) would otherwise spin until its deadline.
+    """
+    if usage.memory_killed:
+        return "memory"
+    if usage.processes_refused:
+        return "processes"
+    cpu = limits.cpu_seconds
+    if cpu is not None and usage.cpu_seconds is not None and usage.cpu_seconds >= cpu:
+        return "cpu"
+    return None
+
+
+def limit_message(killed_by: KilledBy, limits: Limits) -> str:
+    """The plain words the model reads when a limit ended its call."""
+    if killed_by == "memory":
+        return f"stopped: memory limit {limits.memory_mb} MB reached"
+    if killed_by == "processes":
+        return f"stopped: process limit {limits.max_processes} reached"
+    if killed_by == "cpu":
+        return f"stopped: CPU time limit {limits.cpu_seconds:g} s reached"
+    return f"stopped: {killed_by}"

@@ -1,0 +1,177 @@
+"""The sandbox as the server sees it: what works here, and the launch of one call."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tether.sandbox import bwrap
+from tether.sandbox.groups import CallGroup, Enforcer
+from tether.sandbox.limits import Limits, Resources
+from tether.sandbox.policy import (
+    Containment,
+    Network,
+    SandboxMode,
+    SessionSandbox,
+    containment,
+    effective_limits,
+)
+from tether.sandbox.rlimits import Rlimits
+from tether.sandbox.watch import CallWatch, Watcher
+from tether.tools.shell import SHELL_TOOL
+
+log = logging.getLogger(__name__)
+
+SessionSettings = Callable[[str], Awaitable[Mapping[str, Any] | None]]
+
+
+class SandboxUnavailable(RuntimeError):
+    """TETHER_SANDBOX=bwrap, and bwrap does not work here."""
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    mode: SandboxMode
+    network: Network
+    limits: Limits
+    workspace: Path
+    # Never visible inside the sandbox (TETHER_HOME, a database kept elsewhere).
+    hidden: tuple[Path, ...]
+    bwrap: str = "bwrap"
+
+
+@dataclass
+class Launch:
+    """One call's way to start: the argv, the pre-exec step, and its accounting."""
+
+    argv: list[str]
+    containment: Containment
+    # Whether the root process is bwrap, which ends when the command does: a graceful
+    # stop spares it so that the command's own SIGTERM handlers get to run.
+    supervised: bool
+    group: CallGroup
+    watcher: Watcher
+    watch: CallWatch = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.watch = CallWatch(self.group, self.containment.limits)
+
+    def preexec(self, then: Callable[[], None] | None) -> Callable[[], None]:
+        """The child's step before exec: join the limits, then ``then``."""
+        group = self.group
+
+        def run() -> None:
+            group.join()
+            if then is not None:
+                then()
+
+        return run
+
+    def started(self, pid: int) -> None:
+        """The root process exists (its own process group): start watching it."""
+        self.group.attach(pid)
+        self.watch.pgid = pid
+        self.watcher.add(self.watch)
+
+    async def finish(self) -> Resources:
+        """The call's figures once its root process has ended (or never started)."""
+        return await self.watcher.finish(self.watch, ran=self.watch.pgid is not None)
+
+
+class Sandbox:
+    """What the sandbox can do on this machine, and the launches it hands out."""
+
+    def __init__(
+        self,
+        config: SandboxConfig,
+        probe: bwrap.Probe | None,
+        enforcer: Enforcer,
+        session_settings: SessionSettings,
+    ) -> None:
+        self._config = config
+        self._probe = probe
+        self._enforcer = enforcer
+        self._session_settings = session_settings
+        self._watcher = Watcher()
+
+    async def close(self) -> None:
+        """Release this server's groups (at shutdown, after every call has ended)."""
+        await self._watcher.close()
+        await asyncio.to_thread(self._enforcer.close)
+
+    @property
+    def available(self) -> bool:
+        return self._probe is not None and self._probe.works
+
+    def status(self) -> dict[str, Any]:
+        """For /api/healthz: the sandbox's state and the limit mechanism in force."""
+        if self._config.mode == "off":
+            state = "off"
+        else:
+            state = "bwrap" if self.available else "unavailable"
+        return {"sandbox": state, "limits": self._enforcer.mechanism}
+
+    async def containment(self, session_id: str, arguments: Mapping[str, Any]) -> Containment:
+        """How a shell call in ``session_id`` with ``arguments`` would run."""
+        session = SessionSandbox.from_stored(await self._session_settings(session_id))
+        limits = effective_limits(self._config.limits, session)
+        network = session.network or self._config.network
+        return containment(self.available, network, limits, arguments)
+
+    async def containment_of(self, call: Any) -> Containment | None:
+        """Governance's view of an invocation: its containment if it is a shell call."""
+        if call.tool_name != SHELL_TOOL:
+            return None
+        return await self.containment(call.session_id, call.arguments)
+
+    async def prepare(
+        self, session_id: str, arguments: Mapping[str, Any], command: Sequence[str], cwd: Path
+    ) -> Launch:
+        """A launch for one call: wrapped in bwrap unless it runs outside the sandbox,
+        under a fresh limits group either way."""
+        contained = await self.containment(session_id, arguments)
+        group = await asyncio.to_thread(self._new_group, contained.limits)
+        argv = list(command)
+        if contained.sandboxed:
+            assert self._probe is not None and self._probe.path is not None
+            conf = bwrap.Confinement(
+                workspace=self._config.workspace,
+                hidden=self._config.hidden,
+                cwd=cwd,
+                network=contained.network == "full",
+            )
+            argv = bwrap.wrap(self._probe.path, conf, command)
+        return Launch(argv, contained, contained.sandboxed, group, self._watcher)
+
+    def _new_group(self, limits: Limits) -> CallGroup:
+        name = f"call-{uuid.uuid4().hex[:16]}"
+        try:
+            return self._enforcer.create(name, limits)
+        except OSError:
+            # Limits must hold even if the cgroup tree is suddenly not writable.
+            log.exception("creating a %s group failed; rlimits instead", self._enforcer.mechanism)
+            return Rlimits().create(name, limits)
+
+
+async def build_sandbox(
+    config: SandboxConfig, enforcer: Enforcer, session_settings: SessionSettings
+) -> Sandbox:
+    """Probe bwrap per ``config.mode``; refuse (SandboxUnavailable) when it is required
+    and does not work, warn loudly when it is wanted and does not."""
+    probe = None
+    if config.mode != "off":
+        probe = await asyncio.to_thread(bwrap.probe, config.bwrap)
+        if not probe.works and config.mode == "bwrap":
+            raise SandboxUnavailable(f"TETHER_SANDBOX=bwrap but {probe.reason}")
+        if not probe.works:
+            log.warning(
+                "SANDBOX UNAVAILABLE: shell calls run without a sandbox (%s). "
+                "Install bubblewrap, or set TETHER_SANDBOX=off to silence this.",
+                probe.reason,
+            )
+    return Sandbox(config, probe, enforcer, session_settings)

@@ -1,0 +1,37 @@
+"""Building the server's sandbox from its settings."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from tether.config import Settings
+from tether.sandbox import enforcers
+from tether.sandbox.limits import Limits
+from tether.sandbox.service import Sandbox, SandboxConfig, SessionSettings, build_sandbox
+
+
+def _hidden(settings: Settings) -> tuple[Path, ...]:
+    hidden = [settings.home.resolve()]
+    url = settings.database_url
+    if url and url.startswith("sqlite") and "///" in url:
+        # A database kept outside TETHER_HOME is hidden too, with its WAL files.
+        db_file = Path(url.split("///", 1)[-1]).resolve()
+        hidden += [db_file.with_name(db_file.name + s) for s in ("", "-wal", "-shm")]
+    return tuple(hidden)
+
+
+async def sandbox_for(settings: Settings, session_settings: SessionSettings, tag: str) -> Sandbox:
+    """Probe bwrap and choose the limits mechanism (raises SandboxUnavailable when
+    TETHER_SANDBOX=bwrap and bwrap does not work). ``tag`` names this server's groups."""
+    config = SandboxConfig(
+        mode=settings.sandbox,
+        network=settings.sandbox_network,
+        limits=Limits(
+            settings.call_memory_mb, settings.call_max_processes, settings.call_cpu_seconds
+        ),
+        workspace=await asyncio.to_thread(settings.resolved_workspace.resolve),
+        hidden=await asyncio.to_thread(_hidden, settings),
+    )
+    enforcer = await asyncio.to_thread(enforcers.choose, tag)
+    return await build_sandbox(config, enforcer, session_settings)

@@ -1,0 +1,315 @@
+"""The sandbox under shell calls, through the real agent and real bwrap, at approval
+level ``off`` so that the guard never hides the boundary."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from core_support import (
+    FakeModel,
+    Stack,
+    new_session,
+    shell_call,
+    stack_for_module,
+    temporary_server,
+    wait_for,
+)
+from governance_support import decide, first_pending
+from helpers import register_mock_provider
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap is not installed (scripts/ensure-bubblewrap)"
+)
+
+
+QUIET = {"TETHER_LLM_MAX_RETRIES": "0", "TETHER_DEFAULT_APPROVAL_LEVEL": "off"}
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    yield from stack_for_module("sandbox")
+
+
+def run(stack: Stack, command: str, session: str | None = None, **extra: Any) -> dict[str, Any]:
+    """Run one shell call to its end: (what the model was told, the call's detail)."""
+    session = session or new_session()
+    stack.model.script(shell_call(command, **extra), {"text": "done"})
+    task = stack.wait_task(stack.submit("run it", session), timeout=60)
+    message = [m for m in task["messages"] if m["role"] == "tool"][-1]
+    return {"told": message["content"], **stack.call(session, message["x_tether_call_id"])}
+
+
+def settings(stack: Stack, session: str, **values: Any) -> None:
+    resp = stack.api("PUT", f"/api/chats/{session}/settings", json=values)
+    assert resp.status_code == 200, resp.text
+
+
+def session_with(stack: Stack, **values: Any) -> str:
+    """A session that exists (one short turn) with ``values`` as its settings."""
+    session = new_session()
+    stack.model.script({"text": "hello"})
+    stack.wait_task(stack.submit("hi", session))
+    settings(stack, session, **values)
+    return session
+
+
+@pytest.fixture
+def victim() -> Iterator[Path]:
+    """A directory outside the workspace and outside /tmp (the sandbox's /tmp is its own)."""
+    directory = Path(tempfile.mkdtemp(prefix="tether-victim-", dir="/var/tmp"))
+    (directory / "keep").write_text("precious")
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_health_says_the_sandbox_and_the_limits_mechanism(stack: Stack) -> None:
+    health = stack.api("GET", "/api/healthz").json()
+    assert health["sandbox"] == "bwrap"
+    assert health["limits"] in ("cgroup2", "cgroup1", "rlimit")
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "rm -f {keep}; echo new > {dir}/new",
+        "python3 -c \"import subprocess; subprocess.run(['rm', '-f', '{keep}'])\"",
+        "perl -e 'unlink(q({keep})) or die qq(perl: $!\\n)'",
+    ],
+    ids=["shell", "python-subprocess", "perl"],
+)
+def test_writes_outside_the_workspace_fail_read_only(
+    stack: Stack, victim: Path, template: str
+) -> None:
+    result = run(stack, template.format(keep=victim / "keep", dir=victim))
+    assert (victim / "keep").read_text() == "precious"
+    assert not (victim / "new").exists()
+    assert "Read-only file system" in result["told"]
+    # The workspace itself stays writable.
+    marker = f"w-{uuid.uuid4().hex[:8]}"
+    assert run(stack, f"echo ok > {marker}")["end_state"] == "success"
+    assert (stack.workspace / marker).read_text() == "ok\n"
+
+
+def test_tether_home_is_hidden(stack: Stack) -> None:
+    home = stack.server.home
+    assert (home / "token").exists() or (home / "tether.db").exists()
+    # The path is built at run time, so the guard (which refuses TETHER_HOME paths it
+    # can see) lets it through: the sandbox must hold on its own.
+    result = run(stack, 'H=$(dirname "$PWD"); cat $H/token $H/tether.db; ls -A $H')
+    assert stack.server.token not in result["told"]
+    assert "SQLite format" not in result["told"]
+    assert "No such file or directory" in result["told"]
+    # Only the workspace is left of TETHER_HOME.
+    listing = result["told"].split("\n")
+    assert "workspace" in listing and "token" not in listing and "tether.db" not in listing
+
+
+@pytest.fixture
+def tcp_server() -> Iterator[int]:
+    """A TCP server on 127.0.0.1 that answers "pong" to each connection."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            with conn:
+                conn.sendall(b"pong")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield int(srv.getsockname()[1])
+    stop.set()
+    srv.close()
+    thread.join(5)
+
+
+def _connect(port: int) -> str:
+    return (
+        "python3 -c \"import socket; s = socket.create_connection(('127.0.0.1', "
+        f"{port}), 3); print('got', s.recv(4).decode())\""
+    )
+
+
+def test_network_none_cannot_reach_loopback_and_full_can(stack: Stack, tcp_server: int) -> None:
+    closed = session_with(stack, network="none")
+    result = run(stack, _connect(tcp_server), closed)
+    assert "got pong" not in result["told"]
+    assert result["end_state"] == "error"
+    opened = session_with(stack, network="full")
+    assert "got pong" in run(stack, _connect(tcp_server), opened)["told"]
+    # Asking for the network in a `none` session is an escalation, which `off` runs.
+    assert "got pong" in run(stack, _connect(tcp_server), closed, network=True)["told"]
+
+
+def test_a_call_cannot_see_or_signal_the_server(stack: Stack) -> None:
+    assert stack.server.proc is not None
+    server = stack.server.proc.pid
+    result = run(
+        stack,
+        f"test -e /proc/{server} && echo server-visible; kill -0 {server} && echo signalled; "
+        "echo processes: $(ls /proc | grep -c '^[0-9]')",
+    )
+    assert "server-visible" not in result["told"]
+    assert "signalled" not in result["told"]
+    assert "No such process" in result["told"]
+    assert stack.api("GET", "/api/healthz").status_code == 200
+
+
+def test_a_fork_bomb_ends_on_the_process_limit(stack: Stack) -> None:
+    session = session_with(stack, max_processes=64)
+    # Written so that the guard does not recognise it: the limit must hold on its own.
+    result = run(stack, "perl -e 'fork while 1'", session, timeout=60)
+    assert result["resources"] is not None, result
+    assert result["resources"]["killed_by"] == "processes"
+    assert "stopped: process limit 64 reached" in result["told"]
+    assert result["resources"]["processes_peak"] >= 32
+    # The server stayed healthy and still runs calls.
+    assert stack.api("GET", "/api/healthz").status_code == 200
+    assert "alive" in run(stack, "echo alive")["told"]
+
+
+def test_memory_over_the_limit_ends_the_call(stack: Stack) -> None:
+    session = session_with(stack, memory_mb=256)
+    result = run(stack, "python3 -c \"b = b'x' * (1024 ** 3); print(len(b))\"", session)
+    assert result["resources"]["killed_by"] == "memory"
+    assert "stopped: memory limit 256 MB reached" in result["told"]
+    assert result["resources"]["peak_memory_bytes"] >= 200 * 1024 * 1024
+
+
+def test_cpu_time_over_the_limit_ends_the_call(stack: Stack) -> None:
+    session = session_with(stack, cpu_seconds=2)
+    result = run(stack, 'python3 -c "while True: pass"', session, timeout=60)
+    assert result["resources"]["killed_by"] == "cpu"
+    assert "stopped: CPU time limit 2 s reached" in result["told"]
+    assert 2 <= result["resources"]["cpu_seconds"] < 10
+
+
+def test_an_ordinary_call_reports_what_it_used(stack: Stack) -> None:
+    result = run(stack, 'python3 -c "print(sum(range(10**6)))"')
+    resources = result["resources"]
+    assert resources["killed_by"] is None
+    assert resources["peak_memory_bytes"] > 0 and resources["processes_peak"] >= 1
+    assert resources["cpu_seconds"] is not None and resources["cpu_seconds"] > 0
+
+
+def test_cancel_is_recorded_as_killed_by_cancel(stack: Stack) -> None:
+    session, _task, call = stack.start_shell("echo up; sleep 300")
+    output = f"/api/tool-calls/{session}/{call['tool_call_id']}/output"
+    # Cancel once it runs (a call stopped before its process exists used nothing).
+    wait_for(lambda: "up" in stack.api("GET", output).text, what="the command to start")
+    resp = stack.api("POST", f"/api/tool-calls/{session}/{call['tool_call_id']}/cancel", json={})
+    assert resp.status_code == 202
+    info = stack.wait_completed(session, call["tool_call_id"])
+    assert info["resources"]["killed_by"] == "cancel"
+
+
+def test_bad_sandbox_settings_get_422_and_change_nothing(stack: Stack) -> None:
+    session = session_with(stack, memory_mb=300)
+    for bad in ({"memory_mb": 4}, {"max_processes": 2}, {"network": "some"}, {"cpu_seconds": -1}):
+        resp = stack.api("PUT", f"/api/chats/{session}/settings", json=bad)
+        assert resp.status_code == 422, (bad, resp.text)
+    listed = {s["session_id"]: s for s in stack.api("GET", "/api/chats").json()}
+    assert listed[session]["sandbox"] == {"memory_mb": 300}
+    # null returns a value to the server's default; other fields stay.
+    settings(stack, session, network="full")
+    settings(stack, session, memory_mb=None)
+    listed = {s["session_id"]: s for s in stack.api("GET", "/api/chats").json()}
+    assert listed[session]["sandbox"] == {"network": "full"}
+
+
+def test_leaving_the_sandbox_asks_at_auto_and_runs_when_approved(stack: Stack) -> None:
+    assert stack.server.proc is not None
+    server = stack.server.proc.pid
+    session = session_with(stack, approval_level="auto")
+    command = f"test -e /proc/{server} && echo server-visible"
+    session, task_id, _ = stack.start_shell(command, session, sandbox=False)
+    approval = first_pending(stack, session)
+    assert [f["rule_id"] for f in approval["findings"]] == ["sandbox.escape"]
+    assert decide(stack, "approve", approval)[0] == 200
+    task = stack.wait_task(task_id)
+    told = [m for m in task["messages"] if m["role"] == "tool"][-1]["content"]
+    assert "server-visible" in told
+    audit = stack.api("GET", "/api/governance/audit", params={"session_id": session}).json()
+    entry = audit["items"][0]
+    assert entry["outcome"] == "allowed" and entry["sandbox"]["sandboxed"] is False
+    assert entry["sandbox"]["memory_mb"] == 2048
+
+
+def test_a_sandboxed_high_finding_runs_at_auto_without_asking(stack: Stack) -> None:
+    session = session_with(stack, approval_level="auto")
+    result = run(stack, 'eval "$(echo echo ran-inside)"', session)
+    assert "ran-inside" in result["told"]
+    audit = stack.api("GET", "/api/governance/audit", params={"session_id": session}).json()
+    entry = audit["items"][0]
+    assert entry["verdict"] == "allow" and entry["sandbox"]["sandboxed"] is True
+    assert any(f["severity"] == "HIGH" for f in entry["findings"])
+
+
+def _call_processes(call_id: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("TETHER_TOOL_CALL", "").endswith(f":{call_id}"):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def _all_gone(procs: list[psutil.Process]) -> bool:
+    return not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in procs)
+
+
+def test_a_sandboxed_tree_dies_with_the_server() -> None:
+    model = FakeModel()
+    try:
+        with temporary_server("sandbox-crash", **QUIET) as server:
+            register_mock_provider(server, model.url)
+            crashed = Stack(server, model)
+            _session, _task, call = crashed.start_shell("sleep 300 & sleep 301 & wait")
+            # bwrap, its pid 1, the shell and both sleepers.
+            procs = wait_for(
+                lambda: (
+                    (found := _call_processes(call["tool_call_id"])) and len(found) >= 5 and found
+                ),
+                what="the sandboxed tree",
+            )
+            server.kill()
+            wait_for(lambda: _all_gone(procs), 10, "the tree to die with the server")
+    finally:
+        model.close()
+
+
+def test_required_sandbox_without_bwrap_refuses_to_start(tmp_path: Path) -> None:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("TETHER_")},
+        "TETHER_HOME": str(tmp_path),
+        "TETHER_SANDBOX": "bwrap",
+        "PATH": str(tmp_path / "no-bin"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "serve", "--port", "0"],
+        env=env,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0
+    said = done.stderr.decode()
+    assert "refusing to start: TETHER_SANDBOX=bwrap but 'bwrap' was not found on PATH" in said

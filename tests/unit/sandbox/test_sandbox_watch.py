@@ -1,0 +1,75 @@
+"""The watcher: it records peaks, ends a call that passed a limit, and keeps trying to
+release a group that is still held."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tether.sandbox.limits import Limits, Usage
+from tether.sandbox.watch import CallWatch, Watcher
+
+
+class FakeGroup:
+    """A group whose readings a test feeds, and that is held for a few close attempts."""
+
+    def __init__(self, readings: list[Usage], held_for: int = 0) -> None:
+        self.readings = readings
+        self.held_for = held_for
+        self.read_count = 0
+        self.closed = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+
+    def join(self) -> None:
+        return None
+
+    def attach(self, pid: int) -> None:
+        return None
+
+    def read(self) -> Usage:
+        self.read_count += 1
+        return self.readings[min(self.read_count, len(self.readings)) - 1]
+
+    def members(self) -> list[int]:
+        return []
+
+    def close(self) -> bool:
+        if self.held_for > 0:
+            self.held_for -= 1
+            return False
+        self._loop.call_soon_threadsafe(self.closed.set)
+        return True
+
+
+async def _killed(watch: CallWatch) -> None:
+    while watch.killed_by is None:
+        await asyncio.sleep(0.001)
+
+
+async def test_a_cpu_limit_passed_between_readings_ends_the_call() -> None:
+    group = FakeGroup([Usage(cpu_seconds=0.5, processes=3), Usage(cpu_seconds=2.5, processes=5)])
+    watcher = Watcher(interval=0.001)
+    watch = CallWatch(group, Limits(256, 64, 2.0))
+    watcher.add(watch)
+    await asyncio.wait_for(_killed(watch), 5)
+    resources = await watcher.finish(watch, ran=True)
+    assert resources.killed_by == "cpu"
+    assert resources.processes_peak == 5 and resources.cpu_seconds == 2.5
+    assert resources.limit_note() == "stopped: CPU time limit 2 s reached"
+    assert resources.as_dict().keys() == {
+        "peak_memory_bytes",
+        "cpu_seconds",
+        "processes_peak",
+        "killed_by",
+    }
+    await watcher.close()
+
+
+async def test_a_held_group_is_released_later() -> None:
+    group = FakeGroup([Usage(processes=1)], held_for=2)
+    watcher = Watcher(interval=0.001)
+    watch = CallWatch(group, Limits())
+    watcher.add(watch)
+    resources = await watcher.finish(watch, ran=True)
+    assert resources.killed_by is None and resources.limit_note() is None
+    await asyncio.wait_for(group.closed.wait(), 5)
+    await watcher.close()
