@@ -62,8 +62,11 @@ def _first_server(tmp_path: Path, **env: str) -> Iterator[tuple[Stack, str]]:
 
 
 def _start(home: Path, url: str, **env: str) -> Any:
+    # Unsandboxed: the tests watch pids a call reports (its own, not the host's, in the
+    # sandbox's pid namespace) and the reaping a shared database must leave alone.
     return start_server(
         home,
+        TETHER_SANDBOX="off",
         TETHER_DATABASE_URL=url,
         TETHER_DEFAULT_APPROVAL_LEVEL="off",
         TETHER_LLM_MAX_RETRIES="0",
