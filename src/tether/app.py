@@ -11,8 +11,8 @@ from fastapi import FastAPI
 from tether import __version__
 from tether.api import (
     approvals,
-    chat,
     chats,
+    console_chat,
     cron,
     errors,
     governance,
@@ -80,7 +80,7 @@ def create_app(settings: Settings, factory: ModelFactory | None = None) -> Any:
     for module in (
         health,
         providers,
-        chat,
+        console_chat,
         chats,
         toolcalls,
         approvals,

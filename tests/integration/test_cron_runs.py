@@ -90,7 +90,7 @@ def test_timeout_stops_the_run_and_kills_its_processes(stack: Stack) -> None:
     assert busy.status_code == 409
 
     (run,) = wait_runs_finished(stack.server, "slow", timeout=15)
-    assert run["status"] == "timeout"
+    assert (run["status"], run["outcome"]) == ("error", "timeout")
     assert "timeout" in run["error"]
     pid = int(wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), 5, "pid"))
     wait_for(lambda: not _alive(pid), 10, f"process {pid} to be gone")

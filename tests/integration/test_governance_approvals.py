@@ -62,8 +62,9 @@ def test_strict_asks_even_for_the_clock_and_approval_runs_it(stack: Stack) -> No
         200,
         {
             "success": True,
-            "request_id": approval["request_id"],
+            "message": "Tool 'get_current_time' approved, executing...",
             "tool_name": "get_current_time",
+            "request_id": approval["request_id"],
             "remembered": None,  # scope "once" by default: nothing is remembered
         },
     )

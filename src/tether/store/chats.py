@@ -42,6 +42,32 @@ class ChatRepository:
                     )
                 )
 
+    async def create_session(
+        self, session_id: str, user_id: str, channel: str, title: str | None
+    ) -> bool:
+        """Create the session unless it exists; True if it was created."""
+        now = time.time()
+        async with self._db.write() as conn:
+            exists = (
+                await conn.execute(
+                    sa.select(chat_sessions.c.id).where(chat_sessions.c.id == session_id)
+                )
+            ).first()
+            if exists:
+                return False
+            await conn.execute(
+                chat_sessions.insert().values(
+                    id=session_id,
+                    user_id=user_id,
+                    channel=channel,
+                    title=title,
+                    approval_level=None,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            return True
+
     async def get_session(self, session_id: str) -> SessionRecord | None:
         async with self._db.read() as conn:
             row = (
@@ -100,6 +126,12 @@ class ChatRepository:
                     }
                     for kind, payload in entries
                 ],
+            )
+            # A chat's updated_at says when it last changed, as QwenPaw's does.
+            await conn.execute(
+                sa.update(chat_sessions)
+                .where(chat_sessions.c.id == session_id)
+                .values(updated_at=now)
             )
 
     async def history(self, session_id: str) -> list[MessageRecord]:

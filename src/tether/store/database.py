@@ -12,6 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from tether.store.cron_shape import migrate_cron_job_shape
 from tether.store.sqlite_driver import OneHopDBAPI
 from tether.store.tables import metadata
 from tether.text import may_hold_surrogates, valid_data
@@ -78,6 +79,8 @@ MIGRATIONS: list[tuple[str, Migration]] = [
         ),
     ),
     ("0014_i14_task_resumes", _add_task_resumes),
+    # Cron jobs take QwenPaw's job shape (task_type, request, dispatch, runtime).
+    ("0006_i13_cron_job_shape", migrate_cron_job_shape),
 ]
 
 _migrations_table = sa.Table(
