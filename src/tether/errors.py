@@ -31,6 +31,10 @@ class Busy(TetherError):
     """The server is at a limit; the same request may succeed later (HTTP 429)."""
 
 
+class Unavailable(TetherError):
+    """Something Tether depends on could not be asked (HTTP 502)."""
+
+
 class Invalid(TetherError, ValueError):
     """The input is wrong in a way the request schema alone cannot see (HTTP 422).
 

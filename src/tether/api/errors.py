@@ -14,21 +14,15 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from tether.errors import Busy, Conflict, Forbidden, Invalid, NotFound, TetherError
-from tether.mcp.service import (
-    McpClientExists,
-    McpClientNotFound,
-    McpError,
-    McpInvalid,
-    McpUnavailable,
+from tether.errors import (
+    Busy,
+    Conflict,
+    Forbidden,
+    Invalid,
+    NotFound,
+    TetherError,
+    Unavailable,
 )
-
-_MCP_STATUS: dict[type[McpError], int] = {
-    McpClientNotFound: 404,
-    McpClientExists: 409,
-    McpInvalid: 422,
-    McpUnavailable: 502,
-}
 
 _STATUS: tuple[tuple[type[TetherError], int], ...] = (
     (NotFound, 404),
@@ -36,6 +30,7 @@ _STATUS: tuple[tuple[type[TetherError], int], ...] = (
     (Forbidden, 403),
     (Busy, 429),
     (Invalid, 422),
+    (Unavailable, 502),
 )
 
 
@@ -52,14 +47,9 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": [_safe(e) for e in exc.errors()]}, status_code=422)
 
 
-async def _mcp_error(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, McpError)
-    return JSONResponse({"detail": str(exc)}, status_code=_MCP_STATUS.get(type(exc), 400))
-
-
 def status_of(exc: TetherError) -> int:
-    """The HTTP status for an error's kind (500 for a kind the API does not know)."""
-    return next((status for kind, status in _STATUS if isinstance(exc, kind)), 500)
+    """The HTTP status for an error's kind."""
+    return next(status for kind, status in _STATUS if isinstance(exc, kind))
 
 
 async def _tether_error(request: Request, exc: Exception) -> JSONResponse:
@@ -73,5 +63,7 @@ async def _tether_error(request: Request, exc: Exception) -> JSONResponse:
 def install(app: FastAPI) -> None:
     """Register the error handlers on ``app``."""
     app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(McpError, _mcp_error)
-    app.add_exception_handler(TetherError, _tether_error)
+    # Only the kinds: an error of no kind is a fault, answered as any other 500 (its
+    # message is for the log, not for the client).
+    for kind, _status in _STATUS:
+        app.add_exception_handler(kind, _tether_error)
