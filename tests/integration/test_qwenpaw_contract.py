@@ -41,6 +41,13 @@ def stack() -> Iterator[Stack]:
     yield from stack_for_module("contract")
 
 
+@pytest.fixture(autouse=True)
+def _no_leftover_replies(stack: Stack) -> None:
+    # A test that stops a turn leaves its scripted replies unread; the next test must
+    # not get them.
+    stack.model.script()
+
+
 def _iso(value: str) -> datetime:
     parsed = datetime.fromisoformat(value)
     assert parsed.utcoffset() is not None, value
