@@ -117,7 +117,7 @@ def test_chat_stream_sends_the_turn_events_in_order(stack: Stack) -> None:
     stack.model.script(shell_call("echo streamed"), {"text": "all done"})
     with stack.server._client.stream(
         "POST",
-        "/api/console/chat",
+        "/api/console/chat?events=tether",
         json=chat_body("go", session),
         headers={"Authorization": f"Bearer {stack.server.token}"},
     ) as resp:

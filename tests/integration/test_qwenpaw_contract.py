@@ -13,7 +13,15 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from core_support import Stack, chat_body, gated, new_session, open_gate, stack_for_module
+from core_support import (
+    Stack,
+    chat_body,
+    gated,
+    new_session,
+    open_gate,
+    sse_events,
+    stack_for_module,
+)
 from cron_support import wait_runs_finished
 from governance_support import first_pending, shell, submit
 
@@ -138,6 +146,51 @@ def test_task_timeout_is_accepted_and_enforced(stack: Stack) -> None:
     assert "timeout" in task["result"]["error"]["message"]
     bad = stack.api("POST", "/api/console/chat/task", json=chat_body("go", session_id, timeout=0))
     assert bad.status_code == 422
+
+
+def test_chat_stream_is_qwenpaws_runtime_protocol(stack: Stack) -> None:
+    session_id = new_session()
+    stack.model.script({"tool_calls": [shell("echo streamed")]}, {"text": "all done"})
+    with stack.server._client.stream(
+        "POST",
+        "/api/console/chat",
+        json=chat_body("go", session_id),
+        headers={"Authorization": f"Bearer {stack.server.token}"},
+    ) as resp:
+        assert resp.status_code == 200
+        frames = [e.data for e in sse_events(resp.iter_lines())]
+    assert [f["sequence_number"] for f in frames] == list(range(1, len(frames) + 1))
+    assert [(f["object"], f["status"]) for f in frames[:2]] == [
+        ("response", "created"),
+        ("response", "in_progress"),
+    ]
+    final = frames[-1]
+    assert (final["object"], final["status"], final["session_id"]) == (
+        "response",
+        "completed",
+        session_id,
+    )
+    done = [(m["type"], m["role"]) for m in final["output"]]
+    assert done == [
+        ("plugin_call", "assistant"),
+        ("plugin_call_output", "tool"),
+        ("message", "assistant"),
+    ]
+    call, output, answer = (m["content"][0] for m in final["output"])
+    assert call["data"]["name"] == "execute_shell_command"
+    assert output["data"]["call_id"] == call["data"]["call_id"]
+    assert "streamed" in output["data"]["output"]
+    assert answer == {
+        "object": "content",
+        "type": "text",
+        "delta": False,
+        "index": 0,
+        "text": "all done",
+    }
+    deltas = [f for f in frames if f["object"] == "content" and f["delta"] and f["type"] == "text"]
+    assert "".join(f["text"] for f in deltas) == "all done"
+    text_message = final["output"][2]["id"]
+    assert all(f["msg_id"] == text_message for f in deltas)
 
 
 def test_chat_stop_by_chat_id(stack: Stack) -> None:
@@ -330,7 +383,8 @@ def test_unknown_tool_call_is_404(stack: Stack, method: str, suffix: str) -> Non
 
 
 def test_tool_call_stream_frames_are_chunks_then_done(stack: Stack) -> None:
-    session_id, task_id, call = stack.start_shell("echo streamed-line")
+    session_id, task_id, call = stack.start_shell(gated("chunk-gate", "echo streamed-line"))
+    open_gate(stack, "chunk-gate")
     stack.wait_task(task_id)
     path = f"/api/tool-calls/{session_id}/{call['tool_call_id']}/stream"
     text = stack.api("GET", path).text

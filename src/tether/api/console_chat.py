@@ -13,6 +13,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tether.api.deps import ServicesDep
+from tether.api.runtime_stream import RuntimeStream
 from tether.api.sse import SSE_HEADERS, sse_event
 from tether.api.valid_json import ValidTextRoute
 from tether.governance.levels import parse_level
@@ -162,16 +163,45 @@ async def stop_chat(
 
 
 @router.post("")
-async def chat_stream(body: ChatRequest, services: ServicesDep) -> StreamingResponse:
-    """Run a turn and stream its events (SSE) until it ends."""
+async def chat_stream(
+    body: ChatRequest,
+    services: ServicesDep,
+    events: Annotated[
+        Literal["qwenpaw", "tether"],
+        Query(description="qwenpaw: QwenPaw's runtime frames; tether: Tether's events."),
+    ] = "qwenpaw",
+) -> StreamingResponse:
+    """Run a turn and stream it (SSE) until it ends."""
     submitted = await _submit(body, services, attended=True)
     feed = services.tasks.follow(submitted.task_id)
+    source = feed if feed is not None else _nothing()
+    frames = (
+        _tether_frames(submitted, source)
+        if events == "tether"
+        else _runtime_frames(submitted, source)
+    )
+    return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
 
-    async def frames() -> AsyncIterator[str]:
-        yield sse_event({"type": "task", **submitted.model_dump()})
-        if feed is None:
-            return
-        async for event in feed:
-            yield sse_event(event)
 
-    return StreamingResponse(frames(), media_type="text/event-stream", headers=SSE_HEADERS)
+async def _nothing() -> AsyncIterator[dict[str, Any]]:
+    return
+    yield  # an async generator that ends at once
+
+
+async def _tether_frames(
+    submitted: TaskSubmitted, feed: AsyncIterator[dict[str, Any]]
+) -> AsyncIterator[str]:
+    yield sse_event({"type": "task", **submitted.model_dump()})
+    async for event in feed:
+        yield sse_event(event)
+
+
+async def _runtime_frames(
+    submitted: TaskSubmitted, feed: AsyncIterator[dict[str, Any]]
+) -> AsyncIterator[str]:
+    stream = RuntimeStream(submitted.session_id, submitted.task_id)
+    for frame in stream.start():
+        yield sse_event(frame)
+    async for event in feed:
+        for frame in stream.feed(event):
+            yield sse_event(frame)

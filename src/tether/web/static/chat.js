@@ -361,7 +361,7 @@ async function send(text) {
     request_context: level ? { approval_level: level } : {},
   };
   try {
-    await postStream("/api/console/chat", body, (event) => onEvent(event, turn));
+    await postStream("/api/console/chat?events=tether", body, (event) => onEvent(event, turn));
   } catch (err) {
     turn.error = err.message || String(err);
   } finally {
