@@ -197,7 +197,7 @@ def test_the_chat_stream_carries_the_approval_request(stack: Stack) -> None:
     seen: list[str] = []
     with httpx.stream(
         "POST",
-        f"{stack.server.base_url}/api/console/chat",
+        f"{stack.server.base_url}/api/console/chat?events=tether",
         json=body,
         headers={"Authorization": f"Bearer {stack.server.token}"},
         timeout=20.0,

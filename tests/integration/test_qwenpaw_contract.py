@@ -263,6 +263,8 @@ def test_approval_list_approve_and_wrong_session(stack: Stack) -> None:
     for key in ("request_id", "session_id", "root_session_id", "tool_name", "severity"):
         assert key in pending
     assert pending["findings_count"] == len(pending["findings"])
+    assert pending["exact_target"] == "echo approved-run"
+    assert (pending["similar_target"], pending["is_generalized"]) == ("", False)
     body = {"request_id": pending["request_id"], "session_id": "console:someone-else"}
     other = stack.api("POST", "/api/approval/approve", json=body)
     assert other.status_code == 403

@@ -31,6 +31,11 @@ class PendingApproval(BaseModel):
     owner_agent_id: str
     tool_name: str
     tool_display_name: str
+    tool_source: str = Field(description="The rule behind the first finding.")
+    exact_target: str
+    similar_target: str
+    is_generalized: bool
+    reasoning: str
     severity: str = Field(description="The highest finding's severity, lower case.")
     findings_count: int
     created_at: float = Field(description="Epoch seconds.")

@@ -38,6 +38,8 @@ class ChatSpec(BaseModel):
     archived: bool = False
     source: Literal["chat", "cron"]
     group_id: str | None = None
+    parent_session_id: str | None = None
+    root_session_id: str | None = None
     approval_level: str | None = Field(description="Tether: the chat's approval level.")
     when_unattended: str | None = Field(
         description="Tether: deny or wait when nobody follows a turn (null: the default)."

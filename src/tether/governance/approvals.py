@@ -5,6 +5,7 @@ deny what was left pending (fail closed)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import Sequence
@@ -79,6 +80,12 @@ def approval_view(record: ApprovalRecord) -> dict[str, Any]:
         "owner_agent_id": DEFAULT_AGENT_ID,
         "tool_name": record.tool_name,
         "tool_display_name": record.tool_name,
+        "tool_source": record.findings[0]["rule_id"] if record.findings else "No rule hit",
+        "exact_target": exact_target(record.arguments),
+        # What a remembered "similar" approval would cover; not derived yet.
+        "similar_target": "",
+        "is_generalized": False,
+        "reasoning": "",
         "severity": _highest_severity(record.findings),
         "findings_count": len(record.findings),
         "created_at": record.created_at,
@@ -95,6 +102,14 @@ def approval_view(record: ApprovalRecord) -> dict[str, Any]:
             else None,
         },
     }
+
+
+def exact_target(arguments: dict[str, Any]) -> str:
+    """What the call acts on, as a person reads it: the command, else the path."""
+    for key in ("command", "path"):
+        if isinstance(arguments.get(key), str):
+            return str(arguments[key])
+    return json.dumps(arguments, sort_keys=True)
 
 
 def _highest_severity(findings: Sequence[dict[str, str]]) -> str:
