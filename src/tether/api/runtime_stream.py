@@ -2,7 +2,7 @@
 
 QwenPaw streams a turn as runtime objects: a ``response`` (created, in progress, then
 completed / failed / cancelled with every finished message in ``output``), ``message``
-envelopes (text, ``plugin_call``, ``plugin_call_output``) and the ``content`` chunks
+envelopes (``reasoning``, text, ``plugin_call``, ``plugin_call_output``) and the ``content`` chunks
 inside them, each frame numbered by ``sequence_number``. This module turns Tether's
 turn events into those frames. Pure: no I/O.
 
@@ -58,6 +58,8 @@ class RuntimeStream:
         self._seq = 0
         self._text: Frame | None = None
         self._fragments: list[str] = []
+        self._reasoning: Frame | None = None
+        self._thoughts: list[str] = []
         self._names: dict[str, str] = {}
         self.response: Frame = {
             "object": "response",
@@ -82,6 +84,12 @@ class RuntimeStream:
     def feed(self, event: dict[str, Any]) -> list[Frame]:
         """The frames one Tether event becomes (none for Tether-only events)."""
         kind = event.get("type")
+        if kind == "reasoning_delta":
+            return self._reasoning_delta(str(event.get("text", "")))
+        frames = self._close_reasoning() if kind in ("text_delta", "message", "final") else []
+        return frames + self._translate(kind, event)
+
+    def _translate(self, kind: object, event: dict[str, Any]) -> list[Frame]:
         if kind == "text_delta":
             return self._text_delta(str(event.get("text", "")))
         if kind == "message":
@@ -93,6 +101,25 @@ class RuntimeStream:
         if kind == "final":
             return self._final(event.get("result") or {})
         return []
+
+    def _reasoning_delta(self, text: str) -> list[Frame]:
+        frames = []
+        if self._reasoning is None:
+            self._reasoning = _message("reasoning", "assistant")
+            frames.append(self._emit(self._reasoning))
+        self._thoughts.append(text)
+        msg_id = self._reasoning["id"]
+        frames.append(self._emit(_content(msg_id, "text", None, text=text, delta=True)))
+        return frames
+
+    def _close_reasoning(self) -> list[Frame]:
+        """QwenPaw ends a reasoning message before whatever the model says next."""
+        if self._reasoning is None:
+            return []
+        final = _content(self._reasoning["id"], "text", None, text="".join(self._thoughts))
+        frames = [self._emit(final), self._complete(self._reasoning, final)]
+        self._reasoning, self._thoughts = None, []
+        return frames
 
     def _text_delta(self, text: str) -> list[Frame]:
         frames = []

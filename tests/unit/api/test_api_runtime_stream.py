@@ -47,3 +47,17 @@ def test_an_answer_without_deltas_still_opens_its_message() -> None:
     assert (envelope["object"], envelope["status"]) == ("message", "in_progress")
     assert text["msg_id"] == envelope["id"] and text["text"] == "whole"
     assert (done["status"], done["content"][0]["text"]) == ("completed", "whole")
+
+
+def test_reasoning_is_its_own_message_ended_before_the_answer() -> None:
+    frames = run(
+        {"type": "reasoning_delta", "text": "think "},
+        {"type": "reasoning_delta", "text": "hard"},
+        {"type": "text_delta", "text": "42"},
+        {"type": "message", "kind": "assistant", "message": {"content": "42"}},
+        {"type": "final", "result": {"status": "completed"}},
+    )
+    output = frames[-1]["output"]
+    assert [m["type"] for m in output] == ["reasoning", "message"]
+    assert output[0]["content"][0]["text"] == "think hard"
+    assert output[1]["content"][0]["text"] == "42"
