@@ -1,4 +1,4 @@
-"""Migration 0003: jobs stored in Tether's first shape load in QwenPaw's, nothing lost."""
+"""Migration 0004: jobs stored in Tether's first shape load in QwenPaw's, nothing lost."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ async def test_an_existing_database_upgrades_in_place(tmp_path: Path) -> None:
                 {"id": old["id"], "spec": json.dumps(old)},
             )
         await conn.execute(
-            sa.text("DELETE FROM _migrations WHERE name = '0003_i13_cron_job_shape'")
+            sa.text("DELETE FROM _migrations WHERE name = '0004_i13_cron_job_shape'")
         )
     await db.close()
 
