@@ -5,7 +5,6 @@ deny what was left pending (fail closed)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from collections.abc import Sequence
@@ -72,6 +71,11 @@ def approval_view(record: ApprovalRecord) -> dict[str, Any]:
     QwenPaw's fields come first; Tether has one agent and no session trees, so the
     root session is the session and the agent is ``default``.
     """
+    similar = record.similar_pattern
+    patterns = {
+        "exact": exact_text(record.tool_name, record.arguments),
+        "similar": pattern_text(similar) if similar is not None else None,
+    }
     return {
         "request_id": record.request_id,
         "session_id": record.session_id,
@@ -81,10 +85,9 @@ def approval_view(record: ApprovalRecord) -> dict[str, Any]:
         "tool_name": record.tool_name,
         "tool_display_name": record.tool_name,
         "tool_source": record.findings[0]["rule_id"] if record.findings else "No rule hit",
-        "exact_target": exact_target(record.arguments),
-        # What a remembered "similar" approval would cover; not derived yet.
-        "similar_target": "",
-        "is_generalized": False,
+        "exact_target": patterns["exact"],
+        "similar_target": patterns["similar"] or "",
+        "is_generalized": patterns["similar"] is not None,
         "reasoning": "",
         "severity": _highest_severity(record.findings),
         "findings_count": len(record.findings),
@@ -95,21 +98,8 @@ def approval_view(record: ApprovalRecord) -> dict[str, Any]:
         "arguments": record.arguments,
         "findings": record.findings,
         "expires_at": record.expires_at,
-        "patterns": {
-            "exact": exact_text(record.tool_name, record.arguments),
-            "similar": pattern_text(record.similar_pattern)
-            if record.similar_pattern is not None
-            else None,
-        },
+        "patterns": patterns,
     }
-
-
-def exact_target(arguments: dict[str, Any]) -> str:
-    """What the call acts on, as a person reads it: the command, else the path."""
-    for key in ("command", "path"):
-        if isinstance(arguments.get(key), str):
-            return str(arguments[key])
-    return json.dumps(arguments, sort_keys=True)
 
 
 def _highest_severity(findings: Sequence[dict[str, str]]) -> str:

@@ -76,7 +76,7 @@ async def test_an_existing_database_upgrades_in_place(tmp_path: Path) -> None:
                 {"id": old["id"], "spec": json.dumps(old)},
             )
         await conn.execute(
-            sa.text("DELETE FROM _migrations WHERE name = '0004_i13_cron_job_shape'")
+            sa.text("DELETE FROM _migrations WHERE name = '0006_i13_cron_job_shape'")
         )
     await db.close()
 
