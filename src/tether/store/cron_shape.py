@@ -28,7 +28,7 @@ def new_shape(old: dict[str, Any]) -> dict[str, Any]:
     target = {"user_id": _CRON_USER, "session_id": session_id}
     new: dict[str, Any] = {
         key: old[key]
-        for key in ("id", "name", "enabled", "schedule", "approval_level")
+        for key in ("id", "name", "enabled", "schedule", "approval_level", "when_unattended")
         if key in old
     }
     if task.get("type") == "text":

@@ -21,6 +21,7 @@ OLD_AGENT: dict[str, Any] = {
     "task": {"type": "agent", "prompt": "summarise the logs"},
     "session_id": "ops",
     "approval_level": "strict",
+    "when_unattended": "wait",
     "timeout_seconds": 1.5,
     "misfire_grace_seconds": 0.0,
 }
@@ -45,6 +46,7 @@ def test_an_agent_job_keeps_its_session_prompt_level_and_limits() -> None:
     assert spec.schedule.model_dump(mode="json") == OLD_AGENT["schedule"]
     assert spec.request is not None and spec.request.prompt() == "summarise the logs"
     assert spec.target.session_id == "ops" and spec.target.user_id == "cron"
+    assert spec.when_unattended == "wait"
     # Whole seconds now, rounded up so no run gets less time than before.
     assert (spec.runtime.timeout_seconds, spec.runtime.misfire_grace_seconds) == (2, 0)
 
