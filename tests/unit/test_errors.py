@@ -7,7 +7,7 @@ import pytest
 from tether.api.errors import status_of
 from tether.errors import Busy, Conflict, Forbidden, Invalid, NotFound, TetherError
 from tether.governance.approvals import ApprovalDecided, ApprovalForbidden, ApprovalNotFound
-from tether.llm.providers import ProviderExists, UnknownModel, UnknownProvider
+from tether.llm.provider_service import ProviderExists, UnknownModel, UnknownProvider
 from tether.scheduler.jobs import JobBusy, JobExists, JobNotFound
 from tether.tasks.chats import ChatNotFound
 from tether.tasks.service import TaskNotFound, TooManyTasks
