@@ -119,12 +119,11 @@ class Server:
             "id": "bench",
             "name": "Bench fake",
             "default_base_url": model.url,
-            "chat_model": MOCK_MODEL,
-            "models": [{"id": MOCK_MODEL}],
+            "models": [{"id": MOCK_MODEL, "name": MOCK_MODEL}],
         }
         self.client.post("/api/models/custom-providers", json=provider).raise_for_status()
         self.client.put("/api/models/bench/config", json={"api_key": "x"}).raise_for_status()
-        active = {"provider_id": "bench", "model": MOCK_MODEL}
+        active = {"provider_id": "bench", "model": MOCK_MODEL, "scope": "global"}
         self.client.put("/api/models/active", json=active).raise_for_status()
 
 

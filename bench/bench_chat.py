@@ -16,7 +16,8 @@ from _support import FakeModel, Server, chat_body, median, pct, report, shell_re
 def one_turn(server: Server, model: FakeModel, session: str) -> float:
     model.script(shell_reply("echo hi"), {"text": "done"})
     started = time.perf_counter()
-    with server.client.stream("POST", "/api/console/chat", json=chat_body("go", session)) as resp:
+    path = "/api/console/chat?events=tether"
+    with server.client.stream("POST", path, json=chat_body("go", session)) as resp:
         for line in resp.iter_lines():
             if line.startswith("data:") and json.loads(line[5:])["type"] == "final":
                 assert json.loads(line[5:])["result"]["status"] == "completed", line

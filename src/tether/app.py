@@ -11,9 +11,9 @@ from fastapi import FastAPI
 from tether import __version__
 from tether.api import (
     approvals,
-    chat,
     chats,
     cluster,
+    console_chat,
     cron,
     errors,
     governance,
@@ -93,7 +93,7 @@ def create_app(
     for module in (
         health,
         providers,
-        chat,
+        console_chat,
         chats,
         toolcalls,
         approvals,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tether.agent.ports import Gate
 from tether.agent.turn import Agent
@@ -18,6 +18,7 @@ from tether.mcp.service import McpService
 from tether.sandbox.service import Sandbox
 from tether.scheduler.jobs import CronJobs
 from tether.store.store import Store
+from tether.tasks.chats import ChatService
 from tether.tasks.service import TaskService
 from tether.toolcalls.coordinator import ToolCallCoordinator
 from tether.tools.registry import ToolRegistry
@@ -45,3 +46,7 @@ class Services:
     sandbox: Sandbox
     # The keeper's launcher when TETHER_KEEPER is on (its hub is closed at shutdown).
     keeper: KeeperLauncher | None = None
+    chats: ChatService = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.chats = ChatService(self.store.chats, self.tasks)

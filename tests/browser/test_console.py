@@ -184,7 +184,7 @@ def test_a_strict_session_asks_and_the_approved_call_runs(
     expect(page.locator("#approvals .approval")).to_have_count(0)
     session = page.locator("#session-list [aria-current=true]").inner_text()
     sessions = console_server.api_request("GET", "/api/chats").json()
-    (chosen,) = [s for s in sessions if s["title"] == session]
+    (chosen,) = [s for s in sessions if s["name"] == session]
     assert chosen["approval_level"] == "strict"
 
 
@@ -299,7 +299,7 @@ def test_force_kill_ends_a_command_at_once(page: Any, mock_llm: Any, console_ser
     expect(card).to_have_attribute("data-end-state", "cancelled")
     expect(page.locator(".msg.assistant").filter(has_text="Killed it.")).to_be_visible()
     sessions = console_server.api_request("GET", "/api/chats").json()
-    (sid,) = [s["session_id"] for s in sessions if s["title"] == "Run a stubborn command"]
+    (sid,) = [s["id"] for s in sessions if s["name"] == "Run a stubborn command"]
     call_id = card.get_attribute("data-call-id")
     info = console_server.api_request("GET", f"/api/tool-calls/{sid}/{call_id}").json()
     assert info["force_cancelled"] is True

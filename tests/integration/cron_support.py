@@ -13,18 +13,31 @@ def once_at(seconds_from_now: float) -> dict[str, Any]:
     return {"type": "once", "run_at": run_at.isoformat()}
 
 
+_RUNTIME = ("timeout_seconds", "misfire_grace_seconds")
+
+
 def agent_job(job_id: str, prompt: str = "do the thing", **extra: Any) -> dict[str, Any]:
-    return {
+    """A job in QwenPaw's shape; ``session_id`` and the runtime limits may be given flat."""
+    runtime = {k: extra.pop(k) for k in _RUNTIME if k in extra}
+    session_id = extra.pop("session_id", None)
+    job: dict[str, Any] = {
         "id": job_id,
         "name": f"job {job_id}",
         "schedule": {"type": "cron", "cron": "0 3 * * *"},
-        "task": {"type": "agent", "prompt": prompt},
+        "task_type": "agent",
+        "request": {"input": [{"role": "user", "content": [{"type": "text", "text": prompt}]}]},
+        "runtime": runtime,
         **extra,
     }
+    if session_id is not None:
+        job["dispatch"] = {"target": {"user_id": "cron", "session_id": session_id}}
+    return job
 
 
 def text_job(job_id: str, text: str, **extra: Any) -> dict[str, Any]:
-    return {**agent_job(job_id, **extra), "task": {"type": "text", "text": text}}
+    job = {**agent_job(job_id, **extra), "task_type": "text", "text": text}
+    del job["request"]
+    return job
 
 
 def create_job(server: Any, body: dict[str, Any]) -> dict[str, Any]:

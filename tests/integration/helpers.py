@@ -199,7 +199,7 @@ def register_mock_provider(
             "id": provider_id,
             "name": "Integration mock LLM",
             "default_base_url": url,
-            "chat_model": MOCK_MODEL,
+            "chat_model": "OpenAIChatModel",
             "models": [{"id": MOCK_MODEL, "name": "Mock model"}],
         },
     )

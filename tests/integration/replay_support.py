@@ -187,7 +187,12 @@ class Env(Stack):
     def next_message_works(self, session: str) -> None:
         """The session is healthy: one more message completes with a valid request."""
         task = self.turn("still there?", session, text_reply("yes"))
-        assert task["result"] == {"status": "completed", "text": "yes", "steps": 1}
+        assert task["result"] == {
+            "status": "completed",
+            "text": "yes",
+            "steps": 1,
+            "session_id": session,
+        }
         last = self.model.requests[-1]["messages"]
         assert request_problems(last, **ECHO_FIELDS) == [], last
         assert last[-1] == {"role": "user", "content": "still there?"}
@@ -211,7 +216,7 @@ def replay_env(prefix: str) -> Iterator[Env]:
 def failed(task: dict[str, Any], words: str) -> str:
     """The task's error, once checked: it failed, says ``words`` and nothing internal."""
     assert task["result"]["status"] == "failed", task["result"]
-    error = str(task["result"]["error"])
+    error = str(task["result"]["error"]["message"])
     assert words in error
     for internal in ("NoneType", "Traceback", "object has no attribute"):
         assert internal not in error

@@ -47,12 +47,13 @@ def test_twenty_sessions_at_once_stay_isolated(stack: Stack) -> None:
         assert f"echo {tag}" in calls[0]["extra"]["arguments"]["command"]
         assert calls[0]["session_id"] == sid
     assert sum(len(stack.live_calls(sid)) for sid in sessions) == SESSIONS
-    busy = {s["session_id"] for s in stack.api("GET", "/api/chats").json() if s["busy"]}
+    busy = {s["id"] for s in stack.api("GET", "/api/chats").json() if s["status"] == "running"}
     assert set(sessions) <= busy
     open_gate(stack, GATE)
     for sid, tag in sessions.items():
         task = stack.wait_task(tasks[sid])
-        assert task["result"] == {"status": "completed", "text": f"{tag} -> {tag}", "steps": 2}
+        expected = {"status": "completed", "text": f"{tag} -> {tag}", "steps": 2}
+        assert task["result"] == {**expected, "session_id": sid}
         texts = json.dumps([m["message"] for m in stack.messages(sid)])
         others = [t for t in sessions.values() if t != tag and t in texts]
         assert not others, f"{sid} sees {others}"

@@ -15,7 +15,8 @@ def job(job_id: str | None = None, **extra: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
         "name": "nightly report",
         "schedule": {"type": "cron", "cron": "0 3 * * *", "timezone": "UTC"},
-        "task": {"type": "agent", "prompt": "summarise the logs"},
+        "task_type": "agent",
+        "request": {"input": "summarise the logs"},
         **extra,
     }
     if job_id is not None:
@@ -38,34 +39,58 @@ def parse(value: str) -> datetime:
 
 def test_create_fills_in_the_defaults(app_server: Any) -> None:
     created = create(app_server, job("defaults"))
+    target = {"user_id": "cron", "session_id": "cron:defaults"}
     assert created == {
         **job("defaults"),
         "enabled": True,
-        "session_id": "cron:defaults",
+        "text": None,
+        "request": {"input": "summarise the logs", **target},
+        "dispatch": {
+            "type": "channel",
+            "channel": "console",
+            "target": target,
+            "mode": "stream",
+            "silent": False,
+            "meta": {},
+        },
+        "save_result_to_inbox": True,
+        "runtime": {
+            "max_concurrency": 1,
+            "timeout_seconds": 120,
+            "misfire_grace_seconds": 600,
+            "share_session": False,
+            "tool_safety": False,
+        },
+        "meta": {},
         "approval_level": "auto",
         "when_unattended": None,  # the session's, the server's, else deny
-        "timeout_seconds": 600.0,
-        "misfire_grace_seconds": 300.0,
     }
     listed = app_server.api_request("GET", "/api/cron/jobs").json()
     assert created in listed
-    assert app_server.api_request("GET", "/api/cron/jobs/defaults").json() == created
+    view = app_server.api_request("GET", "/api/cron/jobs/defaults").json()
+    assert view["spec"] == created and view["state"]["last_status"] is None
 
 
 def test_create_without_id_generates_one(app_server: Any) -> None:
     created = create(app_server, job())
     assert created["id"]
-    assert created["session_id"] == f"cron:{created['id']}"
+    assert created["dispatch"]["target"]["session_id"] == f"cron:{created['id']}"
 
 
 def test_put_replaces_and_delete_removes(app_server: Any) -> None:
     create(app_server, job("crud"))
-    changed = job("crud", name="renamed", session_id="ops", timeout_seconds=30)
+    changed = job(
+        "crud",
+        name="renamed",
+        dispatch={"target": {"user_id": "ops-user", "session_id": "ops"}},
+        runtime={"timeout_seconds": 30},
+    )
     resp = app_server.api_request("PUT", "/api/cron/jobs/crud", json=changed)
     assert resp.status_code == 200, resp.text
     assert resp.json()["name"] == "renamed"
-    assert resp.json()["session_id"] == "ops"
-    assert app_server.api_request("GET", "/api/cron/jobs/crud").json()["timeout_seconds"] == 30
+    assert resp.json()["request"]["session_id"] == "ops"
+    spec = app_server.api_request("GET", "/api/cron/jobs/crud").json()["spec"]
+    assert spec["runtime"]["timeout_seconds"] == 30
 
     assert app_server.api_request("DELETE", "/api/cron/jobs/crud").status_code == 200
     assert app_server.api_request("GET", "/api/cron/jobs/crud").status_code == 404
@@ -77,7 +102,8 @@ def test_post_with_an_existing_id_is_409(app_server: Any) -> None:
     resp = app_server.api_request("POST", "/api/cron/jobs", json=job("taken", name="other"))
     assert resp.status_code == 409
     assert "taken" in resp.json()["detail"]
-    assert app_server.api_request("GET", "/api/cron/jobs/taken").json()["name"] == "nightly report"
+    spec = app_server.api_request("GET", "/api/cron/jobs/taken").json()["spec"]
+    assert spec["name"] == "nightly report"
 
 
 @pytest.mark.parametrize(
@@ -97,6 +123,7 @@ def test_unknown_job_is_404(app_server: Any, method: str, suffix: str) -> None:
     kwargs = {"json": job()} if method == "PUT" else {}
     resp = app_server.api_request(method, f"/api/cron/jobs/no-such-job{suffix}", **kwargs)
     assert resp.status_code == 404, resp.text
+    assert resp.json() == {"detail": "job not found"}
 
 
 def _past() -> str:
@@ -128,12 +155,13 @@ INVALID = [
         ["schedule", "cron", "every"],
         id="unknown-nested-field",
     ),
-    pytest.param(
-        {"task": {"type": "agent", "prompt": "  "}}, ["task", "agent", "prompt"], id="task"
-    ),
+    pytest.param({"request": {"input": "  "}}, [], id="blank-input"),
+    pytest.param({"task_type": "text"}, [], id="text-without-text"),
     pytest.param({"approval_level": "sometimes"}, ["approval_level"], id="approval-level"),
-    pytest.param({"timeout_seconds": 0}, ["timeout_seconds"], id="timeout"),
-    pytest.param({"misfire_grace_seconds": -1}, ["misfire_grace_seconds"], id="grace"),
+    pytest.param({"runtime": {"timeout_seconds": 0}}, ["runtime", "timeout_seconds"], id="timeout"),
+    pytest.param(
+        {"runtime": {"misfire_grace_seconds": -1}}, ["runtime", "misfire_grace_seconds"], id="grace"
+    ),
     pytest.param({"name": ""}, ["name"], id="name"),
 ]
 
@@ -164,21 +192,23 @@ def test_put_is_validated_too(app_server: Any) -> None:
         resp = app_server.api_request("PUT", "/api/cron/jobs/guarded", json=body)
         assert resp.status_code == 422, resp.text
         assert field in [e["loc"] for e in resp.json()["detail"]]
-    assert (
-        app_server.api_request("GET", "/api/cron/jobs/guarded").json()["name"] == "nightly report"
-    )
+    spec = app_server.api_request("GET", "/api/cron/jobs/guarded").json()["spec"]
+    assert spec["name"] == "nightly report"
 
 
 def test_pause_and_resume(app_server: Any) -> None:
     create(app_server, job("pausable"))
     paused = app_server.api_request("POST", "/api/cron/jobs/pausable/pause")
     assert paused.status_code == 200
-    assert paused.json()["enabled"] is False
+    assert paused.json() == {"paused": True}
+    assert (
+        app_server.api_request("GET", "/api/cron/jobs/pausable").json()["spec"]["enabled"] is False
+    )
     state = app_server.api_request("GET", "/api/cron/jobs/pausable/state").json()
     assert state["next_run_at"] is None
 
     resumed = app_server.api_request("POST", "/api/cron/jobs/pausable/resume")
-    assert resumed.json()["enabled"] is True
+    assert resumed.json() == {"resumed": True}
     state = app_server.api_request("GET", "/api/cron/jobs/pausable/state").json()
     assert parse(state["next_run_at"]).astimezone(UTC).hour == 3
 

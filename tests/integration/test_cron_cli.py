@@ -102,8 +102,16 @@ def test_add_once_with_a_prompt_and_options(app_server: Any) -> None:
     )
     assert job["schedule"]["type"] == "once"
     assert datetime.fromisoformat(job["schedule"]["run_at"]) == local.replace(microsecond=0)
-    assert job["task"] == {"type": "agent", "prompt": "summarise"}
-    assert (job["approval_level"], job["timeout_seconds"], job["misfire_grace_seconds"]) == (
+    assert job["task_type"] == "agent"
+    assert job["request"]["input"] == [
+        {"role": "user", "content": [{"type": "text", "text": "summarise"}]}
+    ]
+    runtime = job["runtime"]
+    assert (
+        job["approval_level"],
+        runtime["timeout_seconds"],
+        runtime["misfire_grace_seconds"],
+    ) == (
         "strict",
         45,
         10,

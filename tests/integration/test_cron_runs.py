@@ -94,7 +94,7 @@ def test_timeout_stops_the_run_and_kills_its_processes(stack: Stack) -> None:
     assert busy.status_code == 409
 
     (run,) = wait_runs_finished(stack.server, "slow", timeout=15)
-    assert run["status"] == "timeout"
+    assert (run["status"], run["outcome"]) == ("error", "timeout")
     assert "timeout" in run["error"]
     wait_for(lambda: not _alive(pid), 10, f"process {pid} to be gone")
     assert stack.live_calls("cron:slow") == []

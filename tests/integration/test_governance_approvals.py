@@ -68,8 +68,9 @@ def test_strict_asks_even_for_the_clock_and_approval_runs_it(stack: Stack) -> No
         200,
         {
             "success": True,
-            "request_id": approval["request_id"],
+            "message": "Tool 'get_current_time' approved, executing...",
             "tool_name": "get_current_time",
+            "request_id": approval["request_id"],
             "remembered": None,  # scope "once" by default: nothing is remembered
         },
     )
@@ -202,7 +203,7 @@ def test_the_chat_stream_carries_the_approval_request(stack: Stack) -> None:
     seen: list[str] = []
     with httpx.stream(
         "POST",
-        f"{stack.server.base_url}/api/console/chat",
+        f"{stack.server.base_url}/api/console/chat?events=tether",
         json=body,
         headers={"Authorization": f"Bearer {stack.server.token}"},
         timeout=20.0,

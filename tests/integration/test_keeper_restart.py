@@ -97,7 +97,7 @@ def _check_resumed(
     (stack.workspace / gate).touch()
     after = _rest(stack, session, call_id, before[-1].id or 0)
     events = before + after
-    outputs = [e for e in events if e.data["type"] == "output"]
+    outputs = [e for e in events if e.data["type"] == "chunk"]
     assert [e.id for e in outputs] == list(range(1, len(outputs) + 1))
     text = "".join(e.data["text"] for e in outputs)
     numbers = [int(n) for n in re.findall(r"line (\d+)", text)]

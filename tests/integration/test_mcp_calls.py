@@ -107,7 +107,7 @@ def test_progress_is_live_on_the_stream_and_the_result_reaches_the_model(
         "GET", _path(session, call_id, "stream"), headers=headers
     ) as resp:
         events = sse_events(resp.iter_lines())
-        first = next(e for e in events if e.data["type"] == "output")
+        first = next(e for e in events if e.data["type"] == "chunk")
         assert f"{tag} working, step" in first.data["text"]
         assert stack.call(session, call_id)["status"] == "running"
         release(state, tag)

@@ -70,7 +70,7 @@ def test_reasoning_arrives_on_the_chat_stream_as_its_own_event(env: Env) -> None
     )
     with env.server._client.stream(
         "POST",
-        "/api/console/chat",
+        "/api/console/chat?events=tether",
         json=chat_body("look", session),
         headers={"Authorization": f"Bearer {env.server.token}"},
     ) as resp:
@@ -148,7 +148,6 @@ def test_another_provider_gets_the_plain_history(env: Env) -> None:
             "id": "replay-other",
             "name": "Another provider",
             "default_base_url": env.model.url,
-            "chat_model": "other-model",
             "models": [{"id": "other-model", "name": "other"}],
         },
     )
@@ -254,7 +253,8 @@ def test_azure_content_filter_choices_without_delta_are_ignored(env: Env) -> Non
         ]
     )  # fmt: skip
     task = env.turn("hi", session, reply)
-    assert task["result"] == {"status": "completed", "text": "filtered fine", "steps": 1}
+    expected = {"status": "completed", "text": "filtered fine", "steps": 1}
+    assert task["result"] == {**expected, "session_id": session}
 
 
 def test_arguments_split_inside_escapes_and_utf8_characters(env: Env) -> None:
@@ -324,6 +324,11 @@ def test_mistral_content_parts_give_the_answer_and_its_reasoning(env: Env) -> No
         ]
     )
     task = env.turn("2+2?", session, reply)
-    assert task["result"] == {"status": "completed", "text": "Four.", "steps": 1}
+    assert task["result"] == {
+        "status": "completed",
+        "text": "Four.",
+        "steps": 1,
+        "session_id": session,
+    }
     assert env.payloads(session)[-1]["x_reasoning"] == "Simple."
     env.next_message_works(session)

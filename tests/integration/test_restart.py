@@ -75,7 +75,7 @@ def _check_after_restart(stack: Stack, session: str, first: str, second: str) ->
     info = stack.call(session, call_id)
     assert info["status"] == "completed" and info["end_state"] == "cancelled"
     assert stack.live_calls(session) == []
-    assert not any(s["busy"] for s in stack.api("GET", "/api/chats").json())
+    assert not any(s["status"] == "running" for s in stack.api("GET", "/api/chats").json())
     return info
 
 

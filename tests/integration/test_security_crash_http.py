@@ -82,14 +82,18 @@ def test_kill_9_mid_turn_then_restart(tmp_path: Path) -> None:
         assert after[: len(before)] == before
         task = server.api_request("GET", f"/api/console/chat/task/{task_id}").json()
         assert task["status"] == "finished"
-        assert task["result"] == {"status": "failed", "error": "server restarted"}
+        assert task["result"] == {
+            "status": "failed",
+            "error": {"message": "server restarted"},
+            "session_id": session_id,
+        }
         info = call_info(server, session_id, call_id)
         assert info["status"] == "completed"
         assert info["end_state"] == "cancelled"
         assert info["extra"]["end_reason"] == "server restarted"
         listed = server.api_request("GET", f"/api/tool-calls/{session_id}").json()
         assert listed["total"] == 0
-        assert not server.api_request("GET", "/api/chats").json()[0]["busy"]
+        assert server.api_request("GET", "/api/chats").json()[0]["status"] == "idle"
     finally:
         server.close()
         if child_pid is not None and _alive(child_pid):

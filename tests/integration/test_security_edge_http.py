@@ -206,9 +206,7 @@ def test_half_an_emoji_from_a_client_is_replaced_where_it_enters(stack: Stack) -
     task_id = resp.json()["task_id"]
     stack.wait_task(task_id)
     _assert_every_read_answers(stack, session_id, task_id)
-    (title,) = [
-        s["title"] for s in stack.api("GET", "/api/chats").json() if s["session_id"] == session_id
-    ]
+    (title,) = [s["name"] for s in stack.api("GET", "/api/chats").json() if s["id"] == session_id]
     assert title == f"a {REPLACEMENT} b"
     # What the model was sent is valid too.
     user = [m for m in stack.model.requests[-1]["messages"] if m["role"] == "user"]

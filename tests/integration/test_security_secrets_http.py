@@ -112,7 +112,8 @@ def _a_cron_job(server: Any) -> str:
         "name": "secrets probe",
         "enabled": False,
         "schedule": {"type": "cron", "cron": "0 3 * * *", "timezone": "UTC"},
-        "task": {"type": "text", "text": "hello"},
+        "task_type": "text",
+        "text": "hello",
     }
     resp = server.api_request("POST", "/api/cron/jobs", json=body)
     assert resp.status_code in (200, 201), resp.text
@@ -151,6 +152,7 @@ def test_no_response_carries_a_secret(server: Any, turn: dict[str, Any], tmp_pat
         "webhook_id": webhook_id,
         "job_id": _a_cron_job(server),
         "session_id": turn["session_id"],
+        "chat_id": turn["session_id"],
         "task_id": turn["task_id"],
         "tool_call_id": turn["call_id"],
         "provider_id": "integ-mock-llm",
@@ -169,7 +171,7 @@ def test_no_response_carries_a_secret(server: Any, turn: dict[str, Any], tmp_pat
         probe = server.api_request("POST", "/api/models/integ-mock-llm/test")
     assert probe.status_code == 200, probe.text
     assert PROVIDER_KEY not in probe.text
-    providers = server.api_request("GET", "/api/models").json()["providers"]
+    providers = server.api_request("GET", "/api/models").json()
     mock = next(p for p in providers if p["id"] == "integ-mock-llm")
     assert mock["has_api_key"] is True
 

@@ -67,7 +67,7 @@ def _all_events(
 
 
 def _output(events: list[SseEvent]) -> str:
-    return "".join(e.data["text"] for e in events if e.data["type"] == "output")
+    return "".join(e.data["text"] for e in events if e.data["type"] == "chunk")
 
 
 # ------------------------------------------------------------------ live output
@@ -82,7 +82,12 @@ def test_output_is_live_on_the_stream_before_the_call_ends(stack: Stack) -> None
         assert resp.headers["content-type"].startswith("text/event-stream")
         events = sse_events(resp.iter_lines())
         first = next(events)
-        assert first.data == {"type": "output", "stream": "stdout", "text": "first\n"}
+        assert first.data == {
+            "type": "chunk",
+            "data": {"type": "text", "text": "first\n"},
+            "stream": "stdout",
+            "text": "first\n",
+        }
         assert first.id == 1
         # The line arrived while the call is still running.
         assert stack.call(session, call_id)["status"] == "running"
@@ -213,6 +218,7 @@ def test_offloaded_result_reaches_the_model_later_and_wakes_the_session(stack: S
         "status": "completed",
         "text": "carrying on without it",
         "steps": 2,
+        "session_id": session,
     }
     info = stack.call(session, call_id)
     assert info["status"] == "offloaded" and info["offload_reason"] == "user"

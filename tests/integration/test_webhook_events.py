@@ -71,7 +71,7 @@ def test_a_failed_cron_run_is_sent(stack: Stack, receiver: Receiver) -> None:
     stack.model.script(
         shell_call(gated("never-opened", before="echo started")), {"text": "unreachable"}
     )
-    create_job(stack.server, agent_job("too-slow", approval_level="off", timeout_seconds=0.5))
+    create_job(stack.server, agent_job("too-slow", approval_level="off", timeout_seconds=1))
     assert stack.api("POST", "/api/cron/jobs/too-slow/run").status_code == 200
 
     (run,) = wait_runs_finished(stack.server, "too-slow")

@@ -11,6 +11,7 @@ from tether import model_texts
 from tether.agent.calls import run_tool_call
 from tether.agent.history import repair
 from tether.agent.ports import ATTENDED, Attendance, Gate, TurnEvents
+from tether.errors import TetherError
 from tether.llm.client import ModelError, RequestedCall
 from tether.llm.provider_service import ProviderService
 from tether.llm.reply import check_reply, with_distinct_ids
@@ -30,7 +31,7 @@ AGENT_ID = "default"
 _RAW_ARGUMENTS_KEPT = 2000
 
 
-class StepLimitReached(Exception):
+class StepLimitReached(TetherError):
     """The model kept calling tools past the step limit."""
 
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether.api.deps import ServicesDep
 from tether.api.valid_json import ValidTextRoute
-from tether.governance.approvals import ApprovalForbidden, ApprovalNotFound, approval_view
-from tether.governance.memory import CannotRemember
+from tether.governance.approvals import approval_view
 from tether.services import Services
 
 router = APIRouter(prefix="/api/approval", tags=["approvals"], route_class=ValidTextRoute)
@@ -23,13 +22,28 @@ class Finding(BaseModel):
 
 
 class PendingApproval(BaseModel):
+    """QwenPaw's fields first, then Tether's (the call's id, arguments and findings)."""
+
     request_id: str
     session_id: str
-    tool_call_id: str
+    root_session_id: str
+    agent_id: str
+    owner_agent_id: str
     tool_name: str
+    tool_display_name: str
+    tool_source: str = Field(description="The rule behind the first finding.")
+    exact_target: str
+    similar_target: str
+    is_generalized: bool
+    reasoning: str
+    severity: str = Field(description="The highest finding's severity, lower case.")
+    findings_count: int
+    created_at: float = Field(description="Epoch seconds.")
+    timeout_seconds: float
+    result_summary: str
+    tool_call_id: str
     arguments: dict[str, Any]
     findings: list[Finding]
-    created_at: float = Field(description="Epoch seconds.")
     expires_at: float = Field(description="Epoch seconds; unanswered by then, it is denied.")
     patterns: dict[str, str | None] = Field(
         description="What a remembered decision would match: `exact` (this call) and "
@@ -46,11 +60,13 @@ class DecisionRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     request_id: str = Field(min_length=1, max_length=64)
     session_id: str = Field(min_length=1, max_length=512)
+    user_id: str | None = Field(None, max_length=256)
     reason: str | None = Field(None, max_length=2000)
-    scope: Literal["once", "exact", "similar"] = Field(
+    # QwenPaw sends null for "no scope"; it means this call only.
+    scope: Literal["once", "exact", "similar"] | None = Field(
         "once",
-        description="once: this call only; exact: this literal call again; similar: calls "
-        "matching the approval's similar pattern.",
+        description="once (or null): this call only; exact: this literal call again; similar: "
+        "calls matching the approval's similar pattern.",
     )
     remember: Literal["session", "always"] = Field(
         "session",
@@ -66,8 +82,9 @@ class RememberedOut(BaseModel):
 
 class DecisionOut(BaseModel):
     success: bool
-    request_id: str
+    message: str
     tool_name: str
+    request_id: str
     remembered: RememberedOut | None = None
 
 
@@ -84,21 +101,21 @@ async def list_pending(
 
 
 async def _decide(body: DecisionRequest, approve: bool, services: Services) -> DecisionOut:
-    try:
-        record, rule = await services.approvals.resolve(
-            body.request_id, body.session_id, approve, body.reason, body.scope, body.remember
-        )
-    except ApprovalNotFound:
-        raise HTTPException(404, "No pending approval with that request_id") from None
-    except ApprovalForbidden:
-        raise HTTPException(403, "The approval belongs to another session") from None
-    except CannotRemember as exc:
-        raise HTTPException(422, str(exc)) from None
+    record, rule = await services.approvals.resolve(
+        body.request_id, body.session_id, approve, body.reason, body.scope or "once", body.remember
+    )
+    tool = record.tool_name
+    message = (
+        f"Tool '{tool}' approved, executing..."
+        if approve
+        else f"Tool '{tool}' denied: {body.reason or 'User denied'}"
+    )
     remembered = RememberedOut(id=rule.id, pattern=rule.pattern) if rule else None
     return DecisionOut(
         success=True,
-        request_id=record.request_id,
-        tool_name=record.tool_name,
+        message=message,
+        tool_name=tool,
+        request_id=body.request_id,
         remembered=remembered,
     )
 

@@ -1,30 +1,67 @@
-"""/api/chats: sessions and their persisted history."""
+"""/api/chats: QwenPaw's chat routes over Tether's sessions, and Tether's own extras.
+
+A chat's ``id`` is its session id (see ``tether.tasks.chats``). Times are ISO-8601.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from tether.api.deps import ServicesDep
 from tether.api.valid_json import ValidTextRoute
 from tether.governance.levels import parse_level
+from tether.tasks.chats import DEFAULT_CHAT_NAME, ChatView
 
 router = APIRouter(prefix="/api/chats", tags=["chats"], route_class=ValidTextRoute)
 
+#: A cron job's own session is named after it; QwenPaw marks such chats "cron".
+_CRON_PREFIX = "cron:"
 
-class SessionOut(BaseModel):
+
+class ChatSpec(BaseModel):
+    id: str
+    name: str
     session_id: str
     user_id: str
     channel: str
-    title: str | None
-    approval_level: str | None
-    when_unattended: str | None
-    created_at: float
-    updated_at: float
-    busy: bool
-    sandbox: dict[str, Any] | None = None
+    created_at: datetime
+    updated_at: datetime
+    last_finished_at: datetime | None = None
+    meta: dict[str, Any] = Field(default_factory=dict)
+    status: Literal["idle", "running"]
+    pinned: bool = False
+    archived_at: datetime | None = None
+    archived: bool = False
+    source: Literal["chat", "cron"]
+    group_id: str | None = None
+    parent_session_id: str | None = None
+    root_session_id: str | None = None
+    approval_level: str | None = Field(description="Tether: the chat's approval level.")
+    when_unattended: str | None = Field(
+        description="Tether: deny or wait when nobody follows a turn (null: the default)."
+    )
+    sandbox: dict[str, Any] | None = Field(
+        None, description="Tether: the chat's sandbox settings (network, per-call limits)."
+    )
+
+
+class ChatCreate(BaseModel):
+    """QwenPaw's chat spec as a client sends it; ids and times are the server's."""
+
+    name: str = Field(DEFAULT_CHAT_NAME, max_length=500)
+    session_id: str = Field(min_length=1, max_length=512)
+    user_id: str = Field(min_length=1, max_length=256)
+    channel: str = Field("console", min_length=1, max_length=64)
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+
+class ChatHistoryOut(BaseModel):
+    messages: list[dict[str, Any]]
+    status: Literal["idle", "running"]
 
 
 class MessageOut(BaseModel):
@@ -68,68 +105,90 @@ class SessionSettings(BaseModel):
         return None if value is None else parse_level(value)
 
 
-@router.get("", response_model=list[SessionOut])
-async def list_sessions(services: ServicesDep) -> list[SessionOut]:
-    return [
-        SessionOut(
-            session_id=s.id,
-            user_id=s.user_id,
-            channel=s.channel,
-            title=s.title,
-            approval_level=s.approval_level,
-            when_unattended=s.when_unattended,
-            created_at=s.created_at,
-            updated_at=s.updated_at,
-            busy=services.tasks.session_busy(s.id),
-            sandbox=s.sandbox,
-        )
-        for s in await services.store.chats.list_sessions()
-    ]
+def _iso(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, UTC)
 
 
-@router.get("/{session_id}/messages", response_model=list[MessageOut])
-async def session_messages(session_id: str, services: ServicesDep) -> list[MessageOut]:
-    if await services.store.chats.get_session(session_id) is None:
-        raise HTTPException(404, "Session not found")
+def _status(running: bool) -> Literal["idle", "running"]:
+    return "running" if running else "idle"
+
+
+def _spec(view: ChatView) -> ChatSpec:
+    s = view.session
+    return ChatSpec(
+        id=s.id,
+        name=s.title or DEFAULT_CHAT_NAME,
+        session_id=s.id,
+        user_id=s.user_id,
+        channel=s.channel,
+        created_at=_iso(s.created_at),
+        updated_at=_iso(s.updated_at),
+        status=_status(view.running),
+        source="cron" if s.id.startswith(_CRON_PREFIX) else "chat",
+        approval_level=s.approval_level,
+        when_unattended=s.when_unattended,
+        sandbox=s.sandbox,
+    )
+
+
+@router.get("", response_model=list[ChatSpec])
+async def list_chats(
+    services: ServicesDep,
+    user_id: Annotated[str | None, Query(max_length=256)] = None,
+    channel: Annotated[str | None, Query(max_length=64)] = None,
+) -> list[ChatSpec]:
+    """Chats, most recently updated first."""
+    return [_spec(v) for v in await services.chats.all(user_id, channel)]
+
+
+@router.post("", response_model=ChatSpec)
+async def create_chat(body: ChatCreate, services: ServicesDep) -> ChatSpec:
+    """Create the chat for ``session_id`` (an existing one is returned as it is)."""
+    view = await services.chats.create(body.session_id, body.user_id, body.channel, body.name)
+    return _spec(view)
+
+
+@router.get("/{chat_id}", response_model=ChatHistoryOut)
+async def get_chat(chat_id: str, services: ServicesDep) -> ChatHistoryOut:
+    """The chat's messages (QwenPaw's runtime form) and whether a turn is running."""
+    history = await services.chats.history(chat_id)
+    return ChatHistoryOut(messages=history.messages, status=_status(history.running))
+
+
+@router.delete("/{chat_id}")
+async def delete_chat(chat_id: str, services: ServicesDep) -> dict[str, Any]:
+    """Stop the chat's running turn, then delete it with its history."""
+    await services.chats.delete(chat_id)
+    return {"deleted": True}
+
+
+@router.get("/{chat_id}/messages", response_model=list[MessageOut])
+async def chat_messages(chat_id: str, services: ServicesDep) -> list[MessageOut]:
+    """Tether: the stored messages as the model saw them (OpenAI form)."""
     return [
         MessageOut(
             id=m.id, kind=m.kind, task_id=m.task_id, created_at=m.created_at, message=m.payload
         )
-        for m in await services.store.chats.history(session_id)
+        for m in await services.chats.messages(chat_id)
     ]
 
 
-@router.put("/{session_id}/settings")
+@router.put("/{chat_id}/settings")
 async def update_settings(
-    session_id: str, body: SessionSettings, services: ServicesDep
+    chat_id: str, body: SessionSettings, services: ServicesDep
 ) -> dict[str, Any]:
-    """Set the session's approval level, unattended policy and sandbox (network, per-call
+    """Tether: the chat's approval level, unattended policy and sandbox (network, per-call
     limits); null returns a setting to the server default."""
-    chats = services.store.chats
-    session = await chats.get_session(session_id)
-    if session is None:
-        raise HTTPException(404, "Session not found")
     given = body.model_fields_set
     values = body.model_dump(include=given - set(_SANDBOX_FIELDS))
     if given & set(_SANDBOX_FIELDS):
-        sandbox = {**(session.sandbox or {}), **body.model_dump(include=given)}
+        current = (await services.chats.get(chat_id)).session.sandbox or {}
+        sandbox = {**current, **body.model_dump(include=given)}
         values["sandbox"] = {k: sandbox[k] for k in _SANDBOX_FIELDS if sandbox.get(k) is not None}
-    if not await chats.update_settings(session_id, values):
-        raise HTTPException(404, "Session not found")
-    session = await chats.get_session(session_id)
-    assert session is not None
+    session = (await services.chats.update_settings(chat_id, values)).session
     return {
-        "session_id": session_id,
+        "session_id": chat_id,
         "approval_level": session.approval_level,
         "when_unattended": session.when_unattended,
         "sandbox": session.sandbox or {},
     }
-
-
-@router.delete("/{session_id}")
-async def delete_session(session_id: str, services: ServicesDep) -> dict[str, Any]:
-    if services.tasks.session_busy(session_id):
-        raise HTTPException(409, "The session has a running task; stop it first")
-    if not await services.store.chats.delete_session(session_id):
-        raise HTTPException(404, "Session not found")
-    return {"deleted": session_id}

@@ -1,7 +1,9 @@
-"""How request validation errors are reported: where and what, never the value sent.
+"""How errors become HTTP answers, in one place.
 
-FastAPI's default 422 body echoes each offending input back. That input can be a secret
-(an API key that was too long, say), so only the location and the message are kept.
+Request validation errors keep where and what, never the value sent: FastAPI's default
+422 body echoes each offending input back, and that input can be a secret (an API key
+that was too long, say). Tether's own errors map by kind (see ``tether.errors``), so no
+route translates exceptions itself.
 """
 
 from __future__ import annotations
@@ -12,21 +14,24 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from tether.mcp.service import (
-    McpClientExists,
-    McpClientNotFound,
-    McpError,
-    McpInvalid,
-    McpUnavailable,
+from tether.errors import (
+    Busy,
+    Conflict,
+    Forbidden,
+    Invalid,
+    NotFound,
+    TetherError,
+    Unavailable,
 )
-from tether.store.database import UnstorableValue
 
-_MCP_STATUS: dict[type[McpError], int] = {
-    McpClientNotFound: 404,
-    McpClientExists: 409,
-    McpInvalid: 422,
-    McpUnavailable: 502,
-}
+_STATUS: tuple[tuple[type[TetherError], int], ...] = (
+    (NotFound, 404),
+    (Conflict, 409),
+    (Forbidden, 403),
+    (Busy, 429),
+    (Invalid, 422),
+    (Unavailable, 502),
+)
 
 
 def _safe(error: dict[str, Any]) -> dict[str, Any]:
@@ -42,17 +47,23 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": [_safe(e) for e in exc.errors()]}, status_code=422)
 
 
-async def _mcp_error(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, McpError)
-    return JSONResponse({"detail": str(exc)}, status_code=_MCP_STATUS.get(type(exc), 400))
+def status_of(exc: TetherError) -> int:
+    """The HTTP status for an error's kind."""
+    return next(status for kind, status in _STATUS if isinstance(exc, kind))
 
 
-async def _unstorable(request: Request, exc: Exception) -> JSONResponse:
-    return JSONResponse({"detail": str(exc)}, status_code=422)
+async def _tether_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, TetherError)
+    detail: Any = str(exc)
+    if isinstance(exc, Invalid) and exc.errors is not None:
+        detail = [_safe(e) for e in exc.errors]
+    return JSONResponse({"detail": detail}, status_code=status_of(exc))
 
 
 def install(app: FastAPI) -> None:
-    """Register the redacting 422 handler and the domain error mapping on ``app``."""
+    """Register the error handlers on ``app``."""
     app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(UnstorableValue, _unstorable)
-    app.add_exception_handler(McpError, _mcp_error)
+    # Only the kinds: an error of no kind is a fault, answered as any other 500 (its
+    # message is for the log, not for the client).
+    for kind, _status in _STATUS:
+        app.add_exception_handler(kind, _tether_error)

@@ -7,14 +7,13 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether.api.deps import ServicesDep
 from tether.api.valid_json import ValidTextRoute
-from tether.governance.memory import RuleNotFound
-from tether.governance.rulebook import InvalidRules
+from tether.errors import Invalid
 from tether.services import Services
 from tether.store.records import AuditQuery
 
@@ -108,11 +107,9 @@ def _instant(name: str, value: str | None) -> float | None:
     try:
         moment = datetime.fromisoformat(value)
     except ValueError:
-        raise HTTPException(
-            422, f"{name} must be epoch seconds or an ISO 8601 time, got {value!r}"
-        ) from None
+        raise Invalid(f"{name} must be epoch seconds or an ISO 8601 time, got {value!r}") from None
     if moment.utcoffset() is None:
-        raise HTTPException(422, f"{name} needs a zone offset (e.g. Z or +02:00): {value!r}")
+        raise Invalid(f"{name} needs a zone offset (e.g. Z or +02:00): {value!r}")
     return moment.timestamp()
 
 
@@ -157,18 +154,12 @@ async def get_rules(services: ServicesDep) -> RulesOut:
 @router.put("/rules", response_model=RulesOut)
 async def put_rules(body: RulesIn, services: ServicesDep) -> RulesOut:
     """Replace the user rules; they apply to the next call."""
-    try:
-        await services.rules.replace(body.rules)
-    except InvalidRules as exc:
-        raise HTTPException(422, f"invalid rules: {exc}") from None
+    await services.rules.replace(body.rules)
     return _rules(services)
 
 
 @router.delete("/rules/remembered/{rule_id}", response_model=RulesOut)
 async def revoke_remembered(rule_id: str, services: ServicesDep) -> RulesOut:
     """Revoke a remembered decision; later calls are decided by policy (and people) again."""
-    try:
-        await services.memory.revoke(rule_id)
-    except RuleNotFound:
-        raise HTTPException(404, "No remembered rule with that id") from None
+    await services.memory.revoke(rule_id)
     return _rules(services)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Header, HTTPException
+from fastapi import APIRouter, Body, Header
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -14,11 +14,8 @@ from tether.api.sse import SSE_HEADERS, sse_event
 from tether.api.valid_json import ValidTextRoute
 from tether.store.records import OutputChunk
 from tether.toolcalls.call import CallInfo
-from tether.toolcalls.errors import ToolCallConflict, ToolCallNotFound
 
 router = APIRouter(prefix="/api/tool-calls", tags=["tool-calls"], route_class=ValidTextRoute)
-
-NOT_FOUND = "Tool call not found"
 
 
 class ToolCallInfoOut(BaseModel):
@@ -94,10 +91,6 @@ def _out(info: CallInfo) -> ToolCallInfoOut:
     return ToolCallInfoOut(**info.__dict__)
 
 
-def _not_found() -> HTTPException:
-    return HTTPException(404, NOT_FOUND)
-
-
 @router.get("/{session_id}", response_model=ToolCallList)
 async def list_calls(session_id: str, services: ServicesDep) -> ToolCallList:
     """Calls in flight for the session (completed ones are under their own id)."""
@@ -107,10 +100,7 @@ async def list_calls(session_id: str, services: ServicesDep) -> ToolCallList:
 
 @router.get("/{session_id}/{tool_call_id}", response_model=ToolCallInfoOut)
 async def get_call(session_id: str, tool_call_id: str, services: ServicesDep) -> ToolCallInfoOut:
-    try:
-        return _out(await services.coordinator.info(session_id, tool_call_id))
-    except ToolCallNotFound:
-        raise _not_found() from None
+    return _out(await services.coordinator.info(session_id, tool_call_id))
 
 
 @router.post("/{session_id}/{tool_call_id}/cancel", status_code=202, response_model=Accepted)
@@ -122,24 +112,14 @@ async def cancel_call(
 ) -> Accepted:
     """Stop the call's whole process tree (gracefully, or at once with ``force``)."""
     force = body.force if body else False
-    try:
-        await services.coordinator.cancel(session_id, tool_call_id, force)
-    except ToolCallNotFound:
-        raise _not_found() from None
-    except ToolCallConflict as exc:
-        raise HTTPException(409, str(exc)) from None
+    await services.coordinator.cancel(session_id, tool_call_id, force)
     return Accepted(tool_call_id=tool_call_id)
 
 
 @router.post("/{session_id}/{tool_call_id}/offload", status_code=202, response_model=Accepted)
 async def offload_call(session_id: str, tool_call_id: str, services: ServicesDep) -> Accepted:
     """Move the call to the background; the agent goes on and gets its result later."""
-    try:
-        await services.coordinator.offload(session_id, tool_call_id)
-    except ToolCallNotFound:
-        raise _not_found() from None
-    except ToolCallConflict as exc:
-        raise HTTPException(409, str(exc)) from None
+    await services.coordinator.offload(session_id, tool_call_id)
     return Accepted(tool_call_id=tool_call_id)
 
 
@@ -151,12 +131,7 @@ async def extend_deadline(
 ) -> ExtendAccepted:
     """Move the kill (default) or offload deadline later, or remove it."""
     seconds = None if body.no_deadline else body.seconds
-    try:
-        info = await services.coordinator.extend(session_id, tool_call_id, body.target, seconds)
-    except ToolCallNotFound:
-        raise _not_found() from None
-    except ToolCallConflict as exc:
-        raise HTTPException(409, str(exc)) from None
+    info = await services.coordinator.extend(session_id, tool_call_id, body.target, seconds)
     return ExtendAccepted(
         tool_call_id=tool_call_id,
         offload_remaining=info.offload_remaining,
@@ -167,10 +142,7 @@ async def extend_deadline(
 @router.get("/{session_id}/{tool_call_id}/output", response_model=OutputOut)
 async def get_output(session_id: str, tool_call_id: str, services: ServicesDep) -> OutputOut:
     """Everything the call has printed so far."""
-    try:
-        text, closed, end_state = await services.coordinator.output_text(session_id, tool_call_id)
-    except ToolCallNotFound:
-        raise _not_found() from None
+    text, closed, end_state = await services.coordinator.output_text(session_id, tool_call_id)
     return OutputOut(
         tool_call_id=tool_call_id,
         is_closed=closed,
@@ -187,10 +159,7 @@ async def stream_output(
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> StreamingResponse:
     """SSE: the output from the start (or after ``Last-Event-ID``), live, then ``done``."""
-    try:
-        await services.coordinator.ensure_known(session_id, tool_call_id)
-    except ToolCallNotFound:
-        raise _not_found() from None
+    await services.coordinator.ensure_known(session_id, tool_call_id)
     after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
 
     async def frames() -> AsyncIterator[str]:
@@ -199,9 +168,14 @@ async def stream_output(
         async for item in follow:
             if isinstance(item, OutputChunk):
                 last = item.seq
-                yield sse_event(
-                    {"type": "output", "stream": item.stream, "text": item.text}, event_id=item.seq
-                )
+                # QwenPaw's frame ("chunk" with a text block), plus which stream it was.
+                frame = {
+                    "type": "chunk",
+                    "data": {"type": "text", "text": item.text},
+                    "stream": item.stream,
+                    "text": item.text,
+                }
+                yield sse_event(frame, event_id=item.seq)
             else:
                 yield sse_event(
                     {"type": "done", "end_state": item.end_state, "status": item.status},

@@ -62,6 +62,18 @@ def _once_time(at: str, tz: str | None) -> str:
     return when.isoformat()
 
 
+def _present(values: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def _task(prompt: str | None, text: str | None) -> dict[str, Any]:
+    """The job's task fields in QwenPaw's shape."""
+    if prompt is not None:
+        message = {"role": "user", "content": [{"type": "text", "text": prompt}]}
+        return {"task_type": "agent", "request": {"input": [message]}}
+    return {"task_type": "text", "text": text}
+
+
 @cron.command("add")
 @click.option("--name", required=True)
 @click.option("--cron", "cron_expr", help="5-field cron expression.")
@@ -70,15 +82,16 @@ def _once_time(at: str, tz: str | None) -> str:
 @click.option("--prompt", help="Run the agent with this prompt.")
 @click.option("--text", help="Post this text to the job's session.")
 @click.option("--id", "job_id", help="Job id (default: generated).")
-@click.option("--session", "session_id", help="Session to use (default cron:<id>).")
+@click.option("--session", "session_id", help="Session to deliver to (default cron:<id>).")
+@click.option("--user", "user_id", default="cron", show_default=True, help="User of --session.")
 @click.option("--approval-level", type=click.Choice(["off", "auto", "smart", "strict"]))
 @click.option(
     "--when-unattended",
     type=click.Choice(["deny", "wait"]),
     help="A call that needs approval: refused at once (default) or waits for a person.",
 )
-@click.option("--timeout", type=float, help="Seconds a run may take (default 600).")
-@click.option("--grace", type=float, help="Misfire grace in seconds (default 300).")
+@click.option("--timeout", type=click.IntRange(min=1), help="Seconds a run may take (default 120).")
+@click.option("--grace", type=click.IntRange(min=0), help="Misfire grace in seconds (default 600).")
 @click.option("--paused", is_flag=True, help="Create the job paused.")
 @click.pass_obj
 def add(api: ServerApi, /, **opts: Any) -> None:
@@ -92,26 +105,25 @@ def add(api: ServerApi, /, **opts: Any) -> None:
         if opts["cron_expr"] is not None
         else {"type": "once", "run_at": _once_time(opts["at"], opts["tz"])}
     )
-    task = (
-        {"type": "agent", "prompt": opts["prompt"]}
-        if opts["prompt"] is not None
-        else {"type": "text", "text": opts["text"]}
-    )
-    optional = {
-        "id": opts["job_id"],
-        "session_id": opts["session_id"],
-        "approval_level": opts["approval_level"],
-        "when_unattended": opts["when_unattended"],
-        "timeout_seconds": opts["timeout"],
-        "misfire_grace_seconds": opts["grace"],
-    }
     body = {
         "name": opts["name"],
         "enabled": not opts["paused"],
         "schedule": schedule,
-        "task": task,
-        **{key: value for key, value in optional.items() if value is not None},
+        **_task(opts["prompt"], opts["text"]),
+        **_present(
+            {
+                "id": opts["job_id"],
+                "approval_level": opts["approval_level"],
+                "when_unattended": opts["when_unattended"],
+            }
+        ),
+        "runtime": _present(
+            {"timeout_seconds": opts["timeout"], "misfire_grace_seconds": opts["grace"]}
+        ),
     }
+    if opts["session_id"] is not None:
+        target = {"user_id": opts["user_id"], "session_id": opts["session_id"]}
+        body["dispatch"] = {"type": "channel", "channel": "console", "target": target}
     job = api.call("POST", "/api/cron/jobs", body)
     api.show(job, f"created {job['id']}: {_describe_schedule(job['schedule'])}")
 

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tether.governance.findings import Finding
+from tether.errors import Conflict, Forbidden, NotFound
+from tether.governance.findings import Finding, Severity
 from tether.governance.memory import Action, DecisionMemory, Remember, Scope
 from tether.governance.patterns import exact_text, pattern_text
 from tether.store.governance import GovernanceRepository
@@ -19,14 +20,30 @@ from tether.store.records import ApprovalRecord, RememberedRule
 from tether.toolcalls.call import Admission, Invocation
 
 RESTART_REASON = "server restarted"
+#: Tether runs one agent; QwenPaw's payloads name it.
+DEFAULT_AGENT_ID = "default"
 
 
-class ApprovalNotFound(Exception):
-    """No pending request has that id (unknown, or already decided)."""
+class ApprovalNotFound(NotFound):
+    """No pending request has that id."""
+
+    def __init__(self, request_id: str) -> None:
+        # QwenPaw's wording, which shows only the head of the id.
+        super().__init__(f"Approval request not found: {request_id[:16]}")
 
 
-class ApprovalForbidden(Exception):
+class ApprovalDecided(Conflict):
+    """The request was already settled (by a person, expiry or cancellation)."""
+
+    def __init__(self) -> None:
+        super().__init__("Approval request already resolved or expired")
+
+
+class ApprovalForbidden(Forbidden):
     """The request belongs to another session."""
+
+    def __init__(self) -> None:
+        super().__init__("Root session mismatch: cannot approve other session trees")
 
 
 @dataclass
@@ -49,23 +66,46 @@ def findings_data(findings: Sequence[Finding]) -> list[dict[str, str]]:
 
 
 def approval_view(record: ApprovalRecord) -> dict[str, Any]:
-    """The public shape of a pending approval (times are epoch seconds)."""
+    """The public shape of a pending approval (times are epoch seconds).
+
+    QwenPaw's fields come first; Tether has one agent and no session trees, so the
+    root session is the session and the agent is ``default``.
+    """
+    similar = record.similar_pattern
+    patterns = {
+        "exact": exact_text(record.tool_name, record.arguments),
+        "similar": pattern_text(similar) if similar is not None else None,
+    }
     return {
         "request_id": record.request_id,
         "session_id": record.session_id,
-        "tool_call_id": record.tool_call_id,
+        "root_session_id": record.session_id,
+        "agent_id": DEFAULT_AGENT_ID,
+        "owner_agent_id": DEFAULT_AGENT_ID,
         "tool_name": record.tool_name,
+        "tool_display_name": record.tool_name,
+        "tool_source": record.findings[0]["rule_id"] if record.findings else "No rule hit",
+        "exact_target": patterns["exact"],
+        "similar_target": patterns["similar"] or "",
+        "is_generalized": patterns["similar"] is not None,
+        "reasoning": "",
+        "severity": _highest_severity(record.findings),
+        "findings_count": len(record.findings),
+        "created_at": record.created_at,
+        "timeout_seconds": record.expires_at - record.created_at,
+        "result_summary": "; ".join(f["description"] for f in record.findings),
+        "tool_call_id": record.tool_call_id,
         "arguments": record.arguments,
         "findings": record.findings,
-        "created_at": record.created_at,
         "expires_at": record.expires_at,
-        "patterns": {
-            "exact": exact_text(record.tool_name, record.arguments),
-            "similar": pattern_text(record.similar_pattern)
-            if record.similar_pattern is not None
-            else None,
-        },
+        "patterns": patterns,
     }
+
+
+def _highest_severity(findings: Sequence[dict[str, str]]) -> str:
+    ranks = {s.name: s.value for s in Severity}
+    names = [f["severity"] for f in findings if f.get("severity") in ranks]
+    return max(names, key=ranks.__getitem__).lower() if names else "low"
 
 
 class ApprovalService:
@@ -155,19 +195,22 @@ class ApprovalService:
     ) -> tuple[ApprovalRecord, RememberedRule | None]:
         """A person's decision, remembered for later calls unless ``scope`` is ``once``.
 
-        Raises ApprovalNotFound, ApprovalForbidden or CannotRemember (nothing changed).
+        Raises ApprovalNotFound, ApprovalForbidden, ApprovalDecided or CannotRemember
+        (nothing changed).
         """
         entry = self._pending.get(request_id)
-        if entry is None or entry.decided:
+        if entry is None:
             raise ApprovalNotFound(request_id)
         if entry.record.session_id != session_id:
-            raise ApprovalForbidden(request_id)
+            raise ApprovalForbidden()
+        if entry.decided:
+            raise ApprovalDecided()
         rule = None
         if self._memory is not None:
             action: Action = "approve" if approve else "deny"
             rule = await self._memory.remember(entry.record, action, scope, remember)
         if entry.decided:  # decided while the rule was being stored
-            raise ApprovalNotFound(request_id)
+            raise ApprovalDecided()
         entry.decided = True
         status = "approved" if approve else "denied"
         try:

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from tether.errors import Invalid, NotFound
 from tether.governance.context import AnalysisContext
 from tether.governance.findings import Finding, Severity
 from tether.governance.patterns import (
@@ -31,12 +32,16 @@ Remember = Literal["session", "always"]
 Action = Literal["approve", "deny"]
 
 
-class CannotRemember(ValueError):
+class CannotRemember(Invalid):
     """The decision cannot be remembered the way asked; the message says why."""
 
 
-class RuleNotFound(LookupError):
+class RuleNotFound(NotFound):
     """No remembered rule has that id."""
+
+    def __init__(self, rule_id: str) -> None:
+        super().__init__("No remembered rule with that id")
+        self.rule_id = rule_id
 
 
 class DecisionMemory:

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from tether.errors import Invalid
 from tether.governance.analyzer import Analyzer
 from tether.governance.rules import Rule, load_builtin_rules, parse_rules
 from tether.store.governance import GovernanceRepository
@@ -14,7 +15,7 @@ from tether.store.governance import GovernanceRepository
 log = logging.getLogger(__name__)
 
 
-class InvalidRules(ValueError):
+class InvalidRules(Invalid):
     """The rules given do not validate; the message says which and why."""
 
 
@@ -62,9 +63,9 @@ class RuleBook:
         try:
             rules = parse_rules(data)
         except ValidationError as exc:
-            raise InvalidRules(_explain(exc)) from None
+            raise InvalidRules(f"invalid rules: {_explain(exc)}") from None
         except ValueError as exc:
-            raise InvalidRules(str(exc)) from None
+            raise InvalidRules(f"invalid rules: {exc}") from None
         await self._repo.set_user_rules([rule_data(r) for r in rules])
         self._analyzer.set_user_rules(rules)
         return rules

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from tether.errors import Conflict, Invalid, NotFound
 from tether.llm.client import ChatModel, ModelError
 from tether.llm.probe import ProbeResult, probe_model
 from tether.security.keybox import KeyBox
@@ -16,12 +17,22 @@ ENV_PROVIDER_ID = "openai-env"
 ModelFactory = Callable[[str, str, str], ChatModel]
 
 
-class UnknownProvider(LookupError):
-    pass
+class UnknownProvider(NotFound):
+    """No provider has this id."""
+
+    def __init__(self, provider_id: str) -> None:
+        super().__init__(f"Provider {provider_id!r} not found")
 
 
-class UnknownModel(LookupError):
-    pass
+class ProviderExists(Conflict):
+    """A provider with this id already exists."""
+
+    def __init__(self, provider_id: str) -> None:
+        super().__init__(f"A provider with id {provider_id!r} already exists")
+
+
+class UnknownModel(Invalid):
+    """The provider does not offer this model."""
 
 
 @dataclass(frozen=True)
@@ -66,8 +77,8 @@ class ProviderService:
         base_url: str,
         chat_model: str | None,
         models: list[dict[str, str]],
-    ) -> ProviderView | None:
-        """Add a custom provider; None if the id is taken."""
+    ) -> ProviderView:
+        """Add a custom provider. Raises ProviderExists if the id is taken."""
         record = ProviderRecord(
             id=provider_id,
             name=name,
@@ -77,12 +88,24 @@ class ProviderService:
             models=models,
             is_custom=True,
         )
-        return _view(record) if await self._repo.insert(record) else None
+        if not await self._repo.insert(record):
+            raise ProviderExists(provider_id)
+        return _view(record)
 
     async def configure(
-        self, provider_id: str, api_key: str | None, base_url: str | None
+        self,
+        provider_id: str,
+        api_key: str | None,
+        base_url: str | None,
+        name: str | None = None,
     ) -> ProviderView:
+        """Set the key (empty: remove it), the base URL or a custom provider's name."""
         values: dict[str, object] = {}
+        if name:
+            record = await self._repo.get(provider_id)
+            # Built-in providers keep their names, as QwenPaw's do.
+            if record is not None and record.is_custom:
+                values["name"] = name
         if api_key is not None:
             values["api_key_encrypted"] = self._keybox.seal(api_key) if api_key else None
         if base_url is not None:
@@ -94,8 +117,10 @@ class ProviderService:
             raise UnknownProvider(provider_id)
         return _view(record)
 
-    async def delete(self, provider_id: str) -> bool:
-        return await self._repo.delete(provider_id)
+    async def delete(self, provider_id: str) -> None:
+        """Remove a provider. Raises UnknownProvider."""
+        if not await self._repo.delete(provider_id):
+            raise UnknownProvider(provider_id)
 
     async def set_active(self, provider_id: str, model: str, scope: str) -> dict[str, str]:
         record = await self._repo.get(provider_id)

@@ -7,8 +7,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tether.errors import TetherError
 
-class ModelError(Exception):
+
+class ModelError(TetherError):
     """The provider failed or returned something unusable; the message says what."""
 
 

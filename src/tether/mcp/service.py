@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from tether.errors import Conflict, Invalid, NotFound, TetherError, Unavailable
 from tether.mcp.connection import McpConnection, Timing
 from tether.mcp.spec import (
     McpClientInfo,
@@ -34,25 +35,25 @@ log = logging.getLogger(__name__)
 _SECRET_FIELDS = ("env", "headers")
 
 
-class McpError(Exception):
-    """Base of the MCP configuration errors the API maps to a status."""
+class McpError(TetherError):
+    """Base of the MCP configuration errors; each also has the kind the API maps."""
 
 
-class McpClientNotFound(McpError):
+class McpClientNotFound(McpError, NotFound):
     def __init__(self, key: str) -> None:
         super().__init__(f"MCP client '{key}' not found")
 
 
-class McpClientExists(McpError):
+class McpClientExists(McpError, Conflict):
     def __init__(self, key: str) -> None:
         super().__init__(f"MCP client '{key}' already exists. Use PUT to update.")
 
 
-class McpInvalid(McpError):
+class McpInvalid(McpError, Invalid):
     """A key or configuration the service refuses (the message names the field)."""
 
 
-class McpUnavailable(McpError):
+class McpUnavailable(McpError, Unavailable):
     """The server could not be asked (not connected)."""
 
 

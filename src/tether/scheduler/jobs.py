@@ -7,31 +7,41 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from pydantic import ValidationError
+
+from tether.errors import Conflict, Invalid, NotFound
 from tether.scheduler.clock import from_epoch, to_epoch
-from tether.scheduler.models import JobSpec, default_session_id, validate_job_spec
+from tether.scheduler.models import JobSpec, validate_job_spec
 from tether.scheduler.service import CronScheduler, load_spec, new_run_id, upcoming
 from tether.store.cron import CronRepository
 from tether.store.records import CronJobRecord, CronRunRecord
 
 
-class JobNotFound(LookupError):
+class JobNotFound(NotFound):
     """No job has this id."""
 
+    def __init__(self, job_id: str) -> None:
+        # QwenPaw's wording for every route.
+        super().__init__("job not found")
+        self.job_id = job_id
 
-class JobExists(Exception):
+
+class JobExists(Conflict):
     """A job with this id already exists."""
 
 
-class JobBusy(Exception):
+class JobBusy(Conflict):
     """The job has a run in progress."""
 
 
-class JobFieldError(ValueError):
-    """A request field is wrong in a way the model alone cannot see."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
+def _validated(data: Mapping[str, object], now: datetime) -> JobSpec:
+    """The request body as a spec; every problem located as request validation does."""
+    try:
+        return validate_job_spec(data, now=now)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_context=False, include_input=False)
+        located = [{**e, "loc": ("body", *e["loc"])} for e in errors]
+        raise Invalid("invalid cron job", errors=located) from None
 
 
 @dataclass(frozen=True)
@@ -40,13 +50,6 @@ class JobState:
     last_run_at: datetime | None
     last_status: str | None
     last_error: str | None
-
-
-def _complete(spec: JobSpec, job_id: str) -> JobSpec:
-    """The spec with its id and session filled in, as it is stored and returned."""
-    return spec.model_copy(
-        update={"id": job_id, "session_id": spec.session_id or default_session_id(job_id)}
-    )
 
 
 class CronJobs:
@@ -63,10 +66,10 @@ class CronJobs:
         return load_spec(await self._record(job_id))
 
     async def create(self, data: Mapping[str, object]) -> JobSpec:
-        """Validate and store a new job. Raises ValidationError, JobExists."""
+        """Validate and store a new job. Raises Invalid, JobExists."""
         now = self.scheduler.clock()
-        spec = validate_job_spec(data, now=now)
-        spec = _complete(spec, spec.id or uuid.uuid4().hex[:12])
+        spec = _validated(data, now)
+        spec = spec.with_id(spec.id or str(uuid.uuid4()))
         assert spec.id is not None
         next_run = to_epoch(upcoming(spec, now, None))
         if not await self._repo.create(
@@ -77,13 +80,13 @@ class CronJobs:
         return spec
 
     async def replace(self, job_id: str, data: Mapping[str, object]) -> JobSpec:
-        """Replace a job's definition. Raises ValidationError, JobFieldError, JobNotFound."""
+        """Replace a job's definition. Raises Invalid, JobNotFound."""
         record = await self._record(job_id)
         now = self.scheduler.clock()
-        spec = validate_job_spec(data, now=now)
+        spec = _validated(data, now)
         if spec.id is not None and spec.id != job_id:
-            raise JobFieldError("id", f"id {spec.id!r} does not match the job {job_id!r}")
-        spec = _complete(spec, job_id)
+            raise Invalid(f"id {spec.id!r} does not match the job {job_id!r}", field="id")
+        spec = spec.with_id(job_id)
         old = load_spec(record)
         # A new schedule, or a job coming back from a pause, starts counting from now:
         # ticks it had before are not owed to it.

@@ -22,7 +22,7 @@ import functools
 import zoneinfo
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from croniter import croniter
 from pydantic import (
@@ -33,22 +33,26 @@ from pydantic import (
     StringConstraints,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
+
+from tether.scheduler.job_parts import (
+    CRON_USER,
+    DispatchSpec,
+    DispatchTarget,
+    JobRequest,
+    JobRuntime,
+)
 
 __all__ = [
     "APPROVAL_LEVELS",
     "DEFAULT_APPROVAL_LEVEL",
-    "DEFAULT_MISFIRE_GRACE_SECONDS",
-    "DEFAULT_TIMEOUT_SECONDS",
     "NOW_CONTEXT_KEY",
-    "AgentTask",
     "CronSchedule",
     "JobSpec",
-    "JobTask",
     "OnceSchedule",
     "Schedule",
-    "TextTask",
     "default_session_id",
     "load_zone",
     "normalize_cron_expression",
@@ -60,8 +64,6 @@ NOW_CONTEXT_KEY: Final = "now"
 
 APPROVAL_LEVELS: Final = ("off", "auto", "smart", "strict")
 DEFAULT_APPROVAL_LEVEL: Final = "auto"
-DEFAULT_TIMEOUT_SECONDS: Final = 600.0
-DEFAULT_MISFIRE_GRACE_SECONDS: Final = 300.0
 
 _CRON_FIELD_NAMES: Final = ("minute", "hour", "day-of-month", "month", "day-of-week")
 #: Zone keys that exist on disk but do not name a fixed IANA zone.
@@ -200,68 +202,37 @@ def _now_from_context(info: ValidationInfo) -> datetime | None:
     return now
 
 
-# --------------------------------------------------------------------------- tasks
-
-
-def _require_text(value: str) -> str:
-    if not value.strip():
-        raise PydanticCustomError("blank_string", "must not be empty or only whitespace")
-    return value
-
-
-class AgentTask(_Strict):
-    """Run the agent with ``prompt`` in the job's session."""
-
-    type: Literal["agent"]
-    prompt: Annotated[str, Field(min_length=1)]
-
-    _check_prompt = field_validator("prompt")(_require_text)
-
-
-class TextTask(_Strict):
-    """Post the fixed ``text`` to the job's session (no model call)."""
-
-    type: Literal["text"]
-    text: Annotated[str, Field(min_length=1)]
-
-    _check_text = field_validator("text")(_require_text)
-
-
-JobTask = Annotated[AgentTask | TextTask, Field(discriminator="type")]
-
-
 # --------------------------------------------------------------------------- jobs
 
 JobId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")]
 Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
-SessionId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=256)]
 
 
 class JobSpec(_Strict):
-    """A cron job as submitted by a client and as stored.
+    """A cron job as submitted by a client, stored and returned: QwenPaw's job spec.
 
-    ``id`` may be omitted on create (the server generates one).  ``session_id``
-    stays ``None`` when omitted; the service substitutes
-    :func:`default_session_id` once the id is known.
+    ``task_type`` ``agent`` runs the agent with ``request``; ``text`` posts ``text``.
+    ``dispatch`` may be omitted (a Tether extension): the job then talks to its own
+    session, :func:`default_session_id`, filled in once the id is known.
+    ``approval_level`` is Tether's: the level the job's turns run at.
     """
 
     id: JobId | None = None
     name: Name
     enabled: Annotated[bool, Field(strict=True)] = True
     schedule: Schedule
-    task: JobTask
-    session_id: SessionId | None = None
+    task_type: Literal["agent", "text"] = "agent"
+    text: str | None = None
+    request: JobRequest | None = None
+    dispatch: DispatchSpec | None = None
+    save_result_to_inbox: bool | None = None
+    runtime: JobRuntime = Field(default_factory=JobRuntime)
+    meta: dict[str, Any] = Field(default_factory=dict)
     approval_level: str = DEFAULT_APPROVAL_LEVEL
     #: A call that needs a person's approval: refused at once (``deny``) or waits for
     #: someone to answer (``wait``). None: the session's, then the server's policy, and
     #: ``deny`` by default (nobody watches a cron run).
     when_unattended: Literal["deny", "wait"] | None = None
-    timeout_seconds: Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)] = (
-        DEFAULT_TIMEOUT_SECONDS
-    )
-    misfire_grace_seconds: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] = (
-        DEFAULT_MISFIRE_GRACE_SECONDS
-    )
 
     @field_validator("approval_level", mode="before")
     @classmethod
@@ -276,6 +247,50 @@ class JobSpec(_Strict):
                 {"allowed": ", ".join(APPROVAL_LEVELS), "value": value},
             )
         return value  # non-strings fail the ``str`` type check with the usual error
+
+    @model_validator(mode="after")
+    def _task_fields(self) -> JobSpec:
+        if self.task_type == "text":
+            if not (self.text and self.text.strip()):
+                raise ValueError("task_type is text but text is empty")
+            if self.dispatch is not None and self.dispatch.silent:
+                raise ValueError("silent delivery is only supported for agent tasks")
+            self.request = None
+        else:
+            if self.request is None:
+                raise ValueError("task_type is agent but request is missing")
+            if not self.request.prompt():
+                raise ValueError("request.input must contain a non-empty text message")
+            self.text = None
+        if self.dispatch is not None:
+            self._follow_target(self.dispatch.target)
+        if self.save_result_to_inbox is None:
+            # QwenPaw's rule; Tether has no inbox, so it only round-trips.
+            self.save_result_to_inbox = not (
+                self.task_type == "text" and self.schedule.type == "cron"
+            )
+        return self
+
+    def _follow_target(self, target: DispatchTarget) -> None:
+        if self.request is not None:
+            self.request = self.request.model_copy(
+                update={"user_id": target.user_id, "session_id": target.session_id}
+            )
+
+    def with_id(self, job_id: str) -> JobSpec:
+        """The spec with its id, and its default target if it had none."""
+        spec = self.model_copy(update={"id": job_id})
+        if spec.dispatch is None:
+            spec.dispatch = DispatchSpec(target=spec.target)
+            spec._follow_target(spec.dispatch.target)
+        return spec
+
+    @property
+    def target(self) -> DispatchTarget:
+        """Where runs go: the dispatch target, or the job's own session."""
+        if self.dispatch is not None:
+            return self.dispatch.target
+        return DispatchTarget(user_id=CRON_USER, session_id=default_session_id(self.id or ""))
 
 
 def default_session_id(job_id: str) -> str:

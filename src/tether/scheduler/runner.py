@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from tether.scheduler.models import AgentTask, JobSpec, default_session_id
+from tether.scheduler.job_parts import KNOWN_CHANNELS
+from tether.scheduler.models import JobSpec
 from tether.store.chats import ChatRepository
 from tether.store.cron import CronRepository
 from tether.store.toolcalls import ToolCallRepository
@@ -16,8 +17,6 @@ from tether.webhooks.events import Notify, ignore
 
 log = logging.getLogger(__name__)
 
-CRON_USER = "cron"
-CRON_CHANNEL = "cron"
 #: How a `text` task appears in the session: an assistant message, so the console shows
 #: it as Tether speaking and the model later sees it as something it already said
 #: (a user-role notification would read to the model as a request to act on).
@@ -43,12 +42,16 @@ class TaskPort(Protocol):
 
     async def wait(self, task_id: str) -> dict[str, Any] | None: ...
 
-    async def stop(self, task_id: str) -> bool | None: ...
+    async def stop(self, task_id: str) -> bool: ...
 
 
-def session_of(spec: JobSpec) -> str:
-    """The session a job's runs talk to."""
-    return spec.session_id or default_session_id(spec.id or "")
+def unknown_channel(spec: JobSpec) -> str | None:
+    """Why a run cannot be delivered, if its channel is not one Tether has."""
+    channel = spec.dispatch.channel if spec.dispatch is not None else KNOWN_CHANNELS[0]
+    if channel in KNOWN_CHANNELS:
+        return None
+    known = ", ".join(KNOWN_CHANNELS)
+    return f"dispatch channel {channel!r} is not available in Tether (it has: {known})"
 
 
 def outcome_of(result: dict[str, Any] | None) -> tuple[str, str | None]:
@@ -104,29 +107,36 @@ class RunExecutor:
     async def _perform(
         self, spec: JobSpec, run_id: str, task_ids: list[str]
     ) -> tuple[str, str | None]:
-        session_id = session_of(spec)
-        if not isinstance(spec.task, AgentTask):
-            await self._chats.ensure_session(session_id, CRON_USER, CRON_CHANNEL, spec.name)
-            payload = {"role": "assistant", "content": spec.task.text}
+        problem = unknown_channel(spec)
+        if problem is not None:
+            return "error", problem
+        target = spec.target
+        session_id = target.session_id
+        channel = spec.dispatch.channel if spec.dispatch is not None else KNOWN_CHANNELS[0]
+        if spec.task_type == "text":
+            await self._chats.ensure_session(session_id, target.user_id, channel, spec.name)
+            payload = {"role": "assistant", "content": spec.text}
             await self._chats.append(session_id, None, [(TEXT_MESSAGE_KIND, payload)])
             return "success", None
+        assert spec.request is not None  # the model guarantees it for agent jobs
         task_id = await self._tasks.submit(
             session_id,
-            CRON_USER,
-            CRON_CHANNEL,
-            [spec.task.prompt],
+            target.user_id,
+            channel,
+            [spec.request.prompt()],
             spec.approval_level,
             trigger="cron",
             when_unattended=spec.when_unattended,
         )
         task_ids.append(task_id)
         await self._runs.set_run_task(run_id, task_id)
+        timeout = spec.runtime.timeout_seconds
         try:
-            result = await asyncio.wait_for(self._tasks.wait(task_id), spec.timeout_seconds)
+            result = await asyncio.wait_for(self._tasks.wait(task_id), timeout)
         except TimeoutError:
             # Stopping the task cancels its turn and kills its tool processes.
             await self._tasks.stop(task_id)
-            return "timeout", f"the run exceeded its timeout of {spec.timeout_seconds:g} s"
+            return "timeout", f"the run exceeded its timeout of {timeout} s"
         status, error = outcome_of(result)
         denied = await self._denied_calls(session_id, task_id)
         if denied:

@@ -114,7 +114,7 @@ class CronScheduler:
             last_fire,
             datetime.fromtimestamp(record.schedule_since, now.tzinfo),
             now,
-            spec.misfire_grace_seconds,
+            spec.runtime.misfire_grace_seconds,
         )
         runs, run_id = _planned_runs(plan)
         handled = [t for t in (plan.run_at, *plan.skipped) if t is not None]

@@ -14,6 +14,20 @@ from tether.store.rows import to_record
 from tether.store.tables import chat_sessions, deliveries, messages, tasks, tool_calls, tool_output
 
 
+def _new_session(
+    session_id: str, user_id: str, channel: str, title: str | None, now: float
+) -> sa.Insert:
+    return chat_sessions.insert().values(
+        id=session_id,
+        user_id=user_id,
+        channel=channel,
+        title=title,
+        approval_level=None,
+        created_at=now,
+        updated_at=now,
+    )
+
+
 class ChatRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -30,17 +44,18 @@ class ChatRepository:
                 .values(updated_at=now)
             )
             if updated.rowcount == 0:
-                await conn.execute(
-                    chat_sessions.insert().values(
-                        id=session_id,
-                        user_id=user_id,
-                        channel=channel,
-                        title=title,
-                        approval_level=None,
-                        created_at=now,
-                        updated_at=now,
-                    )
-                )
+                await conn.execute(_new_session(session_id, user_id, channel, title, now))
+
+    async def create_session(
+        self, session_id: str, user_id: str, channel: str, title: str | None
+    ) -> bool:
+        """Create the session unless it exists; True if it was created."""
+        async with self._db.write() as conn:
+            query = sa.select(chat_sessions.c.id).where(chat_sessions.c.id == session_id)
+            if (await conn.execute(query)).first():
+                return False
+            await conn.execute(_new_session(session_id, user_id, channel, title, time.time()))
+            return True
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         async with self._db.read() as conn:
@@ -105,6 +120,12 @@ class ChatRepository:
                     }
                     for kind, payload in entries
                 ],
+            )
+            # A chat's updated_at says when it last changed, as QwenPaw's does.
+            await conn.execute(
+                sa.update(chat_sessions)
+                .where(chat_sessions.c.id == session_id)
+                .values(updated_at=now)
             )
 
     async def history(self, session_id: str) -> list[MessageRecord]:

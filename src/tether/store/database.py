@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from tether.errors import Invalid
 from tether.store import schema
 from tether.store.sqlite_driver import OneHopDBAPI
 from tether.text import may_hold_surrogates, valid_data
@@ -35,7 +36,7 @@ def _load_json(text: str) -> object:
 _UNSTORABLE_STATES = frozenset({"22021", "22P05"})
 
 
-class UnstorableValue(Exception):
+class UnstorableValue(Invalid):
     """A value the database cannot hold (PostgreSQL: text with a NUL character)."""
 
 

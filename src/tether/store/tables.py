@@ -240,7 +240,7 @@ cron_jobs = sa.Table(
     "cron_jobs",
     metadata,
     sa.Column("id", sa.String(128), primary_key=True),
-    # The validated JobSpec as JSON (id and session_id filled in).
+    # The validated JobSpec as JSON, in QwenPaw's shape (id and dispatch filled in).
     sa.Column("spec", sa.JSON, nullable=False),
     sa.Column("enabled", sa.Boolean, nullable=False),
     # Bumped by every change; a scheduler claims a tick only at the revision it planned

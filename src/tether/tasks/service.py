@@ -12,6 +12,7 @@ from typing import Any
 
 from tether.agent.ports import ATTENDED, WHEN_UNATTENDED, Attendance, WhenUnattended
 from tether.agent.turn import Agent, ModelError, StepLimitReached, TurnRequest
+from tether.errors import Busy, NotFound
 from tether.keeper.adoption import Adoption
 from tether.store.records import TaskRecord
 from tether.store.store import Store
@@ -30,8 +31,15 @@ _NOTIFIED_TEXT_CHARS = 2000
 Prepare = Callable[["_Running"], Awaitable[None]]
 
 
-class TooManyTasks(Exception):
+class TooManyTasks(Busy):
     """The server is already running its maximum number of tasks."""
+
+
+class TaskNotFound(NotFound):
+    """No task has this id."""
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"Task not found: {task_id}")
 
 
 @dataclass
@@ -44,6 +52,11 @@ class _Running:
     feed: EventFeed = field(default_factory=EventFeed)
     job: asyncio.Task[None] | None = None
     stop_reason: str | None = None
+
+
+def new_task_id() -> str:
+    """A task id in QwenPaw's form: ``task-`` and 12 hex digits."""
+    return f"task-{uuid.uuid4().hex[:12]}"
 
 
 @dataclass(frozen=True)
@@ -84,6 +97,7 @@ class TaskService:
         texts: Sequence[str],
         level: str | None,
         trigger: str = "user",
+        time_limit: float | None = None,
         *,
         attended: bool = False,
         when_unattended: WhenUnattended | None = None,
@@ -91,10 +105,11 @@ class TaskService:
         """Persist the user's messages, record the task and start it; returns its id.
 
         ``attended``: someone follows the turn's stream. ``when_unattended`` overrides the
-        session's and the server's policy for an unattended turn (a cron job sets it).
+        session's and the server's policy for an unattended turn (a cron job sets it). A
+        task still running ``time_limit`` seconds after it started is stopped and fails.
         """
         run = self._take_slot(
-            _Running(uuid.uuid4().hex, session_id, trigger, attended, when_unattended)
+            _Running(new_task_id(), session_id, trigger, attended, when_unattended)
         )
         try:
             title = texts[0][:80] if texts else None
@@ -108,7 +123,7 @@ class TaskService:
         except BaseException:
             self._running.pop(run.task_id, None)
             raise
-        run.job = asyncio.create_task(self._run(run, level))
+        run.job = asyncio.create_task(self._run(run, level, time_limit))
         return run.task_id
 
     def _take_slot(self, run: _Running) -> _Running:
@@ -131,13 +146,19 @@ class TaskService:
             return session.approval_level
         return self._default_level
 
-    async def _run(self, run: _Running, level: str | None, prepare: Prepare | None = None) -> None:
+    async def _run(
+        self,
+        run: _Running,
+        level: str | None,
+        time_limit: float | None = None,
+        prepare: Prepare | None = None,
+    ) -> None:
         try:
             try:
                 async with self._session_turn(run.session_id):
                     if prepare is not None:
                         await prepare(run)
-                    result = await self._turn(run, level)
+                    result = await self._turn_within(run, level, time_limit)
             except asyncio.CancelledError:
                 # Stopped while waiting for the session or in the middle of the turn.
                 if run.stop_reason is None:
@@ -180,6 +201,18 @@ class TaskService:
         )
         return Attendance(attended=False, when_unattended=policy)
 
+    async def _turn_within(
+        self, run: _Running, level: str | None, time_limit: float | None
+    ) -> dict[str, Any]:
+        try:
+            async with asyncio.timeout(time_limit):
+                return await self._turn(run, level)
+        except TimeoutError:
+            error = f"the task exceeded its timeout of {time_limit:g} s"
+            # The turn's own calls ended with it; the ones it left in the background too.
+            await self._coordinator.stop_task(run.task_id, error)
+            return {"status": "failed", "error": error}
+
     async def _turn(self, run: _Running, level: str | None) -> dict[str, Any]:
         await self._store.tasks.mark_running(run.task_id)
         run.feed.emit({"type": "task_started", "task_id": run.task_id})
@@ -201,18 +234,23 @@ class TaskService:
             return {"status": "failed", "error": INTERNAL_ERROR}
         return {"status": "completed", "text": outcome.text, "steps": outcome.steps}
 
-    async def get(self, task_id: str) -> TaskView | None:
+    async def get(self, task_id: str) -> TaskView:
+        """The task and the messages it produced. Raises TaskNotFound."""
         record = await self._store.tasks.get(task_id)
         if record is None:
-            return None
+            raise TaskNotFound(task_id)
         messages = [m.payload for m in await self._store.chats.task_messages(task_id)]
         return TaskView(record, messages)
 
-    async def stop(self, task_id: str) -> bool | None:
-        """Stop a task and its tool calls. None: unknown; False: already finished."""
+    async def stop(self, task_id: str) -> bool:
+        """Stop a task and its tool calls; False if it had already finished.
+
+        Raises TaskNotFound."""
         run = self._running.get(task_id)
         if run is None:
-            return None if await self._store.tasks.get(task_id) is None else False
+            if await self._store.tasks.get(task_id) is None:
+                raise TaskNotFound(task_id)
+            return False
         run.stop_reason = "the task was stopped"
         # Cancel the turn first: its calls in flight are stopped and recorded on the way
         # out, and it cannot slip in another model step. Then stop what it left running
@@ -236,6 +274,13 @@ class TaskService:
             await asyncio.wait({run.job})
         record = await self._store.tasks.get(task_id)
         return record.result if record is not None else None
+
+    async def stop_session(self, session_id: str) -> bool:
+        """Stop every running turn of the session; False if none was running."""
+        task_ids = [r.task_id for r in list(self._running.values()) if r.session_id == session_id]
+        for task_id in task_ids:
+            await self.stop(task_id)
+        return bool(task_ids)
 
     def follow(self, task_id: str) -> AsyncIterator[dict[str, Any]] | None:
         run = self._running.get(task_id)
@@ -324,7 +369,9 @@ class TaskService:
                 outcomes = {cid: (await t).model_text for cid, t in waits.items()}
                 await self._answer_open_calls(run, outcomes)
 
-            run.job = asyncio.create_task(self._run(run, task.approval_level, answer_open_calls))
+            run.job = asyncio.create_task(
+                self._run(run, task.approval_level, prepare=answer_open_calls)
+            )
             log.info("resuming task %s after the restart (%d call(s) adopted)", task.id, len(waits))
 
     async def _answer_open_calls(self, run: _Running, outcomes: dict[str, str]) -> None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from tether.errors import Conflict
+
 DeadlineTarget = Literal["kill", "offload"]
 
 
-class DeadlineError(Exception):
+class DeadlineError(Conflict):
     """An extension the call's limits do not allow."""
 
 

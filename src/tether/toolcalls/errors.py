@@ -1,13 +1,21 @@
-"""Errors the coordinator raises for the HTTP layer (and the agent) to translate."""
+"""Errors the coordinator raises; the HTTP layer maps their kinds once."""
 
+from tether.errors import Conflict, NotFound
 from tether.tools.base import ToolInputError
 
+#: The wording QwenPaw's clients see for an unknown call.
+TOOL_CALL_NOT_FOUND = "Tool call not found"
 
-class ToolCallNotFound(LookupError):
+
+class ToolCallNotFound(NotFound):
     """No such call in this session."""
 
+    def __init__(self, call_id: str) -> None:
+        super().__init__(TOOL_CALL_NOT_FOUND)
+        self.call_id = call_id
 
-class ToolCallConflict(Exception):
+
+class ToolCallConflict(Conflict):
     """The call exists but is not in a state that allows the request."""
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from tether.errors import Conflict
+
 Status = Literal["awaiting_approval", "running", "offloaded", "completed"]
 EndState = Literal["success", "error", "cancelled", "timeout", "denied"]
 
@@ -15,7 +17,7 @@ _ALLOWED: dict[str, frozenset[str]] = {
 }
 
 
-class TransitionError(Exception):
+class TransitionError(Conflict):
     """A move the state machine does not allow (for example offloading a finished call)."""
 
 

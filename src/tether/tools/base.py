@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from tether.errors import Invalid
 from tether.toolcalls.launcher import LaunchedProcess
 
 
-class ToolInputError(ValueError):
+class ToolInputError(Invalid):
     """Arguments the tool cannot use; the model is told what was wrong."""
 
 

@@ -62,7 +62,8 @@ def test_next_run_on_fixed_dates(client_at: Any, zone: str, now: str, expected: 
         "id": "daily",
         "name": "daily at 02:30",
         "schedule": {"type": "cron", "cron": "30 2 * * *", "timezone": zone},
-        "task": {"type": "text", "text": "tick"},
+        "task_type": "text",
+        "text": "tick",
     }
     assert client.post("/api/cron/jobs", json=body).status_code == 200
     raw = client.get("/api/cron/jobs/daily/state").json()["next_run_at"]

@@ -160,12 +160,15 @@ def test_works_with_a_validated_spec() -> None:
         {
             "name": "n",
             "schedule": {"type": "cron", "cron": "*/15 * * * *", "timezone": "Asia/Kolkata"},
-            "task": {"type": "text", "text": "t"},
-            "misfire_grace_seconds": 60,
+            "task_type": "text",
+            "text": "t",
+            "runtime": {"misfire_grace_seconds": 60},
         },
         now=at(9),
     )
-    plan = plan_catch_up(spec.schedule, None, at(9), at(9, 30, 30), spec.misfire_grace_seconds)
+    plan = plan_catch_up(
+        spec.schedule, None, at(9), at(9, 30, 30), spec.runtime.misfire_grace_seconds
+    )
     assert plan.run_at == at(9, 30)
     assert plan.skipped == [at(9, 15)]
     assert plan.next_run_at == at(9, 45)

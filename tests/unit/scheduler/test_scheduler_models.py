@@ -10,11 +10,9 @@ import pytest
 from pydantic import ValidationError
 
 from tether.scheduler.models import (
-    AgentTask,
     CronSchedule,
     JobSpec,
     OnceSchedule,
-    TextTask,
     default_session_id,
     validate_job_spec,
 )
@@ -26,10 +24,20 @@ def cron_job(**overrides: Any) -> dict[str, Any]:
     job: dict[str, Any] = {
         "name": "morning digest",
         "schedule": {"type": "cron", "cron": "0 9 * * 1-5", "timezone": "Europe/Berlin"},
-        "task": {"type": "agent", "prompt": "Summarise my inbox"},
+        "task_type": "agent",
+        "request": {"input": ask("Summarise my inbox")},
     }
     job.update(overrides)
     return job
+
+
+def ask(text: str) -> list[dict[str, Any]]:
+    """A QwenPaw agent request's input: one user message with one text part."""
+    return [{"role": "user", "type": "message", "content": [{"type": "text", "text": text}]}]
+
+
+def with_runtime(**runtime: Any) -> dict[str, Any]:
+    return cron_job(runtime=runtime)
 
 
 def once_job(run_at: str = "2030-06-02T09:00:00+02:00", **overrides: Any) -> dict[str, Any]:
@@ -48,37 +56,69 @@ def test_defaults_are_applied() -> None:
         {
             "name": "n",
             "schedule": {"type": "cron", "cron": "*/15 * * * *"},
-            "task": {"type": "text", "text": "hi"},
+            "task_type": "text",
+            "text": "hi",
         },
         now=NOW,
     )
     assert spec.id is None
     assert spec.enabled is True
-    assert spec.session_id is None
+    assert spec.dispatch is None
     assert spec.approval_level == "auto"
-    assert spec.timeout_seconds == 600
-    assert spec.misfire_grace_seconds == 300
+    assert spec.runtime.timeout_seconds == 120
+    assert spec.runtime.misfire_grace_seconds == 600
     assert isinstance(spec.schedule, CronSchedule)
     assert spec.schedule.timezone == "UTC"
-    assert isinstance(spec.task, TextTask)
+    assert spec.task_type == "text" and spec.request is None
+    # QwenPaw's rule: a recurring text job does not go to the inbox.
+    assert spec.save_result_to_inbox is False
 
 
 def test_default_session_id() -> None:
     assert default_session_id("daily-report") == "cron:daily-report"
 
 
+def test_with_id_fills_the_default_target_and_the_request_follows_it() -> None:
+    spec = validate_job_spec(cron_job(), now=NOW).with_id("digest")
+    assert spec.dispatch is not None
+    assert spec.dispatch.channel == "console"
+    assert spec.dispatch.target.session_id == "cron:digest"
+    assert spec.request is not None and spec.request.session_id == "cron:digest"
+
+
+def test_request_follows_the_dispatch_target() -> None:
+    target = {"user_id": "alice", "session_id": "console:alice"}
+    data = cron_job(
+        dispatch={"channel": "console", "target": target},
+        request={"input": ask("hi"), "session_id": "elsewhere", "user_id": "bob"},
+    )
+    spec = validate_job_spec(data, now=NOW)
+    assert spec.request is not None
+    assert (spec.request.user_id, spec.request.session_id) == ("alice", "console:alice")
+
+
+@pytest.mark.parametrize(
+    "given",
+    ["plain text", ask("plain text"), [{"role": "user", "content": "plain text"}]],
+    ids=["string", "parts", "string-content"],
+)
+def test_prompt_is_read_from_every_input_form(given: object) -> None:
+    spec = validate_job_spec(cron_job(request={"input": given}), now=NOW)
+    assert spec.request is not None and spec.request.prompt() == "plain text"
+
+
 def test_full_cron_job_round_trips_through_json() -> None:
     data = cron_job(
         id="job_1",
         enabled=False,
-        session_id="main",
+        dispatch={"channel": "console", "target": {"user_id": "u", "session_id": "main"}},
         approval_level="strict",
-        timeout_seconds=30,
-        misfire_grace_seconds=0,
+        runtime={"timeout_seconds": 30, "misfire_grace_seconds": 0},
+        meta={"owner": "ops"},
     )
     spec = validate_job_spec(data, now=NOW)
-    assert isinstance(spec.task, AgentTask)
-    assert spec.task.prompt == "Summarise my inbox"
+    assert spec.request is not None
+    assert spec.request.prompt() == "Summarise my inbox"
     dumped = spec.model_dump(mode="json")
     assert dumped["schedule"] == data["schedule"]
     assert JobSpec.model_validate(dumped) == spec
@@ -133,10 +173,9 @@ def test_name_is_stripped() -> None:
 
 
 def test_prompt_whitespace_is_preserved() -> None:
-    task = {"type": "agent", "prompt": "  indented\n"}
-    spec = validate_job_spec(cron_job(task=task), now=NOW)
-    assert isinstance(spec.task, AgentTask)
-    assert spec.task.prompt == "  indented\n"
+    spec = validate_job_spec(cron_job(request={"input": ask("  indented\n")}), now=NOW)
+    assert spec.request is not None
+    assert spec.request.prompt() == "  indented\n"
 
 
 # --------------------------------------------------------------------------- invalid input
@@ -207,7 +246,7 @@ BAD_FIELDS: list[tuple[str, dict[str, Any], tuple[int | str, ...]]] = [
     ("empty name", cron_job(name=""), ("name",)),
     ("blank name", cron_job(name="   "), ("name",)),
     ("missing schedule", drop("schedule"), ("schedule",)),
-    ("missing task", drop("task"), ("task",)),
+    ("agent without request", drop("request"), ()),
     ("unknown schedule field", with_schedule(every="1h"), ("schedule", "cron", "every")),
     ("unknown schedule type", cron_job(schedule={"type": "interval"}), ("schedule",)),
     ("schedule without type", cron_job(schedule={"cron": "* * * * *"}), ("schedule",)),
@@ -224,38 +263,50 @@ BAD_FIELDS: list[tuple[str, dict[str, Any], tuple[int | str, ...]]] = [
         cron_job(schedule={"type": "once", "run_at": "2030-06-02T09:00:00Z", "cron": "x"}),
         ("schedule", "once", "cron"),
     ),
+    ("empty prompt", cron_job(request={"input": ask("")}), ()),
+    ("blank prompt", cron_job(request={"input": ask(" \n ")}), ()),
+    ("missing input", cron_job(request={}), ()),
+    ("empty text", cron_job(task_type="text", text=""), ()),
+    ("unknown task type", cron_job(task_type="shell"), ("task_type",)),
     (
-        "empty prompt",
-        cron_job(task={"type": "agent", "prompt": ""}),
-        ("task", "agent", "prompt"),
+        "silent text job",
+        cron_job(
+            task_type="text",
+            text="x",
+            dispatch={"target": {"user_id": "u", "session_id": "s"}, "silent": True},
+        ),
+        (),
     ),
+    ("dispatch without target", cron_job(dispatch={"channel": "console"}), ("dispatch", "target")),
     (
-        "blank prompt",
-        cron_job(task={"type": "agent", "prompt": " \n "}),
-        ("task", "agent", "prompt"),
+        "unknown dispatch mode",
+        cron_job(dispatch={"mode": "loud", "target": {"user_id": "u", "session_id": "s"}}),
+        ("dispatch", "mode"),
     ),
-    ("missing prompt", cron_job(task={"type": "agent"}), ("task", "agent", "prompt")),
-    ("empty text", cron_job(task={"type": "text", "text": ""}), ("task", "text", "text")),
-    (
-        "unknown task field",
-        cron_job(task={"type": "text", "text": "x", "prompt": "y"}),
-        ("task", "text", "prompt"),
-    ),
-    ("unknown task type", cron_job(task={"type": "shell", "cmd": "ls"}), ("task",)),
     ("bad approval level", cron_job(approval_level="yolo"), ("approval_level",)),
     ("approval level not a string", cron_job(approval_level=1), ("approval_level",)),
-    ("zero timeout", cron_job(timeout_seconds=0), ("timeout_seconds",)),
-    ("negative timeout", cron_job(timeout_seconds=-5), ("timeout_seconds",)),
-    ("infinite timeout", cron_job(timeout_seconds=float("inf")), ("timeout_seconds",)),
-    ("string timeout", cron_job(timeout_seconds="60"), ("timeout_seconds",)),
-    ("bool timeout", cron_job(timeout_seconds=True), ("timeout_seconds",)),
-    ("negative grace", cron_job(misfire_grace_seconds=-1), ("misfire_grace_seconds",)),
-    ("nan grace", cron_job(misfire_grace_seconds=float("nan")), ("misfire_grace_seconds",)),
+    ("zero timeout", with_runtime(timeout_seconds=0), ("runtime", "timeout_seconds")),
+    ("negative timeout", with_runtime(timeout_seconds=-5), ("runtime", "timeout_seconds")),
+    ("fractional timeout", with_runtime(timeout_seconds=1.5), ("runtime", "timeout_seconds")),
+    ("string timeout", with_runtime(timeout_seconds="60"), ("runtime", "timeout_seconds")),
+    ("bool timeout", with_runtime(timeout_seconds=True), ("runtime", "timeout_seconds")),
+    (
+        "negative grace",
+        with_runtime(misfire_grace_seconds=-1),
+        ("runtime", "misfire_grace_seconds"),
+    ),
+    ("zero concurrency", with_runtime(max_concurrency=0), ("runtime", "max_concurrency")),
+    ("unknown runtime field", with_runtime(retries=3), ("runtime", "retries")),
     ("string enabled", cron_job(enabled="yes"), ("enabled",)),
     ("empty id", cron_job(id=""), ("id",)),
     ("id with slash", cron_job(id="../etc"), ("id",)),
     ("id with space", cron_job(id="my job"), ("id",)),
-    ("empty session id", cron_job(session_id=""), ("session_id",)),
+    ("old task field", cron_job(task={"type": "agent", "prompt": "x"}), ("task",)),
+    (
+        "empty target session",
+        cron_job(dispatch={"target": {"user_id": "u", "session_id": ""}}),
+        ("dispatch", "target", "session_id"),
+    ),
 ]
 
 
@@ -269,7 +320,8 @@ def test_bad_field_is_located(data: dict[str, Any], loc: tuple[int | str, ...]) 
 
 
 def test_zero_grace_is_allowed() -> None:
-    assert validate_job_spec(cron_job(misfire_grace_seconds=0), now=NOW).misfire_grace_seconds == 0
+    spec = validate_job_spec(with_runtime(misfire_grace_seconds=0), now=NOW)
+    assert spec.runtime.misfire_grace_seconds == 0
 
 
 # --------------------------------------------------------------------------- once jobs and now

@@ -13,18 +13,20 @@ from tether.store import cron as cron_store
 from tether.store.cron import BUSY
 
 
-def text_job(job_id: str, cron: str, **extra: Any) -> dict[str, Any]:
+def text_job(job_id: str, cron: str, **runtime: Any) -> dict[str, Any]:
     return {
         "id": job_id,
         "name": f"job {job_id}",
         "schedule": {"type": "cron", "cron": cron},
-        "task": {"type": "text", "text": f"reminder from {job_id}"},
-        **extra,
+        "task_type": "text",
+        "text": f"reminder from {job_id}",
+        "runtime": runtime,
     }
 
 
-def agent_job(job_id: str, cron: str, **extra: Any) -> dict[str, Any]:
-    return {**text_job(job_id, cron, **extra), "task": {"type": "agent", "prompt": "check"}}
+def agent_job(job_id: str, cron: str, **runtime: Any) -> dict[str, Any]:
+    job = {**text_job(job_id, cron, **runtime), "task_type": "agent", "text": None}
+    return {**job, "request": {"input": "check"}}
 
 
 def at(hour: int, minute: int, second: float = 0) -> datetime:
@@ -124,7 +126,7 @@ async def test_due_tick_while_a_run_is_in_progress_is_skipped(
 ) -> None:
     tasks = FakeTasks(instant=False)
     node: CronNode = await open_cron(tasks)
-    await node.jobs.create(agent_job("slow", "*/5 * * * *", approval_level="strict"))
+    await node.jobs.create({**agent_job("slow", "*/5 * * * *"), "approval_level": "strict"})
 
     assert len(await node.scheduler.tick(clock.set(at(10, 5)))) == 1
     await tasks.wait_submitted()
@@ -143,7 +145,7 @@ async def test_due_tick_while_a_run_is_in_progress_is_skipped(
 async def test_timeout_stops_the_task(clock: FakeClock, open_cron: Any) -> None:
     tasks = FakeTasks(instant=False)
     node: CronNode = await open_cron(tasks)
-    await node.jobs.create(agent_job("stuck", "0 * * * *", timeout_seconds=0.05))
+    await node.jobs.create(agent_job("stuck", "0 * * * *", timeout_seconds=1))
 
     run_id = await node.jobs.run_now("stuck")
     await node.scheduler.idle()

@@ -23,7 +23,7 @@ const state = {
 const $ = (id) => document.getElementById(id);
 
 function currentSession() {
-  return state.sessions.find((s) => s.session_id === state.sessionId) || null;
+  return state.sessions.find((s) => s.id === state.sessionId) || null;
 }
 
 // ---------------------------------------------------------------- sessions
@@ -32,17 +32,17 @@ function renderSessions() {
   const list = $("session-list");
   list.replaceChildren(
     ...state.sessions.map((s) => {
-      const title = s.title || s.session_id;
+      const title = s.name || s.id;
       return h(
         "li",
-        { class: s.busy ? "busy" : "" },
+        { class: s.status === "running" ? "busy" : "" },
         h(
           "button",
           {
             type: "button",
             class: "session-open",
-            "aria-current": s.session_id === state.sessionId ? "true" : null,
-            onclick: act(() => selectSession(s.session_id)),
+            "aria-current": s.id === state.sessionId ? "true" : null,
+            onclick: act(() => selectSession(s.id)),
           },
           revealed(title),
         ),
@@ -53,7 +53,7 @@ function renderSessions() {
             class: "session-delete small",
             "aria-label": `Delete session ${revealedString(title)}`,
             title: "Delete",
-            onclick: act(() => deleteSession(s.session_id, title)),
+            onclick: act(() => deleteSession(s.id, title)),
           },
           "✕",
         ),
@@ -108,8 +108,8 @@ export async function selectSession(sessionId) {
   state.sessionId = sessionId;
   const session = currentSession();
   state.updatedAt = session ? session.updated_at : null;
-  state.bgBusy = Boolean(session && session.busy);
-  showTitle(session?.title || sessionId);
+  state.bgBusy = Boolean(session && session.status === "running");
+  showTitle(session?.name || sessionId);
   $("approval-level").value = session?.approval_level || "";
   resetSide();
   renderSessions();
@@ -338,7 +338,7 @@ async function afterSessionCreated() {
   const pending = state.pendingLevel;
   await loadSessions();
   const session = currentSession();
-  if (session) showTitle(session.title || session.session_id);
+  if (session) showTitle(session.name || session.id);
   if (pending && session && session.approval_level !== pending) await saveLevel(pending);
   state.pendingLevel = undefined;
 }
@@ -361,7 +361,7 @@ async function send(text) {
     request_context: level ? { approval_level: level } : {},
   };
   try {
-    await postStream("/api/console/chat", body, (event) => onEvent(event, turn));
+    await postStream("/api/console/chat?events=tether", body, (event) => onEvent(event, turn));
   } catch (err) {
     turn.error = err.message || String(err);
   } finally {
@@ -397,10 +397,10 @@ export async function poll() {
   await loadSessions();
   const session = currentSession();
   if (!session) return;
-  const active = state.streaming || session.busy || liveModels(state.sessionId).length > 0;
+  const active = state.streaming || session.status === "running" || liveModels(state.sessionId).length > 0;
   if (active) await refreshSide();
   if (state.streaming) return;
-  if (session.busy) {
+  if (session.status === "running") {
     state.bgBusy = true;
   } else if (state.bgBusy || session.updated_at !== state.updatedAt) {
     state.bgBusy = false;
@@ -442,7 +442,7 @@ export function initChat() {
   );
   return loadSessions().then(() => {
     if (state.sessionId) return undefined; // the person already chose
-    if (state.sessions.length) return selectSession(state.sessions[0].session_id);
+    if (state.sessions.length) return selectSession(state.sessions[0].id);
     newSession();
     return undefined;
   });

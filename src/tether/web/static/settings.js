@@ -13,7 +13,8 @@ const $ = (id) => document.getElementById(id);
 
 function providerRow(p, active) {
   const isActive = active && active.provider_id === p.id;
-  const models = p.models.length ? p.models : p.chat_model ? [{ id: p.chat_model }] : [];
+  // QwenPaw's shape: built-in models in `models`, the ones a user added in `extra_models`.
+  const models = [...p.models, ...p.extra_models];
   const keyId = `key-${p.id}`;
   const modelId = `model-${p.id}`;
   const keyInput = h("input", { id: keyId, type: "password", autocomplete: "off", placeholder: p.has_api_key ? "•••• (set)" : "not set" });
@@ -56,7 +57,7 @@ function providerRow(p, active) {
         class: "inline",
         onsubmit: act(async (e) => {
           e.preventDefault();
-          await api("PUT", "/api/models/active", { provider_id: p.id, model: modelSelect.value });
+          await api("PUT", "/api/models/active", { provider_id: p.id, model: modelSelect.value, scope: "global" });
           showStatus(`Now using ${modelSelect.value} from ${p.name}.`);
           await loadProviders();
         }),
@@ -85,10 +86,13 @@ function providerRow(p, active) {
 }
 
 async function loadProviders() {
-  const data = await api("GET", "/api/models");
+  const [providers, active] = await Promise.all([
+    api("GET", "/api/models"),
+    api("GET", "/api/models/active"),
+  ]);
   const list = $("provider-list");
-  list.replaceChildren(...data.providers.map((p) => providerRow(p, data.active)));
-  if (!data.providers.length) list.append(h("p", { class: "muted" }, "No provider yet: add one below."));
+  list.replaceChildren(...providers.map((p) => providerRow(p, active.active_llm)));
+  if (!providers.length) list.append(h("p", { class: "muted" }, "No provider yet: add one below."));
 }
 
 async function addProvider(event) {
@@ -100,12 +104,11 @@ async function addProvider(event) {
     id: v("id"),
     name: v("name") || v("id"),
     default_base_url: v("base_url"),
-    chat_model: model,
     models: [{ id: model, name: model }],
   });
   if (v("api_key")) await api("PUT", `/api/models/${enc(v("id"))}/config`, { api_key: v("api_key") });
   if (form.elements.make_active.checked) {
-    await api("PUT", "/api/models/active", { provider_id: v("id"), model });
+    await api("PUT", "/api/models/active", { provider_id: v("id"), model, scope: "global" });
   }
   showStatus(`Provider ${v("id")} added.`);
   form.reset();
@@ -145,7 +148,7 @@ async function showHistory(path, list) {
       h(
         "li",
         { class: "job-run", "data-status": r.status },
-        `${when(r.started_at)} · ${r.trigger} · ${r.status}`,
+        `${when(r.started_at)} · ${r.trigger} · ${r.outcome}`,
         r.error ? ` · ${r.error}` : "",
       ),
     ),
@@ -216,7 +219,8 @@ async function addJob(event) {
   await api("POST", "/api/cron/jobs", {
     name: v("name"),
     schedule: { type: "cron", cron: v("cron"), timezone: v("timezone") || "UTC" },
-    task: { type: "agent", prompt: v("prompt") },
+    task_type: "agent",
+    request: { input: [{ role: "user", type: "message", content: [{ type: "text", text: v("prompt") }] }] },
     approval_level: form.elements.approval_level.value,
     when_unattended: form.elements.when_unattended.value,
   });

@@ -62,7 +62,7 @@ class CallModel {
     this.source = new EventSource(`${base(this.sessionId, this.id)}/stream`);
     this.source.onmessage = (event) => {
       const data = JSON.parse(event.data);
-      if (data.type === "output") this.appendOutput(data.text);
+      if (data.type === "chunk") this.appendOutput(data.text);
       else if (data.type === "done") {
         this.outputState = "loaded";
         this.closeStream();

@@ -1,20 +1,23 @@
-"""/api/console/chat: background chat tasks and the streamed chat turn."""
+"""/api/console/chat: running a turn (streamed, or as a background task) and stopping it.
+
+The chats themselves (list, create, history, delete) are in ``api/chats.py``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tether.api.deps import ServicesDep
+from tether.api.runtime_stream import RuntimeStream
 from tether.api.sse import SSE_HEADERS, sse_event
 from tether.api.valid_json import ValidTextRoute
 from tether.governance.levels import parse_level
 from tether.services import Services
-from tether.tasks.service import TooManyTasks
 
 router = APIRouter(prefix="/api/console/chat", tags=["chat"], route_class=ValidTextRoute)
 
@@ -46,11 +49,16 @@ class RequestContext(BaseModel):
 
 
 class ChatRequest(BaseModel):
+    """QwenPaw's agent request: who speaks, in which session, and what they say."""
+
     channel: str = Field("console", min_length=1, max_length=64)
     user_id: str = Field("default", min_length=1, max_length=256)
     session_id: str | None = Field(None, min_length=1, max_length=512)
     input: list[InputMessage] = Field(min_length=1)
     request_context: RequestContext = Field(default_factory=RequestContext)
+    timeout: float | None = Field(
+        None, gt=0, le=86400, description="Seconds before the task is stopped as failed."
+    )
 
     @model_validator(mode="after")
     def _has_text(self) -> ChatRequest:
@@ -65,6 +73,7 @@ class ChatRequest(BaseModel):
 
 class TaskSubmitted(BaseModel):
     task_id: str
+    timeout: float | None = Field(description="The task's time limit; null: none.")
     session_id: str
 
 
@@ -80,20 +89,32 @@ class TaskOut(BaseModel):
     messages: list[dict[str, Any]]
 
 
+class StopOut(BaseModel):
+    stopped: bool
+
+
+def _result_out(result: dict[str, Any] | None, session_id: str) -> dict[str, Any] | None:
+    """A finished task's result as QwenPaw gives it: an error is ``{message}``."""
+    if result is None:
+        return None
+    out = {**result, "session_id": session_id}
+    if isinstance(out.get("error"), str):
+        out["error"] = {"message": out["error"]}
+    return out
+
+
 async def _submit(body: ChatRequest, services: Services, *, attended: bool) -> TaskSubmitted:
     session_id = body.resolved_session_id
-    try:
-        task_id = await services.tasks.submit(
-            session_id,
-            body.user_id,
-            body.channel,
-            [m.text() for m in body.input if m.text().strip()],
-            body.request_context.approval_level,
-            attended=attended,
-        )
-    except TooManyTasks as exc:
-        raise HTTPException(429, str(exc)) from None
-    return TaskSubmitted(task_id=task_id, session_id=session_id)
+    task_id = await services.tasks.submit(
+        session_id,
+        body.user_id,
+        body.channel,
+        [m.text() for m in body.input if m.text().strip()],
+        body.request_context.approval_level,
+        time_limit=body.timeout,
+        attended=attended,
+    )
+    return TaskSubmitted(task_id=task_id, timeout=body.timeout, session_id=session_id)
 
 
 @router.post("/task", response_model=TaskSubmitted)
@@ -107,9 +128,8 @@ async def submit_task(body: ChatRequest, services: ServicesDep) -> TaskSubmitted
 
 @router.get("/task/{task_id}", response_model=TaskOut)
 async def get_task(task_id: str, services: ServicesDep) -> TaskOut:
+    """The task's status, and its result once ``finished``."""
     view = await services.tasks.get(task_id)
-    if view is None:
-        raise HTTPException(404, "Task not found")
     r = view.record
     return TaskOut(
         task_id=r.id,
@@ -119,31 +139,69 @@ async def get_task(task_id: str, services: ServicesDep) -> TaskOut:
         created_at=r.created_at,
         started_at=r.started_at,
         finished_at=r.finished_at,
-        result=r.result,
+        result=_result_out(r.result, r.session_id) if r.status == "finished" else None,
         messages=view.messages,
     )
 
 
 @router.post("/task/{task_id}/stop")
 async def stop_task(task_id: str, services: ServicesDep) -> dict[str, Any]:
-    """Stop the turn and every tool call it started."""
+    """Stop the turn and every tool call it started (a Tether route)."""
     stopped = await services.tasks.stop(task_id)
-    if stopped is None:
-        raise HTTPException(404, "Task not found")
     return {"task_id": task_id, "stopped": stopped}
 
 
+@router.post("/stop", response_model=StopOut)
+async def stop_chat(
+    services: ServicesDep,
+    chat_id: Annotated[str, Query(min_length=1, max_length=512)],
+) -> StopOut:
+    """Stop the chat's running turn and its tool calls; ``stopped: false`` if none ran.
+
+    A chat's id is its session id, so either names it."""
+    return StopOut(stopped=await services.tasks.stop_session(chat_id))
+
+
 @router.post("")
-async def chat_stream(body: ChatRequest, services: ServicesDep) -> StreamingResponse:
-    """Run a turn and stream its events (SSE) until it ends."""
+async def chat_stream(
+    body: ChatRequest,
+    services: ServicesDep,
+    events: Annotated[
+        Literal["qwenpaw", "tether"],
+        Query(description="qwenpaw: QwenPaw's runtime frames; tether: Tether's events."),
+    ] = "qwenpaw",
+) -> StreamingResponse:
+    """Run a turn and stream it (SSE) until it ends."""
     submitted = await _submit(body, services, attended=True)
     feed = services.tasks.follow(submitted.task_id)
+    source = feed if feed is not None else _nothing()
+    frames = (
+        _tether_frames(submitted, source)
+        if events == "tether"
+        else _runtime_frames(submitted, source)
+    )
+    return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
 
-    async def frames() -> AsyncIterator[str]:
-        yield sse_event({"type": "task", **submitted.model_dump()})
-        if feed is None:
-            return
-        async for event in feed:
-            yield sse_event(event)
 
-    return StreamingResponse(frames(), media_type="text/event-stream", headers=SSE_HEADERS)
+async def _nothing() -> AsyncIterator[dict[str, Any]]:
+    return
+    yield  # an async generator that ends at once
+
+
+async def _tether_frames(
+    submitted: TaskSubmitted, feed: AsyncIterator[dict[str, Any]]
+) -> AsyncIterator[str]:
+    yield sse_event({"type": "task", **submitted.model_dump()})
+    async for event in feed:
+        yield sse_event(event)
+
+
+async def _runtime_frames(
+    submitted: TaskSubmitted, feed: AsyncIterator[dict[str, Any]]
+) -> AsyncIterator[str]:
+    stream = RuntimeStream(submitted.session_id, submitted.task_id)
+    for frame in stream.start():
+        yield sse_event(frame)
+    async for event in feed:
+        for frame in stream.feed(event):
+            yield sse_event(frame)

@@ -1,0 +1,84 @@
+"""The parts of a cron job beyond its schedule, in QwenPaw's shape.
+
+``request`` says what the agent is asked, ``dispatch`` where the answer goes and
+``runtime`` how long a run may take. Pure models, no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+#: Where a job's answer can go in Tether; QwenPaw has more channels (DingTalk, ...).
+KNOWN_CHANNELS: Final = ("console",)
+DEFAULT_CHANNEL: Final = "console"
+#: Who a job speaks as when its target names no one.
+CRON_USER: Final = "cron"
+DEFAULT_TIMEOUT_SECONDS: Final = 120
+DEFAULT_MISFIRE_GRACE_SECONDS: Final = 600
+
+SessionId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=256)]
+UserId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=256)]
+
+
+class DispatchTarget(BaseModel):
+    """The session (and its user) a job's runs talk to."""
+
+    model_config = ConfigDict(extra="forbid")
+    user_id: UserId
+    session_id: SessionId
+
+
+class DispatchSpec(BaseModel):
+    """Where a run's result is delivered."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["channel"] = "channel"
+    # Any name is accepted here (QwenPaw's are); a run to one Tether does not have
+    # ends as an error run that says so.
+    channel: Annotated[str, StringConstraints(min_length=1, max_length=64)] = DEFAULT_CHANNEL
+    target: DispatchTarget
+    mode: Literal["stream", "final"] = "stream"
+    silent: Annotated[bool, Field(strict=True)] = False
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+
+class JobRequest(BaseModel):
+    """What an agent job asks: QwenPaw's agent request (``input`` as in a chat turn).
+
+    Extra fields are kept, as QwenPaw keeps them; ``session_id`` and ``user_id``
+    always follow the dispatch target.
+    """
+
+    model_config = ConfigDict(extra="allow")
+    input: Any = None
+    session_id: str | None = None
+    user_id: str | None = None
+
+    def prompt(self) -> str:
+        """The text the agent is given: every text part of ``input``, in order."""
+        return "\n".join(t for t in _texts(self.input) if t.strip())
+
+
+def _texts(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [t for item in value for t in _texts(item)]
+    if isinstance(value, dict):
+        if value.get("type") == "text" and isinstance(value.get("text"), str):
+            return [value["text"]]
+        return _texts(value.get("content"))
+    return []
+
+
+class JobRuntime(BaseModel):
+    """How runs behave: at most this long, and how late a missed tick may still run."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_concurrency: Annotated[int, Field(strict=True, ge=1)] = 1
+    timeout_seconds: Annotated[int, Field(strict=True, ge=1)] = DEFAULT_TIMEOUT_SECONDS
+    misfire_grace_seconds: Annotated[int, Field(strict=True, ge=0)] = DEFAULT_MISFIRE_GRACE_SECONDS
+    share_session: Annotated[bool, Field(strict=True)] = False
+    tool_safety: Annotated[bool, Field(strict=True)] = False
