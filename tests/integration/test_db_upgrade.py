@@ -88,7 +88,7 @@ def _assert_kept(stack: Stack) -> None:
     assert "hello-from-main" in output.text
     job = stack.api("GET", "/api/cron/jobs/legacy-job")
     assert job.status_code == 200, job.text
-    assert job.json()["name"] == "nightly report"
+    assert job.json()["spec"]["name"] == "nightly report"
     # The provider's sealed key still opens (a turn needs it) and the history is whole:
     # the model receives the old turn before the new message.
     configured = stack.api(

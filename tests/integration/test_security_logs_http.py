@@ -38,7 +38,8 @@ def log_text() -> Iterator[tuple[str, Any]]:
             ]
             task_id, _ = submit(server, CHAT)
             task = finished_task(server, task_id)
-            assert task["result"] == {"status": "completed", "text": REPLY, "steps": 2}
+            result = task["result"]
+            assert (result["status"], result["text"], result["steps"]) == ("completed", REPLY, 2)
             tool_message = next(m for m in task["messages"] if m["role"] == "tool")
             assert TOOL_OUTPUT in tool_message["content"]  # the canary really was output
         server.stop()  # the shutdown lines too

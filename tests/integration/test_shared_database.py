@@ -130,7 +130,11 @@ def test_a_server_recovers_the_calls_of_a_crashed_one(
         info = second.api_request("GET", f"/api/tool-calls/{session}/{call_id}").json()
         assert (info["status"], info["end_state"]) == ("completed", "cancelled")
         task = second.api_request("GET", f"/api/console/chat/task/{task_id}").json()
-        assert task["result"] == {"status": "failed", "error": "server restarted"}
+        assert task["result"] == {
+            "status": "failed",
+            "error": {"message": "server restarted"},
+            "session_id": session,
+        }
         # The dead server's lock file is gone; only the live server's remains.
         owners = list((tmp_path / "shared.db.owners").iterdir())
         assert len(owners) == 1
