@@ -74,7 +74,7 @@ class Database:
         if self.is_sqlite:
             path = self.url.split("///", 1)[-1]
             if path and path != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                Path(path).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
 
     async def migrate(self) -> None:
         """Bring the schema to the newest revision (``tether db upgrade``)."""
