@@ -17,6 +17,7 @@ from tether import __version__, recovery
 from tether.agent.ports import Gate
 from tether.agent.turn import Agent
 from tether.api import toolcalls as toolcalls_api
+from tether.cluster.answers import answer_other_nodes
 from tether.cluster.bus import ClusterBus
 from tether.cluster.calls import ClusterCalls
 from tether.cluster.lease import Load, NodeLease
@@ -48,6 +49,7 @@ from tether.services import Services
 from tether.store.database import Database, shown_url
 from tether.store.store import Store
 from tether.tasks.service import RESTARTED, TaskService
+from tether.tasks.session_turns import ClusterClaims, SessionTurns
 from tether.toolcalls.coordinator import CoordinatorConfig, ToolCallCoordinator
 from tether.toolcalls.launcher import Launcher
 from tether.tools.current_time import TIME_TOOL
@@ -127,7 +129,10 @@ def build_services(
         settings.resolved_workspace.resolve(), Path.home(), settings.home.resolve()
     )
     memory = DecisionMemory(store.remembered, context)
-    approvals = ApprovalService(store.governance, settings.approval_timeout_seconds, memory)
+    elsewhere = bus.requests if bus is not None else None
+    approvals = ApprovalService(
+        store.governance, settings.approval_timeout_seconds, memory, elsewhere
+    )
     governance_gate = GovernanceGate(
         analyzer,
         context,
@@ -154,7 +159,7 @@ def build_services(
         store.tool_calls,
         owner,
         bus.streams if bus is not None else None,
-        bus.requests if bus is not None else None,
+        elsewhere,
     )
     tools = _tools(settings, mcp, sandbox.available)
     active_gate = gate or governance_gate
@@ -175,6 +180,8 @@ def build_services(
         settings.max_concurrent_tasks,
         when_unattended=settings.when_unattended,
         notify=hooks.notify,
+        turns=_session_turns(settings, store, bus),
+        elsewhere=elsewhere,
     )
 
     async def deliver(session_id: str, call_id: str, text: str) -> None:
@@ -183,6 +190,8 @@ def build_services(
 
     # The one cycle (a background result wakes a turn, which runs calls), closed here.
     coordinator.deliver_background_results_to(deliver)
+    if bus is not None:
+        answer_other_nodes(bus.requests, coordinator, tasks, approvals)
     executor = RunExecutor(
         store.cron, store.chats, store.tool_calls, tasks, clock or utc_now, hooks.notify
     )
@@ -209,6 +218,19 @@ def build_services(
         keeper,
         bus,
     )
+
+
+def _session_turns(settings: Settings, store: Store, bus: ClusterBus | None) -> SessionTurns:
+    """One turn per session: on this node; with other nodes (a bus), across them too."""
+    if bus is None or store.owner is None:
+        return SessionTurns()
+    claims = ClusterClaims(
+        store.session_turns,
+        settings.resolved_node_id,
+        store.owner.id,
+        settings.node_lease_seconds,
+    )
+    return SessionTurns(claims)
 
 
 def _build_lease(

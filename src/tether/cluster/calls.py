@@ -42,10 +42,6 @@ class ClusterCalls:
         self._owner = owner
         self._streams = streams
         self._requests = requests
-        if requests is not None:
-            requests.handle("call.cancel", self._cancel_here)
-            requests.handle("call.offload", self._offload_here)
-            requests.handle("call.extend", self._extend_here)
 
     # ----------------------------------------------------------------- looking
 
@@ -134,21 +130,6 @@ class ClusterCalls:
     async def _ask(self, record: ToolCallRecord, action: str, args: dict[str, Any]) -> Any:
         assert self._requests is not None and record.owner is not None
         return await self._requests.ask(record.owner, action, args, f"tool call {record.id}")
-
-    async def _cancel_here(self, args: dict[str, Any]) -> None:
-        await self._local.cancel(args["session_id"], args["call_id"], bool(args["force"]))
-
-    async def _offload_here(self, args: dict[str, Any]) -> None:
-        await self._local.offload(args["session_id"], args["call_id"])
-
-    async def _extend_here(self, args: dict[str, Any]) -> None:
-        seconds = args["seconds"]
-        await self._local.extend(
-            args["session_id"],
-            args["call_id"],
-            args["target"],
-            None if seconds is None else float(seconds),
-        )
 
     # ----------------------------------------------------------------- reading elsewhere
 

@@ -54,6 +54,8 @@ class TaskRecord:
     started_at: float | None
     finished_at: float | None
     resumes: int = 0
+    # The server that runs it (store/owners.py).
+    owner: str | None = None
 
 
 @dataclass(frozen=True)

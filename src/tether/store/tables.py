@@ -280,6 +280,18 @@ cron_runs = sa.Table(
     sa.UniqueConstraint("job_id", "scheduled_for", name="uq_cron_runs_tick"),
 )
 
+# The node whose turn a session is in (several nodes: one turn per session at a time,
+# cluster-wide). A claim whose node's lease ran out is free to take.
+session_turns = sa.Table(
+    "session_turns",
+    metadata,
+    sa.Column("session_id", sa.String(512), primary_key=True),
+    sa.Column("task_id", sa.String(64), nullable=False),
+    sa.Column("node_id", sa.String(255), nullable=False),
+    sa.Column("owner", sa.String(64), nullable=False),
+    sa.Column("claimed_at", sa.Float, nullable=False),
+)
+
 mcp_clients = sa.Table(
     "mcp_clients",
     metadata,
