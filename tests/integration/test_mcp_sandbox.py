@@ -4,6 +4,7 @@ its own pid namespace and runs under its limits group; a client may opt out."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import socket
@@ -14,7 +15,7 @@ from typing import Any
 
 import psutil
 import pytest
-from core_support import Stack, new_session, stack_for_module
+from core_support import Stack, new_session, stack_for_module, temporary_server, wait_for
 from mcp_support import FIXTURE, add_client, mcp_call, remove_client, state_dir, stdio_client
 
 pytestmark = [
@@ -134,6 +135,33 @@ def test_an_update_can_turn_the_sandbox_off_and_back_to_the_default_network(
         assert bad.status_code == 422 and "sandbox_network" in bad.text
     finally:
         remove_client(stack, "toggled")
+
+
+def test_a_sandboxed_server_dies_with_tether_even_if_it_ignores_its_closed_stdin() -> None:
+    # Not an MCP server at all: it never answers, and a closed stdin does not end it.
+    linger = "987.25"
+    spec = {"name": "lingering", "command": "sh", "args": ["-c", f"sleep {linger}; :"]}
+    with temporary_server("mcp-sandbox-crash", TETHER_SANDBOX="bwrap") as server:
+        resp = server.api_request("POST", "/api/mcp", json={"client_key": "linger", "client": spec})
+        assert resp.status_code == 201, resp.text
+
+        def sleeper() -> psutil.Process | None:
+            for proc in psutil.process_iter(["cmdline"]):
+                if proc.info["cmdline"] == ["sleep", linger]:
+                    return proc
+            return None
+
+        proc = wait_for(sleeper, what="the server's process in the sandbox")
+        try:
+            server.kill()
+            wait_for(
+                lambda: not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE,
+                10,
+                "the sandboxed server to die with Tether",
+            )
+        finally:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()  # only when the test failed
 
 
 def _assert_under_limits(stack: Stack, proc: psutil.Process) -> None:
