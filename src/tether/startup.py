@@ -123,6 +123,7 @@ def build_services(
         state_dir=settings.home / "mcp",
         default_timeout=settings.mcp_call_timeout,
         timing=Timing(ping_interval=settings.mcp_ping_interval),
+        wrap_server=sandbox.wrap_server,
     )
     analyzer = Analyzer(annotations_of=mcp.annotations_of)
     context = AnalysisContext(
