@@ -18,7 +18,7 @@ from core_support import FakeModel, Stack, start_server
 from cryptography.fernet import Fernet
 from helpers import register_mock_provider
 
-from database_support import postgres_url, require_postgresql
+from database_support import _database_name, _run_admin, postgres_url, require_postgresql
 from redis_support import drop_prefix, new_prefix, redis_url, require_redis
 
 NAMES = ("node-a", "node-b", "node-c")
@@ -31,6 +31,7 @@ class Cluster:
     nodes: list[Any]
     model: FakeModel
     prefix: str
+    database_key: str
     _turn: Iterator[int] = field(default_factory=lambda: itertools.cycle(range(3)))
 
     def stack(self, index: int) -> Stack:
@@ -43,10 +44,18 @@ class Cluster:
     def api(self, node: int, method: str, path: str, **kwargs: Any) -> httpx.Response:
         return self.nodes[node].api_request(method, path, **kwargs)
 
+    def rows(self, query: str) -> list[Any]:
+        """What the shared store holds (for what no route shows)."""
+        return _run_admin(query, _database_name(self.database_key))
+
+
+def database_key(tmp_path: Path) -> str:
+    return f"cluster:{tmp_path}"
+
 
 def cluster_env(tmp_path: Path, prefix: str, **extra: str) -> dict[str, str]:
     return {
-        "TETHER_DATABASE_URL": postgres_url(f"cluster:{tmp_path}"),
+        "TETHER_DATABASE_URL": postgres_url(database_key(tmp_path)),
         "TETHER_REDIS_URL": redis_url(),
         "TETHER_REDIS_PREFIX": prefix,
         "TETHER_SECRET_KEY": Fernet.generate_key().decode(),
@@ -70,7 +79,7 @@ def three_nodes(tmp_path: Path, **extra: str) -> Iterator[Cluster]:
         for name in NAMES:
             nodes.append(start_server(tmp_path / name, TETHER_NODE_ID=name, **env))
         register_mock_provider(nodes[0], model.url)
-        yield Cluster(nodes, model, prefix)
+        yield Cluster(nodes, model, prefix, database_key(tmp_path))
     finally:
         for node in nodes:
             node.close()

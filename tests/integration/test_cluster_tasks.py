@@ -183,3 +183,46 @@ def test_twenty_sessions_over_three_nodes_stay_apart_and_in_order(cluster: Clust
         assert said[0::2] == [("user", f"{session} says 0"), ("user", f"{session} says 1")]
         assert [role for role, _ in said[1::2]] == ["assistant", "assistant"], said
     cluster.model.assert_valid()
+
+
+def test_a_background_result_reaches_the_sessions_next_turn_on_another_node(
+    cluster: Cluster,
+) -> None:
+    session = new_session()
+    g1, g2 = (f"g-{uuid.uuid4().hex[:6]}" for _ in range(2))
+    first_call = json.dumps({"command": gated(g1, "echo one", "echo background-finished")})
+    second_call = json.dumps({"command": gated(g2, "echo two", "echo two-done")})
+    cluster.model.script(
+        {"tool_calls": [(SHELL, first_call)]},
+        {"text": "first done"},
+        {"tool_calls": [(SHELL, second_call)]},
+        {"text": "second done"},
+    )
+    first = _submit(cluster, 0, session, "first")
+    call = wait_for(lambda: cluster.api(1, "GET", f"/api/tool-calls/{session}").json()["items"])
+    call_id = call[0]["tool_call_id"]
+    # Sent to the background from node b; turn one ends, the call runs on on node a.
+    assert cluster.api(1, "POST", f"/api/tool-calls/{session}/{call_id}/offload").status_code == 202
+    assert _finished(cluster, 2, first)["result"]["status"] == "completed"
+    # Turn two runs on node c and holds the session while its own call waits.
+    second = _submit(cluster, 2, session, "second")
+    wait_for(lambda: len(cluster.api(0, "GET", f"/api/tool-calls/{session}").json()["items"]) == 2)
+    # The background call ends on node a, which queues its result and wakes the session:
+    # that turn waits, since node c holds the session.
+    (cluster.nodes[0].home / "workspace" / g1).touch()
+    woken = wait_for(
+        lambda: cluster.rows(
+            f"SELECT id FROM tasks WHERE trigger = 'background_result' AND session_id = '{session}'"
+        ),
+        what="the wake-up task",
+    )
+    (cluster.nodes[2].home / "workspace" / g2).touch()
+    assert _finished(cluster, 1, second)["result"]["text"] == "second done"
+    # Turn two took the result at its next step; the woken turn found nothing left.
+    woke = _finished(cluster, 1, woken[0]["id"])
+    assert woke["result"]["status"] == "completed" and not woke["result"].get("text"), woke
+    requests = cluster.model.requests
+    assert len(requests) == 4, [r["messages"][-1] for r in requests]
+    last = requests[-1]["messages"]
+    assert any("background-finished" in str(m.get("content")) for m in last)
+    cluster.model.assert_valid()

@@ -169,6 +169,12 @@ class TaskService:
 
     async def _turn(self, run: Running, level: str | None) -> dict[str, Any]:
         await self._store.tasks.mark_running(run.task_id)
+        if run.trigger == "background_result" and not await self._store.deliveries.pending(
+            run.session_id
+        ):
+            # The turn that held the session meanwhile (on another node, say) took the
+            # results this one was woken for: there is nothing to tell the model.
+            return {"status": "completed", "text": "", "steps": 0}
         run.feed.emit({"type": "task_started", "task_id": run.task_id})
         req = TurnRequest(
             run.session_id,
