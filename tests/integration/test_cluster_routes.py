@@ -19,7 +19,7 @@ import pytest
 from cluster_support import Cluster, three_nodes
 from core_support import gated, process_gone, sse_events, wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 TICKER = "i=0; while true; do i=$((i+1)); echo line-$i; sleep 0.1; done"
 

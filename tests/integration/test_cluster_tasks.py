@@ -17,7 +17,7 @@ import pytest
 from cluster_support import Cluster, three_nodes
 from core_support import SHELL, chat_body, gated, new_session, process_gone, wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 
 @pytest.fixture
