@@ -121,13 +121,19 @@ class NodeRequests:
 
     async def _serve_forever(self) -> None:
         queue = self._queue(self._owner)
+        failing = False
         while True:
             try:
                 found = await self._link.client.brpop([queue], timeout=1)
-            except Exception:
-                log.warning("reading requests from Redis failed; retrying", exc_info=True)
+            except Exception as exc:
+                if not failing:  # an outage is logged once
+                    log.warning("cannot read other nodes' requests from Redis (%s)", exc)
+                failing = True
                 await asyncio.sleep(1)
                 continue
+            if failing:
+                log.info("reading other nodes' requests from Redis again")
+                failing = False
             if found is None:
                 continue
             task = asyncio.create_task(self._answer(json.loads(found[1])))

@@ -51,6 +51,8 @@ class OutputStreams:
         self._queue: list[tuple[str, OutputChunk | int]] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # Whether the last send failed: an outage is logged once, not per batch.
+        self._failing = False
 
     def key(self, call_id: str) -> str:
         return self._link.key("call", call_id, "output")
@@ -90,9 +92,15 @@ class OutputStreams:
             batch = self._take()
             try:
                 await self._send(batch)
-            except Exception:
+            except Exception as exc:
                 # Redis away: readers elsewhere fall back to the store; keep going.
-                log.warning("could not copy %d output entries to Redis", len(batch), exc_info=True)
+                if not self._failing:
+                    log.warning("cannot copy live output to Redis (%s); will keep trying", exc)
+                self._failing = True
+                continue
+            if self._failing:
+                log.info("copying live output to Redis again")
+                self._failing = False
 
     async def _send(self, batch: list[tuple[str, OutputChunk | int]]) -> None:
         if not batch:
