@@ -17,6 +17,8 @@ from tether import __version__, recovery
 from tether.agent.ports import Gate
 from tether.agent.turn import Agent
 from tether.api import toolcalls as toolcalls_api
+from tether.cluster.bus import ClusterBus
+from tether.cluster.calls import ClusterCalls
 from tether.cluster.lease import Load, NodeLease
 from tether.config import Settings
 from tether.governance.analyzer import Analyzer
@@ -69,7 +71,9 @@ async def start_services(
     # The keeper's runner is found or started before anything can launch a call.
     keeper = await start_keeper(settings) if settings.keeper else None
     sandbox = await sandbox_for(settings, store.chats.sandbox_settings, _home_tag(settings))
-    services = build_services(settings, store, sandbox, factory, gate, clock, keeper)
+    assert store.owner is not None
+    bus = await ClusterBus.connect(settings, store.owner.id)
+    services = build_services(settings, store, sandbox, factory, gate, clock, keeper, bus)
     await services.webhooks.load()
     await services.rules.load()
     await services.memory.load()
@@ -102,9 +106,11 @@ def build_services(
     gate: Gate | None = None,
     clock: Clock | None = None,
     keeper: KeeperLauncher | None = None,
+    bus: ClusterBus | None = None,
 ) -> Services:
     """Wire every service (no I/O: nothing is read, written or started here).
-    With ``keeper`` (TETHER_KEEPER on), tool calls run under the detached runner."""
+    With ``keeper`` (TETHER_KEEPER on), tool calls run under the detached runner; with
+    ``bus`` (TETHER_REDIS_URL set), other nodes can follow and act on this node's calls."""
     shared_key = settings.secret_key.get_secret_value() if settings.secret_key else None
     keybox = KeyBox(settings.home / "secret.key", shared_key)
     hooks = WebhookService(store.webhooks, keybox, _retry_policy(settings))
@@ -141,6 +147,14 @@ def build_services(
         # Without the keeper, shell calls run under the sandbox's launcher (the keeper
         # does not run its calls in the sandbox yet).
         launcher=_launcher(keeper, sandbox),
+        mirror=bus.streams if bus is not None else None,
+    )
+    calls = ClusterCalls(
+        coordinator,
+        store.tool_calls,
+        owner,
+        bus.streams if bus is not None else None,
+        bus.requests if bus is not None else None,
     )
     tools = _tools(settings, mcp, sandbox.available)
     active_gate = gate or governance_gate
@@ -191,7 +205,9 @@ def build_services(
         governance_gate,
         _build_lease(settings, store, coordinator, tasks),
         sandbox,
+        calls,
         keeper,
+        bus,
     )
 
 

@@ -74,6 +74,11 @@ class ToolCallRecord:
     started_at: float
     finished_at: float | None
     resources: dict[str, Any] | None = None
+    # The server that runs it (store/owners.py); set by the repository on insert.
+    owner: str | None = None
+    # Deadlines while it runs, epoch seconds (None: none).
+    kill_at: float | None = None
+    offload_at: float | None = None
 
 
 @dataclass(frozen=True)

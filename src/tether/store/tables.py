@@ -104,6 +104,10 @@ tool_calls = sa.Table(
     sa.Column("resources", sa.JSON, nullable=True),
     # The server whose processes these are (store/owners.py); NULL on rows from before.
     sa.Column("owner", sa.String(64), nullable=True),
+    # While it runs: its kill and offload deadlines (epoch seconds; NULL: none), kept so
+    # that every node can show them, not only the one running it.
+    sa.Column("kill_at", sa.Float, nullable=True),
+    sa.Column("offload_at", sa.Float, nullable=True),
 )
 
 tool_output = sa.Table(
