@@ -4,44 +4,29 @@ its stream resumes with no gap and no duplicate, and the task completes."""
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
 from core_support import (
-    SseEvent,
     Stack,
     new_session,
     shell_call,
-    sse_events,
-    stack_for_module,
     start_server,
     wait_for,
 )
+from keeper_restarts import (
+    TICKER,
+    keeper_stack,
+    start_ticker,
+    through_a_restart,
+)
 
-from database_support import on_postgresql
-from tether.keeper import client, layout
+from tether.keeper import layout
 
 pytestmark = pytest.mark.integration
-
-# Prints a numbered line every 100 ms until the file "gate" appears, then "end".
-TICKER = 'i=0; while [ ! -e {gate} ]; do i=$((i+1)); echo "line $i"; sleep 0.1; done; echo end'
-
-
-def keeper_stack(prefix: str, **env: str) -> Iterator[Stack]:
-    """A server with the keeper on; its runner is stopped afterwards (it outlives
-    servers by design), with whatever it still runs."""
-    body = stack_for_module(prefix, TETHER_KEEPER="1", TETHER_CANCEL_GRACE_SECONDS="0.3", **env)
-    made = next(body)
-    try:
-        yield made
-    finally:
-        client.stop_runner(made.server.home)
-        body.close()
 
 
 @pytest.fixture(scope="module")
@@ -55,94 +40,16 @@ def _every_request_valid(stack: Stack) -> Iterator[None]:
     stack.model.assert_valid()
 
 
-def _stream(stack: Stack, session: str, call_id: str, last: int | None = None) -> Any:
-    headers = {"Authorization": f"Bearer {stack.server.token}"}
-    if last is not None:
-        headers["Last-Event-ID"] = str(last)
-    return stack.server._client.stream(
-        "GET", f"/api/tool-calls/{session}/{call_id}/stream", headers=headers
-    )
-
-
-def _first_events(stack: Stack, session: str, call_id: str, count: int) -> list[SseEvent]:
-    got: list[SseEvent] = []
-    with _stream(stack, session, call_id) as resp:
-        for event in sse_events(resp.iter_lines()):
-            got.append(event)
-            if len(got) == count:
-                break
-    return got
-
-
-def _rest(stack: Stack, session: str, call_id: str, last: int) -> list[SseEvent]:
-    with _stream(stack, session, call_id, last) as resp:
-        assert resp.status_code == 200
-        return list(sse_events(resp.iter_lines()))
-
-
-def _start_ticker(stack: Stack, gate: str) -> tuple[str, str, str]:
-    session = new_session()
-    stack.model.script(shell_call(TICKER.format(gate=gate), timeout=120), {"text": "done"})
-    task = stack.submit("tick", session)
-    call = stack.wait_call(session)
-    return session, task, call["tool_call_id"]
-
-
-def _check_resumed(
-    stack: Stack, session: str, call_id: str, before: list[SseEvent], gate: str
-) -> None:
-    """After a restart: the same call is running; the stream resumed at the last event
-    id continues it (the gate lets it finish) with no gap and no duplicate."""
-    assert [c["tool_call_id"] for c in stack.live_calls(session)] == [call_id]
-    assert stack.call(session, call_id)["status"] == "running"
-    (stack.workspace / gate).touch()
-    after = _rest(stack, session, call_id, before[-1].id or 0)
-    events = before + after
-    outputs = [e for e in events if e.data["type"] == "chunk"]
-    assert [e.id for e in outputs] == list(range(1, len(outputs) + 1))
-    text = "".join(e.data["text"] for e in outputs)
-    numbers = [int(n) for n in re.findall(r"line (\d+)", text)]
-    assert numbers == list(range(1, len(numbers) + 1))
-    assert text.endswith("end\n")
-    assert events[-1].data == {"type": "done", "end_state": "success", "status": "completed"}
-
-
-def _check_task(stack: Stack, task_id: str) -> None:
-    task = stack.wait_task(task_id, timeout=30)
-    assert task["result"]["status"] == "completed", task
-    assert task["result"]["text"] == "done"
-    last = stack.model.requests[-1]["messages"]
-    tool = [m for m in last if m["role"] == "tool"][-1]
-    assert "line 1\n" in tool["content"] and "end" in tool["content"]
-
-
-def _through_a_restart(stack: Stack, restart: Any) -> None:
-    gate = f"gate-{time.monotonic_ns()}"
-    session, task, call_id = _start_ticker(stack, gate)
-    before = _first_events(stack, session, call_id, 5)
-    restart()
-    _check_resumed(stack, session, call_id, before, gate)
-    _check_task(stack, task)
-
-
 def test_a_call_survives_a_kill_9_of_its_server(stack: Stack) -> None:
     def crash() -> None:
         stack.server.kill()
         stack.server.start()
 
-    _through_a_restart(stack, crash)
+    through_a_restart(stack, crash)
 
 
-# Known bug, found by the merged CI run on 2026-12-01: on PostgreSQL the task of a call
-# detached by a graceful stop is not resumed at the next start (the kill -9 case works),
-# and the server it leaves behind breaks the module's later tests. The keeper is off by
-# default; the bug is recorded on issues 14 and 16, and this mark goes with the fix.
-@pytest.mark.skipif(
-    on_postgresql(),
-    reason="keeper + PostgreSQL: a graceful stop's detached task is not resumed (issue 14/16)",
-)
 def test_a_call_survives_a_graceful_stop_and_start(stack: Stack) -> None:
-    _through_a_restart(stack, stack.server.restart)
+    through_a_restart(stack, stack.server.restart)
 
 
 def test_a_call_that_ended_while_the_server_was_down_is_delivered(stack: Stack) -> None:
@@ -209,7 +116,7 @@ def test_tether_status_lists_a_call_in_flight(stack: Stack) -> None:
     import sys
 
     gate = f"gate-{time.monotonic_ns()}"
-    session, task, call_id = _start_ticker(stack, gate)
+    session, task, call_id = start_ticker(stack, gate)
     env = stack.server._env()
     shown = subprocess.run(
         [sys.executable, "-m", "tether", "status"],

@@ -4,11 +4,16 @@ A request is ``{"v": <protocol>, "op": <name>, ...}``; the answer ``{"ok": true,
 or ``{"ok": false, "error": <text>}``. ``watch`` turns the connection into a stream of
 events (``{"event": "output" | "ended", "call_id": ..., ...}``).
 
-Versioning: ``hello`` tells the runner's protocol number. The runner answers any
-request whose ``v`` is at most its own, so a newer server can keep talking to an older
-runner with the operations both know, and ask it to ``retire`` (exit once it has no
-call left) so that a newer runner can replace it. Additions that old peers may ignore
-(new optional fields) do not change the number; changed meanings do.
+Versioning: every peer speaks a range of protocol numbers, ``OLDEST`` to ``PROTOCOL``.
+``hello`` is always sent at ``v`` 1 and its answer's fields only ever grow, so any server
+can ask any runner who it is: its ``protocol`` (newest) and ``oldest`` (absent: the
+same as ``protocol``, as in the runners of protocol 1), its Tether ``version`` and how
+many ``calls`` it runs. The server then speaks the newest number both know
+(:func:`negotiate`) on every later request; the runner answers a request whose ``v`` is
+in its range and refuses others naming its own. Additions that old peers may ignore
+(new optional fields) do not change the number; changed meanings do, and a peer that
+drops an old meaning raises its ``OLDEST``. What a server does with a runner of another
+version (use it, replace it once idle, or refuse) is :mod:`tether.keeper.startup`'s.
 """
 
 from __future__ import annotations
@@ -17,6 +22,10 @@ import json
 from typing import Any
 
 PROTOCOL = 1
+# The oldest protocol this code still speaks, as a runner and as a server.
+OLDEST = 1
+# What ``hello`` is sent at, always (see the module doc).
+HELLO_VERSION = 1
 # Requests carry environments; keep a generous but finite line length.
 MAX_LINE = 16 * 1024 * 1024
 
@@ -48,9 +57,20 @@ def check_request(message: dict[str, Any]) -> str:
     version = message.get("v")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise ProtocolError(f"bad protocol version {version!r}")
+    op = message.get("op")
+    if op == "hello":
+        return "hello"  # answered at any version: how peers learn each other's range
     if version > PROTOCOL:
         raise ProtocolError(f"protocol {version} is newer than this runner's ({PROTOCOL})")
-    op = message.get("op")
+    if version < OLDEST:
+        raise ProtocolError(f"protocol {version} is older than this runner's oldest ({OLDEST})")
     if op not in OPS:
         raise ProtocolError(f"unknown operation {op!r}")
     return str(op)
+
+
+def negotiate(their_oldest: int, their_newest: int) -> int | None:
+    """The protocol to speak with a peer serving ``their_oldest`` to ``their_newest``:
+    the newest both know, or None when the ranges do not meet."""
+    spoken = min(PROTOCOL, their_newest)
+    return spoken if spoken >= max(OLDEST, their_oldest) else None

@@ -78,6 +78,7 @@ class Runner:
         me = identify(os.getpid())
         return {
             "protocol": protocol.PROTOCOL,
+            "oldest": protocol.OLDEST,
             "version": __version__,
             "pid": me.pid,
             "create_time": me.create_time,

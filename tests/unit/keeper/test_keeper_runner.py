@@ -208,9 +208,12 @@ async def test_a_newer_protocol_is_refused_with_the_runner_version(
     runner_home: Path, keeper: KeeperClient
 ) -> None:
     info = await keeper.hello()
-    assert info.protocol == protocol.PROTOCOL
+    assert (info.protocol, info.oldest, info.calls) == (protocol.PROTOCOL, protocol.OLDEST, 0)
     assert info.identity == runner_of(runner_home)
-    answer = await _raw_request(keeper, {"v": protocol.PROTOCOL + 1, "op": "hello"})
+    # hello is answered at any version: a newer server learns what this runner speaks.
+    newer = await _raw_request(keeper, {"v": protocol.PROTOCOL + 1, "op": "hello"})
+    assert (newer["ok"], newer["protocol"]) == (True, protocol.PROTOCOL)
+    answer = await _raw_request(keeper, {"v": protocol.PROTOCOL + 1, "op": "list"})
     assert answer == {
         "ok": False,
         "error": f"protocol {protocol.PROTOCOL + 1} is newer than this runner's "
