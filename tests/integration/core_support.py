@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -278,3 +279,18 @@ def process_gone(pid: int) -> bool:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return True
+
+
+def refused_start(home: Path, **env: str) -> str:
+    """Run ``tether serve`` with ``env`` (and no other TETHER_ variable), expect it to
+    refuse to start, and return what it said on stderr."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "serve", "--port", "0"],
+        env={**clean, "TETHER_HOME": str(home), **env},
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0, done.stderr.decode()
+    return done.stderr.decode()

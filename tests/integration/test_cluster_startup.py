@@ -3,33 +3,17 @@ answer; the password in the URL is never shown."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from core_support import free_port
+from core_support import free_port, refused_start
 
 pytestmark = pytest.mark.integration
 
 
 def test_an_unreachable_redis_refuses_the_start(tmp_path: Path) -> None:
     dead = free_port()  # nothing listens there
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("TETHER_")},
-        "TETHER_HOME": str(tmp_path),
-        "TETHER_REDIS_URL": f"redis://:hunter2secret@127.0.0.1:{dead}/0",
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "tether", "serve", "--port", "0"],
-        env=env,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode != 0
-    said = done.stderr.decode()
+    said = refused_start(tmp_path, TETHER_REDIS_URL=f"redis://:hunter2secret@127.0.0.1:{dead}/0")
     assert f"refusing to start: cannot reach Redis at redis://***@127.0.0.1:{dead}/0" in said
     assert "hunter2secret" not in said
     assert "Traceback" not in said

@@ -3,11 +3,8 @@ level ``off`` so that the guard never hides the boundary."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
-import subprocess
-import sys
 import tempfile
 import threading
 import uuid
@@ -21,6 +18,7 @@ from core_support import (
     FakeModel,
     Stack,
     new_session,
+    refused_start,
     shell_call,
     stack_for_module,
     temporary_server,
@@ -302,19 +300,5 @@ def test_a_sandboxed_tree_dies_with_the_server() -> None:
 
 
 def test_required_sandbox_without_bwrap_refuses_to_start(tmp_path: Path) -> None:
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("TETHER_")},
-        "TETHER_HOME": str(tmp_path),
-        "TETHER_SANDBOX": "bwrap",
-        "PATH": str(tmp_path / "no-bin"),
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "tether", "serve", "--port", "0"],
-        env=env,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode != 0
-    said = done.stderr.decode()
+    said = refused_start(tmp_path, TETHER_SANDBOX="bwrap", PATH=str(tmp_path / "no-bin"))
     assert "refusing to start: TETHER_SANDBOX=bwrap but 'bwrap' was not found on PATH" in said

@@ -21,37 +21,22 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tether.cluster.redis_link import RedisLink
-from tether.errors import (
-    Busy,
-    Conflict,
-    Forbidden,
-    Invalid,
-    NotAnswering,
-    NotFound,
-    TetherError,
-    Unavailable,
-)
+from tether.errors import KINDS, NotAnswering, TetherError, Unavailable
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
-# Error kinds as they cross the wire; anything else is an internal error there.
-_KINDS: dict[str, type[TetherError]] = {
-    "not_found": NotFound,
-    "conflict": Conflict,
-    "forbidden": Forbidden,
-    "busy": Busy,
-    "invalid": Invalid,
-    "unavailable": Unavailable,
-}
 # A request list nobody pops (its node is gone) disappears after this long.
 _QUEUE_TTL_SECONDS = 60
 _ANSWER_TTL_SECONDS = 30
 
 
 def _kind_of(exc: BaseException) -> str | None:
-    return next((name for name, kind in _KINDS.items() if isinstance(exc, kind)), None)
+    """The name of the error's kind; None for an error of none (a bug)."""
+    if not isinstance(exc, TetherError):
+        return None
+    return next((name for name, kind in KINDS.items() if isinstance(exc, kind)), None)
 
 
 class NodeRequests:
@@ -97,7 +82,7 @@ class NodeRequests:
         answer = json.loads(found[1])
         if answer.get("ok"):
             return answer.get("result")
-        kind = _KINDS.get(answer.get("kind") or "")
+        kind = KINDS.get(answer.get("kind") or "")
         if kind is None:
             raise Unavailable(f"the node that holds {what} failed: {answer.get('message')}")
         raise kind(answer.get("message") or "")
