@@ -66,7 +66,7 @@ class KeeperClient:
 
     async def request(self, op: str, **fields: Any) -> dict[str, Any]:
         """Send one request; its answer, or ProtocolError with the runner's reason."""
-        message = protocol.encode({"v": protocol.PROTOCOL, "op": op, **fields})
+        message = protocol.encode({"v": protocol.version_for(fields), "op": op, **fields})
         async with self._lock:
             try:
                 line = await self._exchange(message)
@@ -116,7 +116,7 @@ class KeeperClient:
         reader, writer = await self._connect()
         watch = Watch(reader, writer)
         try:
-            writer.write(protocol.encode({"v": protocol.PROTOCOL, "op": "watch"}))
+            writer.write(protocol.encode({"v": protocol.version_for({}), "op": "watch"}))
             await writer.drain()
             line = await reader.readline()
             if not line:

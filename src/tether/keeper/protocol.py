@@ -8,7 +8,14 @@ Versioning: ``hello`` tells the runner's protocol number. The runner answers any
 request whose ``v`` is at most its own, so a newer server can keep talking to an older
 runner with the operations both know, and ask it to ``retire`` (exit once it has no
 call left) so that a newer runner can replace it. Additions that old peers may ignore
-(new optional fields) do not change the number; changed meanings do.
+(new optional fields) do not change the number; changed meanings do. A request carries
+the lowest number that has what it asks for (:func:`version_for`), so an older runner
+answers what it knows and refuses, rather than ignores, what it cannot do.
+
+Protocol 2: ``start`` takes ``limits`` (the call's memory, process and CPU limits: the
+runner puts its tree in a limits group of its own and records what it used in the
+status file's ``resources``) and ``supervised`` (the root is the sandbox's bwrap, spared
+by a graceful stop). A runner of protocol 1 would run such a call without its limits.
 """
 
 from __future__ import annotations
@@ -16,11 +23,20 @@ from __future__ import annotations
 import json
 from typing import Any
 
-PROTOCOL = 1
+PROTOCOL = 2
 # Requests carry environments; keep a generous but finite line length.
 MAX_LINE = 16 * 1024 * 1024
 
 OPS = ("hello", "start", "signal", "extend", "list", "watch", "retire")
+
+
+# Fields of a request, and the protocol that gave them their meaning.
+_FIELDS_SINCE = {"limits": 2, "supervised": 2}
+
+
+def version_for(fields: dict[str, Any]) -> int:
+    """The lowest protocol that understands every field of a request."""
+    return max([1, *(v for name, v in _FIELDS_SINCE.items() if name in fields)])
 
 
 class ProtocolError(Exception):

@@ -9,12 +9,14 @@ from tether.config import Settings
 from tether.keeper import protocol
 from tether.keeper.hub import KeeperHub
 from tether.keeper.launcher import KeeperLauncher
+from tether.sandbox.service import Sandbox
 
 log = logging.getLogger(__name__)
 
 
-async def start_keeper(settings: Settings) -> KeeperLauncher:
-    """The launcher over this home's runner (started detached if none runs)."""
+async def start_keeper(settings: Settings, sandbox: Sandbox) -> KeeperLauncher:
+    """The launcher over this home's runner (started detached if none runs); its calls
+    run in ``sandbox``, under limits the runner applies."""
     hub = KeeperHub(settings.home)
     await hub.open()
     info = await hub.client.hello()
@@ -28,4 +30,6 @@ async def start_keeper(settings: Settings) -> KeeperLauncher:
             protocol.PROTOCOL,
         )
     log.info("keeper: runner pid %d (Tether %s)", info.identity.pid, info.version)
-    return KeeperLauncher(hub, settings.output_store_bytes, settings.cancel_grace_seconds)
+    return KeeperLauncher(
+        hub, settings.output_store_bytes, settings.cancel_grace_seconds, sandbox=sandbox
+    )
