@@ -15,33 +15,21 @@ import pytest
 from core_support import (
     SseEvent,
     Stack,
+    keeper_stack,
     new_session,
     shell_call,
     sse_events,
-    stack_for_module,
     start_server,
     wait_for,
 )
 
 from database_support import on_postgresql
-from tether.keeper import client, layout
+from tether.keeper import layout
 
 pytestmark = pytest.mark.integration
 
 # Prints a numbered line every 100 ms until the file "gate" appears, then "end".
 TICKER = 'i=0; while [ ! -e {gate} ]; do i=$((i+1)); echo "line $i"; sleep 0.1; done; echo end'
-
-
-def keeper_stack(prefix: str, **env: str) -> Iterator[Stack]:
-    """A server with the keeper on; its runner is stopped afterwards (it outlives
-    servers by design), with whatever it still runs."""
-    body = stack_for_module(prefix, TETHER_KEEPER="1", TETHER_CANCEL_GRACE_SECONDS="0.3", **env)
-    made = next(body)
-    try:
-        yield made
-    finally:
-        client.stop_runner(made.server.home)
-        body.close()
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from tether.keeper import layout, records
 from tether.keeper.identity import identify
@@ -58,6 +58,10 @@ class RunningCall:
         self.dropped = 0
         self._pending: dict[int, bytes] = {}
         self._streams: dict[int, str] = {}
+        # The pipes' file objects own their descriptors: a stream is closed through
+        # them, or their finaliser would close the number again later, when it may
+        # belong to another call's pipe.
+        self._pipes: dict[int, IO[bytes]] = {}
         self.stopped_by: StoppedBy | None = None
         self._stop_asked = False
         self._exit_status: int | None = None
@@ -73,7 +77,7 @@ class RunningCall:
         for pipe, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
             fd = pipe.fileno()
             os.set_blocking(fd, False)
-            self._streams[fd], self._pending[fd] = name, b""
+            self._streams[fd], self._pending[fd], self._pipes[fd] = name, b"", pipe
             self._loop.add_reader(fd, self._readable, fd)
         self._pidfd = os.pidfd_open(proc.pid)
         self._loop.add_reader(self._pidfd, self._exited)
@@ -109,7 +113,7 @@ class RunningCall:
     def _close_stream(self, fd: int) -> None:
         self._loop.remove_reader(fd)
         self._write(self._streams.pop(fd), self._pending.pop(fd))
-        os.close(fd)
+        self._pipes.pop(fd).close()
         self._maybe_end()
 
     def _write(self, stream: str, data: bytes) -> None:
@@ -208,7 +212,7 @@ class RunningCall:
             for fd in list(self._streams):
                 self._loop.remove_reader(fd)
                 self._write(self._streams.pop(fd), self._pending.pop(fd))
-                os.close(fd)
+                self._pipes.pop(fd).close()
             self._append("stderr", b"\n[tether: background processes kept the output open]\n")
         self._maybe_end()
 
