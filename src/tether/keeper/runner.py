@@ -295,6 +295,8 @@ async def _serve(runner: Runner, ready_fd: int | None) -> None:
     await runner.done.wait()
     server.close()
     await runner.watcher.close()
+    # Groups the watcher could not release yet (a zombie held them a moment longer).
+    await asyncio.to_thread(enforcers.sweep, runner.enforcer)
     await asyncio.to_thread(runner.enforcer.close)
     with contextlib.suppress(FileNotFoundError):
         sock.unlink()
