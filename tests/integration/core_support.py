@@ -214,6 +214,20 @@ def stack_for_module(prefix: str, **env: str) -> Iterator[Stack]:
         model.close()
 
 
+def keeper_stack(prefix: str, **env: str) -> Iterator[Stack]:
+    """:func:`stack_for_module` with the keeper on; its runner is stopped afterwards
+    (it outlives servers by design), with whatever it still runs."""
+    from tether.keeper import client
+
+    body = stack_for_module(prefix, TETHER_KEEPER="1", TETHER_CANCEL_GRACE_SECONDS="0.3", **env)
+    made = next(body)
+    try:
+        yield made
+    finally:
+        client.stop_runner(made.server.home)
+        body.close()
+
+
 @dataclass(frozen=True)
 class SseEvent:
     id: int | None
