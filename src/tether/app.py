@@ -25,6 +25,7 @@ from tether.api import (
 )
 from tether.config import Settings
 from tether.keeper import home_lock
+from tether.keeper.startup import leave_keeper
 from tether.llm.provider_service import ModelFactory
 from tether.mcp.endpoint import build_endpoint, endpoint_routes, serving
 from tether.scheduler.clock import Clock
@@ -79,7 +80,7 @@ def create_app(
                 await services.bus.close()
             await services.mcp.close()
             if services.keeper is not None:
-                await services.keeper.hub.close()
+                await leave_keeper(services.keeper)
             await services.sandbox.close()
             # Last: what the shutdown itself notified is queued for the next start.
             await services.webhooks.shutdown()

@@ -125,14 +125,21 @@ class Settings(BaseSettings):
         "(TETHER_*, and names with TOKEN, SECRET, PASSWORD, API_KEY, ... always are hidden).",
     )
     keeper: bool = Field(
-        False,
-        description="Run shell calls under the detached per-node runner, so they outlive "
-        "the server (restart, upgrade, kill -9) and are adopted at the next start.",
+        True,
+        description="Run shell calls under the detached per-home runner, so they outlive "
+        "the server (restart, upgrade, kill -9) and are adopted at the next start. "
+        "0: they run as the server's children and end with it.",
     )
     on_shutdown: Literal["detach", "stop"] = Field(
         "detach",
         description="With the keeper: leave calls running at a graceful stop (detach) or "
         "stop them as without it (stop).",
+    )
+    keeper_idle_exit_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="A runner that has run no call and had no server connected for this "
+        "long exits (a stop with no call running ends it at once).",
     )
     call_retention_days: float = Field(
         7.0, gt=0, description="Days the keeper's files of an ended call are kept."

@@ -3,10 +3,16 @@
 The conformance suite in ../shared runs against this file too (copied beside it), so it
 must stay self-contained: it imports only the installed `tether` package and the
 standard test tooling.
+
+Tool calls outlive their server by default (the keeper, TETHER_KEEPER): a server's
+graceful stop leaves its runner and the calls it runs, and a `kill -9` leaves them too.
+So closing an `AppServer` also stops its home's runner and whatever its calls left, and
+no test leaves a process behind.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -20,9 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 
 import tether
+from tether.keeper import client as keeper_client
 
 TEST_TOKEN = "integration-test-token"
 _SRC = str(Path(tether.__file__).resolve().parent.parent)
@@ -129,8 +137,38 @@ class AppServer:
             return ""
 
     def close(self) -> None:
+        """Stop the server, then what it leaves running on purpose (:meth:`reap`)."""
         self.stop()
+        self.reap()
         self._client.close()
+
+    def reap(self) -> None:
+        """Stop the home's keeper runner (SIGTERM: it stops its calls' trees and exits),
+        then kill any process still carrying the marker of one of the home's calls (the
+        runner may have been killed, or not have stopped in time). Call it only once no
+        server runs on the home: the next start would adopt these calls."""
+        keeper_client.stop_runner(self.home)
+        markers = set()
+        for spec in self.home.glob("calls/*/call.json"):
+            try:
+                markers.add(str(json.loads(spec.read_bytes())["marker"]))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        if not markers:
+            return
+        left = []
+        for proc in psutil.process_iter():
+            try:
+                if proc.environ().get("TETHER_TOOL_CALL") in markers:
+                    left.append(proc)
+            except psutil.Error:
+                continue
+        for proc in left:
+            try:
+                proc.kill()
+            except psutil.Error:
+                continue
+        psutil.wait_procs(left, timeout=5)
 
 
 def start_server(home: Path, **extra_env: str) -> AppServer:

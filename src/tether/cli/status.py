@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import click
 
+from tether.keeper.client import RunnerInfo
 from tether.keeper.inventory import Found
 
 
@@ -33,7 +34,21 @@ def _describe(found: Found, now: float) -> str:
     return line
 
 
-async def _survey() -> list[Found]:
+def _runner_line(info: RunnerInfo | None, keeper_on: bool) -> str:
+    """Whether a runner serves the home, and what it does when nothing needs it."""
+    if info is None:
+        if not keeper_on:
+            return "keeper: off (TETHER_KEEPER=0): calls run as the server's children"
+        return "keeper: no runner (the server starts one)"
+    line = f"keeper: runner pid {info.identity.pid} (Tether {info.version}), {info.calls} call(s)"
+    if info.retiring:
+        return f"{line}, exiting"
+    if info.idle_exit is not None:
+        line += f"; exits after {info.idle_exit:.0f}s with no call and no server"
+    return line
+
+
+async def _survey() -> tuple[list[Found], RunnerInfo | None]:
     from tether.config import Settings
     from tether.keeper import client, inventory
     from tether.store.database import Database
@@ -49,15 +64,17 @@ async def _survey() -> list[Found]:
     finally:
         await db.close()
     running: dict[str, dict[str, object]] = {}
+    info = None
     if client.recorded_runner(settings.home) is not None:
         keeper = client.KeeperClient(settings.home)
         try:
-            await keeper.hello()  # speaks the runner's protocol, whichever version left it
+            info = await keeper.hello()  # speaks the runner's protocol, whichever left it
             listed = await keeper.request("list")
         finally:
             keeper.close()
         running = {str(c["call_id"]): c for c in listed["calls"]}
-    return await asyncio.to_thread(inventory.survey, settings.home, unfinished, running)
+    found = await asyncio.to_thread(inventory.survey, settings.home, unfinished, running)
+    return found, info
 
 
 def _under_server(found: Found, server: int | None) -> Found:
@@ -70,14 +87,16 @@ def _under_server(found: Found, server: int | None) -> Found:
 
 @click.command()
 def status() -> None:
-    """Print the tool calls in flight: id, fate, session, elapsed, deadline, command."""
+    """Print the keeper's runner (if one runs) and the tool calls in flight: id, fate,
+    session, elapsed, deadline, command."""
     from tether.config import Settings
     from tether.keeper import home_lock
 
     try:
-        found = asyncio.run(_survey())
+        found, runner = asyncio.run(_survey())
     except RuntimeError as exc:  # SchemaError, or the PostgreSQL driver missing
         raise click.ClickException(str(exc)) from None
+    click.echo(_runner_line(runner, Settings().keeper))
     if not found:
         click.echo("no tool calls in flight")
         return

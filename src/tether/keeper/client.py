@@ -41,6 +41,11 @@ class RunnerInfo:
     oldest: int = 1
     #: How many calls it runs.
     calls: int = 0
+    #: On its way out: it takes no new call (absent before: False).
+    retiring: bool = False
+    #: Seconds it stays with no call and no connection before it exits (None: until
+    #: stopped, as runners before this field did).
+    idle_exit: float | None = None
 
     @property
     def spoken(self) -> int | None:
@@ -133,6 +138,8 @@ class KeeperClient:
             str(a["version"]),
             oldest=int(a.get("oldest", a["protocol"])),
             calls=int(a.get("calls", 0)),
+            retiring=bool(a.get("retiring", False)),
+            idle_exit=None if a.get("idle_exit") is None else float(a["idle_exit"]),
         )
         if info.spoken is not None:
             self.spoken = info.spoken
@@ -179,8 +186,9 @@ class Watch:
         self._writer.close()
 
 
-def ensure_runner(home: Path) -> ProcessIdentity:
-    """The home's runner, started detached if none runs. Blocking: call it from a
+def ensure_runner(home: Path, idle_exit: float | None = None) -> ProcessIdentity:
+    """The home's runner, started detached if none runs (exiting on its own after
+    ``idle_exit`` seconds with no call and no connection). Blocking: call it from a
     worker thread.
 
     The runner is started through a shell that exits at once, so it is re-parented
@@ -193,15 +201,18 @@ def ensure_runner(home: Path) -> ProcessIdentity:
     home.mkdir(parents=True, exist_ok=True)
     read_end, write_end = os.pipe()
     try:
+        idle = [] if idle_exit is None else ["--idle-exit", repr(float(idle_exit))]
         with layout.runner_log(home).open("ab") as log:
             shell = subprocess.Popen(
                 [
                     "/bin/sh",
                     "-c",
-                    '"$0" -m tether.keeper --home "$1" --ready-fd "$2" &',
+                    "home=$1 fd=$2; shift 2; "
+                    '"$0" -m tether.keeper --home "$home" --ready-fd "$fd" "$@" &',
                     sys.executable,
                     str(home),
                     str(write_end),
+                    *idle,
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,

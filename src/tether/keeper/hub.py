@@ -40,8 +40,11 @@ class CallSignal:
 class KeeperHub:
     """One per server: makes sure a runner serves the home and routes its events."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, idle_exit: float | None = None) -> None:
         self.home = home
+        #: What a runner this hub starts is told: exit after this long with no call
+        #: and no connection (TETHER_KEEPER_IDLE_EXIT_SECONDS).
+        self.idle_exit = idle_exit
         self.client = KeeperClient(home)
         self._signals: dict[str, CallSignal] = {}
         self._watching: asyncio.Task[None] | None = None
@@ -50,9 +53,27 @@ class KeeperHub:
     async def open(self) -> RunnerInfo:
         """Start (or find) the runner, agree on a protocol with it and begin watching
         it; who it is (a runner of another version may speak no number we know: then
-        nothing is watched, and :mod:`tether.keeper.startup` decides)."""
-        await asyncio.to_thread(client.ensure_runner, self.home)
+        nothing is watched, and :mod:`tether.keeper.startup` decides).
+
+        A runner found on its way out (it retires when idle, and may be exiting just
+        as this server arrives) is waited for and replaced: its socket, lock and
+        ``runner.json`` go one after the other, so this tries again for a little
+        while."""
+        for attempt in range(_REVIVE_ATTEMPTS):
+            try:
+                return await self._open_once()
+            except RunnerUnavailable:
+                self.client.close()
+                if attempt == _REVIVE_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(0.1)
+        raise AssertionError("unreachable")
+
+    async def _open_once(self) -> RunnerInfo:
+        await asyncio.to_thread(client.ensure_runner, self.home, self.idle_exit)
         info = await self.client.hello()
+        if info.retiring:
+            raise RunnerUnavailable(f"the runner pid {info.identity.pid} is exiting")
         if info.spoken is not None:
             watch = await self.client.watch()
             self._watching = asyncio.create_task(self._follow(watch))
@@ -66,16 +87,7 @@ class KeeperHub:
                 return  # another caller revived it already
             log.warning("starting a new runner for %s", self.home)
             self.client.close()
-            # The old runner may still be exiting (its socket already closed, its lock
-            # and runner.json not yet released): try again for a little while.
-            for attempt in range(_REVIVE_ATTEMPTS):
-                try:
-                    await self.open()
-                    return
-                except RunnerUnavailable:
-                    if attempt == _REVIVE_ATTEMPTS - 1:
-                        raise
-                    await asyncio.sleep(0.1)
+            await self.open()
 
     async def close(self) -> None:
         """Stop watching (the runner and its calls keep going)."""

@@ -5,6 +5,11 @@ It holds ``runner.lock`` (one runner per home), publishes its identity in
 started in its own session, so it outlives the server that started it, whether that
 server stops gracefully or is killed. SIGTERM or SIGINT stop every call it runs
 (whole trees) and then the runner.
+
+With ``idle_exit``, it also exits on its own once it has run no call and had no
+connection for that long: a server leaves it behind on purpose while calls run, but a
+runner whose calls have all ended and that no server uses any more is only a process
+nobody asked for (the next server starts another in a fraction of a second).
 """
 
 from __future__ import annotations
@@ -42,20 +47,27 @@ class Runner:
     """The calls this runner owns and the connections that watch them, and the limits
     groups their trees run in (the runner outlives servers, so it owns those too)."""
 
-    def __init__(self, home: Path, enforcer: Enforcer) -> None:
+    def __init__(self, home: Path, enforcer: Enforcer, idle_exit: float | None = None) -> None:
         self.home = home
         self.enforcer = enforcer
+        self.idle_exit = idle_exit
         self.watcher = Watcher()
         self.calls: dict[str, RunningCall] = {}
         self._watchers: set[asyncio.StreamWriter] = set()
         self._retiring = False
         self._stoppers: dict[float, TreeStopper] = {}
+        self._connections = 0
+        self._idle_timer: asyncio.TimerHandle | None = None
+        #: The listening socket, closed at once when the runner decides to leave.
+        self.listening: asyncio.Server | None = None
         self.done = asyncio.Event()
 
     # ------------------------------------------------------------------ requests
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Serve one connection: a request per line, or a watch stream."""
+        self._connections += 1
+        self._disarm_idle()
         try:
             while line := await reader.readline():
                 answer = self._answer(line, writer)
@@ -67,8 +79,10 @@ class Runner:
         except (ConnectionError, asyncio.IncompleteReadError, ValueError):
             pass
         finally:
+            self._connections -= 1
             self._watchers.discard(writer)
             writer.close()
+            self.arm_idle()
 
     def _answer(self, line: bytes, writer: asyncio.StreamWriter) -> dict[str, Any] | None:
         try:
@@ -92,6 +106,10 @@ class Runner:
             "create_time": me.create_time,
             "calls": len(self.calls),
             "limits": self.enforcer.mechanism,
+            # A retiring runner takes no new call: a server that finds one waits for
+            # it to go and starts another.
+            "retiring": self._retiring,
+            "idle_exit": self.idle_exit,
         }
 
     def _op_start(self, m: dict[str, Any]) -> dict[str, Any]:
@@ -202,6 +220,7 @@ class Runner:
         self.calls.pop(call.call_id, None)
         self._publish({"event": "ended", "call_id": call.call_id, "end": call.position})
         self._exit_if_idle()
+        self.arm_idle()
 
     def _publish(self, event: dict[str, Any]) -> None:
         line = protocol.encode(event)
@@ -215,6 +234,32 @@ class Runner:
     def _exit_if_idle(self) -> None:
         if self._retiring and not self.calls:
             self.done.set()
+
+    # ------------------------------------------------------------------ idle exit
+
+    def arm_idle(self) -> None:
+        """Start counting ``idle_exit`` if the runner now runs nothing for nobody."""
+        if self.idle_exit is None or self.calls or self._connections or self.done.is_set():
+            return
+        self._disarm_idle()
+        loop = asyncio.get_running_loop()
+        self._idle_timer = loop.call_later(self.idle_exit, self._leave_if_idle)
+
+    def _disarm_idle(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+
+    def _leave_if_idle(self) -> None:
+        self._idle_timer = None
+        if self.calls or self._connections:
+            return
+        log.info("no call and no server for %.0fs: the runner exits", self.idle_exit)
+        self._retiring = True
+        # Closed now, not once ``done`` is seen: no connection may slip in between.
+        if self.listening is not None:
+            self.listening.close()
+        self.done.set()
 
     def stop_everything(self) -> None:
         """Stop every call's tree; the runner exits once each has ended and been
@@ -249,9 +294,10 @@ def _take_lock(home: Path) -> int | None:
     return fd
 
 
-def serve(home: Path, ready_fd: int | None = None) -> int:
-    """Run the runner until it retires or is told to stop; 0 if it ran, 3 if another
-    runner already holds this home."""
+def serve(home: Path, ready_fd: int | None = None, idle_exit: float | None = None) -> int:
+    """Run the runner until it retires, is told to stop, or (``idle_exit``) has run
+    nothing for nobody that long; 0 if it ran, 3 if another runner already holds this
+    home."""
     home.mkdir(parents=True, exist_ok=True)
     layout.calls_dir(home).mkdir(exist_ok=True)
     lock = _take_lock(home)
@@ -263,7 +309,7 @@ def serve(home: Path, ready_fd: int | None = None) -> int:
         # Its own groups, apart from the server's: a server's start sweeps its groups,
         # and must not take those of calls that outlive it.
         enforcer = enforcers.choose(f"{enforcers.home_tag(home)}-keeper")
-        asyncio.run(_serve(Runner(home, enforcer), ready_fd))
+        asyncio.run(_serve(Runner(home, enforcer, idle_exit), ready_fd))
     finally:
         os.close(lock)
     return 0
@@ -275,6 +321,7 @@ async def _serve(runner: Runner, ready_fd: int | None) -> None:
     with contextlib.suppress(FileNotFoundError):
         sock.unlink()  # a stale socket of a dead runner (we hold the lock)
     server = await asyncio.start_unix_server(runner.handle, path=sock, limit=protocol.MAX_LINE)
+    runner.listening = server
     sock.chmod(0o600)
     me = identify(os.getpid())
     layout.write_atomically(
@@ -293,6 +340,7 @@ async def _serve(runner: Runner, ready_fd: int | None) -> None:
     loop.add_signal_handler(signal.SIGHUP, lambda: None)
     _signal_ready(ready_fd, b"ready\n")
     log.info("runner %s serving %s on %s", me.pid, home, sock)
+    runner.arm_idle()  # if the server that started it never connects
     await runner.done.wait()
     server.close()
     await runner.watcher.close()

@@ -1,5 +1,6 @@
-"""Starting the keeper with the server: find or start the runner, settle what to do
-with a runner another version of Tether left, and build the launcher.
+"""Starting the keeper with the server (find or start the runner, settle what to do
+with a runner another version of Tether left, build the launcher) and leaving it at a
+graceful stop (an idle runner goes with the server, a busy one stays, and says so).
 
 A runner outlives the server by design, so after an upgrade (or a downgrade) the new
 server finds the old runner, still running the old code, holding its calls' pipes. A
@@ -38,7 +39,7 @@ _RETIRE_TIMEOUT = 10.0
 async def start_keeper(settings: Settings, sandbox: Sandbox) -> KeeperLauncher:
     """The launcher over this home's runner (started detached if none runs); its calls
     run in ``sandbox``, under limits the runner applies."""
-    hub = KeeperHub(settings.home)
+    hub = KeeperHub(settings.home, settings.keeper_idle_exit_seconds)
     info = await hub.open()
     if _of_another_version(info):
         try:
@@ -47,13 +48,43 @@ async def start_keeper(settings: Settings, sandbox: Sandbox) -> KeeperLauncher:
             await hub.close()
             raise
     log.info(
-        "keeper: runner pid %d (Tether %s, protocol %d)",
+        "keeper on: tool calls run under runner pid %d (Tether %s, protocol %d), apart "
+        "from this server, and outlive it; TETHER_KEEPER=0 runs them as its children",
         info.identity.pid,
         info.version,
         hub.client.spoken,
     )
     return KeeperLauncher(
         hub, settings.output_store_bytes, settings.cancel_grace_seconds, sandbox=sandbox
+    )
+
+
+async def leave_keeper(launcher: KeeperLauncher) -> None:
+    """At a graceful stop, once the coordinator has let go of every call: a runner that
+    runs nothing exits with the server (nothing is left behind for nothing); one that
+    runs calls is left running them, for the next start to adopt, and the log says so
+    (it exits on its own once they have ended and no server has used it for its
+    idle time)."""
+    hub = launcher.hub
+    try:
+        # Only this server starts calls on this home (server.lock), and it starts no
+        # more now: the count cannot grow between this answer and the retire.
+        info = await hub.client.hello()
+    except (client.RunnerUnavailable, protocol.ProtocolError) as exc:
+        log.warning("keeper: the runner of %s did not answer at the stop: %s", hub.home, exc)
+        await hub.close()
+        return
+    if info.calls == 0:
+        log.info("keeper: no call running; runner pid %d exits with the server", info.identity.pid)
+        await _retire(hub, info)
+        return
+    await hub.close()
+    log.info(
+        "leaving %d call(s) running under the keeper (runner pid %d); they are adopted at "
+        "the next start (`tether status` lists them; TETHER_ON_SHUTDOWN=stop stops them "
+        "at a stop instead)",
+        info.calls,
+        info.identity.pid,
     )
 
 

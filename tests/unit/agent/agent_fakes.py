@@ -91,9 +91,10 @@ async def make_env(tmp_path: Path, **settings: Any) -> tuple[Services, ScriptedM
     def factory(base_url: str, api_key: str, name: str) -> ChatModel:
         return model
 
-    services = await start_services(
-        Settings(home=tmp_path, cancel_grace_seconds=0.2, **settings), factory
-    )
+    # Calls run as the server's children here: these tests are about the loop, and a
+    # keeper's runner would outlive the test (tests/unit/keeper covers the keeper).
+    options = {"keeper": False, "cancel_grace_seconds": 0.2, **settings}
+    services = await start_services(Settings(home=tmp_path, **options), factory)
     await services.providers.add("fake", "Fake", "http://127.0.0.1:9", "m", [{"id": "m"}])
     await services.providers.set_active("fake", "m", "global")
     return services, model

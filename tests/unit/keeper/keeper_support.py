@@ -6,14 +6,31 @@ import contextlib
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 
+from tether.config import Settings
 from tether.keeper import client
 from tether.keeper.identity import ProcessIdentity
+from tether.sandbox.service import Sandbox
+from tether.sandbox.setup import sandbox_for
 from tether.toolcalls.launcher import MARKER_VAR
 
 MARKER_PREFIX = f"keeper-test-{os.getpid()}"
+
+
+def start_fields(call_id: str, command: str, **extra: Any) -> dict[str, Any]:
+    """A ``start`` request's fields for ``/bin/sh -c command``, marked as these tests'."""
+    return {
+        "call_id": call_id,
+        "argv": ["/bin/sh", "-c", command],
+        "cwd": "/",
+        "env": {"PATH": os.environ["PATH"]},
+        "marker": f"{MARKER_PREFIX}:{call_id}",
+        "grace": 0.5,
+        **extra,
+    }
 
 
 def marked_processes() -> list[psutil.Process]:
@@ -49,3 +66,13 @@ def runner_of(home: Path) -> ProcessIdentity:
     identity = client.recorded_runner(home)
     assert identity is not None
     return identity
+
+
+async def unsandboxed(home: Path, **options: Any) -> tuple[Settings, Sandbox]:
+    """What start_keeper takes, for a home whose calls run without the sandbox."""
+
+    async def no_settings(session_id: str) -> None:
+        return None
+
+    settings = Settings(home=home, sandbox="off", **options)
+    return settings, await sandbox_for(settings, no_settings, "test-keeper")

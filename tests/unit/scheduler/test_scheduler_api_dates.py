@@ -42,7 +42,8 @@ def client_at(tmp_path: Path) -> Iterator[Any]:
     clients: list[TestClient] = []
 
     def open_at(now: datetime) -> TestClient:
-        settings = Settings(home=tmp_path / f"home-{len(clients)}", no_auth=True)
+        # No keeper: its runner would outlive the app, and no call runs here.
+        settings = Settings(home=tmp_path / f"home-{len(clients)}", no_auth=True, keeper=False)
         client = TestClient(create_app(settings, clock=lambda: now), base_url="http://127.0.0.1")
         client.__enter__()  # runs the lifespan: services built with the fixed clock
         clients.append(client)

@@ -96,7 +96,9 @@ async def _use_what_the_server_uses(home: Path) -> None:
     from tether.llm.client import ModelError, OpenAIChatModel
     from tether.startup import start_services
 
-    services = await start_services(Settings(home=home))
+    # Without the keeper: its runner is a process of its own (its logs are the
+    # runner's), and this services object is never shut down to retire it.
+    services = await start_services(Settings(home=home, keeper=False))
     await services.store.chats.ensure_session("s", "u", "console", "hello")
     await services.store.db.close()
     assert services.store.owner is not None
