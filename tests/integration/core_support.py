@@ -215,17 +215,24 @@ def stack_for_module(prefix: str, **env: str) -> Iterator[Stack]:
 
 
 def keeper_stack(prefix: str, **env: str) -> Iterator[Stack]:
-    """:func:`stack_for_module` with the keeper on; its runner is stopped afterwards
-    (it outlives servers by design), with whatever it still runs."""
-    from tether.keeper import client
+    """:func:`stack_for_module` with the keeper on, said explicitly (it is the default)
+    for the tests that are about it; closing the server stops its runner, with whatever
+    it still runs (see conftest's ``AppServer.reap``)."""
+    yield from stack_for_module(prefix, TETHER_KEEPER="1", TETHER_CANCEL_GRACE_SECONDS="0.3", **env)
 
-    body = stack_for_module(prefix, TETHER_KEEPER="1", TETHER_CANCEL_GRACE_SECONDS="0.3", **env)
-    made = next(body)
-    try:
-        yield made
-    finally:
-        client.stop_runner(made.server.home)
-        body.close()
+
+def tether_status(stack: Stack) -> str:
+    """`tether status` run as the operator would, on the server's home (up or not)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "status"],
+        env=stack.server._env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 @dataclass(frozen=True)

@@ -1,35 +1,20 @@
-"""The keeper's parts that hold with TETHER_KEEPER off too (the default): one server per
-home, and `tether status` as a command of the CLI."""
+"""The keeper's parts that hold with TETHER_KEEPER off too (TETHER_KEEPER=0 here; the
+keeper is on by default): one server per home, and `tether status` as a command of the
+CLI, which says that calls run as the server's children."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
-from core_support import AppServer, Stack, gated, open_gate, stack_for_module
+from core_support import AppServer, Stack, gated, open_gate, stack_for_module, tether_status
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
-    yield from stack_for_module("house")
-
-
-def tether_status(stack: Stack) -> str:
-    """`tether status` run as the operator would, on the server's home."""
-    done = subprocess.run(
-        [sys.executable, "-m", "tether", "status"],
-        env=stack.server._env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    yield from stack_for_module("house", TETHER_KEEPER="0")
 
 
 def test_a_second_server_on_the_same_home_is_refused(stack: Stack) -> None:
@@ -51,4 +36,7 @@ def test_tether_status_lists_the_call_in_flight_then_none(stack: Stack) -> None:
     assert f"runs under the server (pid {stack.server.proc.pid})" in listed
     open_gate(stack, "status-gate")
     stack.wait_task(task_id)
-    assert tether_status(stack).strip() == "no tool calls in flight"
+    assert tether_status(stack) == (
+        "keeper: off (TETHER_KEEPER=0): calls run as the server's children\n"
+        "no tool calls in flight\n"
+    )

@@ -4,6 +4,7 @@ its stream resumes with no gap and no duplicate, and the task completes."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 
@@ -140,6 +141,9 @@ def test_tether_status_lists_a_call_in_flight(stack: Stack) -> None:
         check=True,
     ).stdout
     (stack.workspace / gate).touch()
+    runner = layout.runner_file(stack.server.home)
+    assert shown.startswith("keeper: runner pid "), shown
+    assert f"pid {json.loads(runner.read_bytes())['pid']} " in shown.splitlines()[0]
     line = next(line for line in shown.splitlines() if line.startswith(call_id))
     assert f"\trunning\t{session}\t" in line
     assert "s left" in line

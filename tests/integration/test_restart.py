@@ -1,4 +1,10 @@
-"""A restart keeps the history and leaves nothing running or claiming to run."""
+"""A restart keeps the history and leaves nothing running or claiming to run.
+
+These are calls run as the server's children (TETHER_KEEPER=0 on both servers): they
+die with it (a graceful stop cancels them, a kill -9 takes the shell by its
+parent-death signal), and the next start reaps what is left, by process group and by
+marker. Under the keeper (the default) calls outlive the server instead:
+test_keeper_restart.py."""
 
 from __future__ import annotations
 
@@ -24,7 +30,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
-    yield from stack_for_module("restart", TETHER_CANCEL_GRACE_SECONDS="0.3")
+    yield from stack_for_module("restart", TETHER_KEEPER="0", TETHER_CANCEL_GRACE_SECONDS="0.3")
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +38,7 @@ def plain_stack() -> Iterator[Stack]:
     """Unsandboxed: in the sandbox's pid namespace a tree dies with it, so only here does
     the marker alone stand between an orphan and a leak."""
     yield from stack_for_module(
-        "restart-plain", TETHER_CANCEL_GRACE_SECONDS="0.3", TETHER_SANDBOX="off"
+        "restart-plain", TETHER_KEEPER="0", TETHER_CANCEL_GRACE_SECONDS="0.3", TETHER_SANDBOX="off"
     )
 
 

@@ -1,5 +1,9 @@
 """Crash safety: SIGKILL the server in the middle of a turn, restart it, and find the
-history intact, the task failed, the call recorded as interrupted and no process left."""
+history intact, the task failed, the call recorded as interrupted and no process left.
+
+With calls as the server's children (TETHER_KEEPER=0): this is the parent-death signal
+and the next start's reaping. Under the keeper (the default) the call would survive
+the crash and be adopted, as test_keeper_restart.py shows."""
 
 from __future__ import annotations
 
@@ -49,10 +53,10 @@ def test_kill_9_mid_turn_then_restart(tmp_path: Path) -> None:
     shell_pid_file, child_pid_file = tmp_path / "shell.pid", tmp_path / "child.pid"
     # The shell records itself, starts a grandchild in its process group, and waits.
     command = f"echo $$ > {shell_pid_file}; sleep 300 & echo $! > {child_pid_file}; wait"
-    # Unsandboxed: this is the parent-death signal and process-group reaping of a plain
-    # shell call (test_sandbox covers a sandboxed call dying with the server), and the
-    # command writes outside the workspace.
-    server = start_server(tmp_path / "home", TETHER_SANDBOX="off")
+    # Unsandboxed and without the keeper: this is the parent-death signal and
+    # process-group reaping of a plain shell call (test_sandbox covers a sandboxed call
+    # dying with the server), and the command writes outside the workspace.
+    server = start_server(tmp_path / "home", TETHER_SANDBOX="off", TETHER_KEEPER="0")
     child_pid = None
     try:
         with mock_model() as (model, url):

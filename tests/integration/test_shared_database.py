@@ -24,8 +24,6 @@ from core_support import (
 )
 from helpers import register_mock_provider
 
-from tether.keeper import client
-
 pytestmark = pytest.mark.integration
 
 GATE = "shared-gate"
@@ -33,18 +31,16 @@ GATE = "shared-gate"
 
 @pytest.fixture
 def first(tmp_path: Path) -> Iterator[tuple[Stack, str]]:
-    """A server on a database in ``tmp_path``, with the fake model: (stack, its URL)."""
-    yield from _first_server(tmp_path)
+    """A server on a database in ``tmp_path``, with the fake model: (stack, its URL).
+    Its calls run under the keeper (the default); its runner is stopped afterwards."""
+    yield from _first_server(tmp_path, TETHER_CANCEL_GRACE_SECONDS="0.3")
 
 
 @pytest.fixture
-def kept(tmp_path: Path) -> Iterator[tuple[Stack, str]]:
-    """Like ``first``, with the keeper on; its runner is stopped afterwards (it outlives
-    servers by design), with whatever it still runs."""
-    try:
-        yield from _first_server(tmp_path, TETHER_KEEPER="1", TETHER_CANCEL_GRACE_SECONDS="0.3")
-    finally:
-        client.stop_runner(tmp_path / "a")
+def childish(tmp_path: Path) -> Iterator[tuple[Stack, str]]:
+    """Like ``first``, with its calls as its children (TETHER_KEEPER=0): they die with
+    it, and what they leave is for the next server to reap."""
+    yield from _first_server(tmp_path, TETHER_KEEPER="0")
 
 
 def _first_server(tmp_path: Path, **env: str) -> Iterator[tuple[Stack, str]]:
@@ -116,15 +112,18 @@ def test_a_second_server_leaves_the_first_ones_running_call_alone(
 
 
 def test_a_server_recovers_the_calls_of_a_crashed_one(
-    first: tuple[Stack, str], tmp_path: Path
+    childish: tuple[Stack, str], tmp_path: Path
 ) -> None:
-    stack, url = first
+    """Without the keeper on either server (TETHER_KEEPER=0): the crashed one's call
+    dies with it, and the second ends its task "server restarted" (under the keeper a
+    start resumes such a task instead: test_keeper_restart.py)."""
+    stack, url = childish
     # The shell dies with the server (parent-death signal); a background child of it
     # outlives the crash, as real leftovers do.
     session, task_id, call_id, pid = _running_call(stack, "$(sleep 300 >/dev/null 2>&1 & echo $!)")
     stack.server.kill()
     assert not process_gone(pid)
-    second = _start(tmp_path / "b", url)
+    second = _start(tmp_path / "b", url, TETHER_KEEPER="0")
     try:
         wait_for(lambda: process_gone(pid), timeout=5, what="the crashed server's call reaped")
         info = second.api_request("GET", f"/api/tool-calls/{session}/{call_id}").json()
@@ -143,9 +142,9 @@ def test_a_server_recovers_the_calls_of_a_crashed_one(
 
 
 def test_a_call_adopted_after_a_crash_belongs_to_the_server_that_adopted_it(
-    kept: tuple[Stack, str], tmp_path: Path
+    first: tuple[Stack, str], tmp_path: Path
 ) -> None:
-    stack, url = kept
+    stack, url = first
     session, task_id, call_id, pid = _running_call(stack)
     # Killed and started again on its home: the keeper's call is adopted and its task
     # resumed by the new server, which owns both from now on.
