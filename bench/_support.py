@@ -58,8 +58,15 @@ class Server:
         self.home = Path(tempfile.mkdtemp(prefix="tether-bench-"))
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
+        # TETHER_KEEPER alone passes through, so a script can measure either mode:
+        # `TETHER_KEEPER=0 python bench/bench_chat.py` runs calls as the server's children.
+        passed = ("TETHER_KEEPER",)
         self.env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith(("TETHER_", "OPENAI_"))},
+            **{
+                k: v
+                for k, v in os.environ.items()
+                if not k.startswith(("TETHER_", "OPENAI_")) or k in passed
+            },
             "TETHER_HOME": str(self.home),
             "TETHER_TOKEN": TOKEN,
             "TETHER_DEFAULT_APPROVAL_LEVEL": "off",
@@ -110,6 +117,11 @@ class Server:
 
     def close(self) -> None:
         self.stop()
+        # Under the keeper (the default) a stop leaves the runner while calls still run:
+        # stop it, and them, before the home goes.
+        from tether.keeper import client
+
+        client.stop_runner(self.home)
         self.client.close()
         shutil.rmtree(self.home, ignore_errors=True)
 

@@ -2,8 +2,8 @@
 a call running under the keeper, a graceful stop, `pip install` of a wheel at another
 version string (whose protocol number is one higher), a start. The runner the older
 version left keeps the call and is spoken to at the protocol both know; the call runs
-on under its id, its stream resumes, the task completes; a later start finds the old
-runner idle and replaces it with one of the installed version."""
+on under its id, its stream resumes, the task completes; a later stop finds the old
+runner idle and retires it, and the start after runs one of the installed version."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from helpers import register_mock_provider
 from keeper_restarts import through_a_restart
 
 import tether
-from tether.keeper import client, layout
+from tether.keeper import layout
 from tether.keeper.identity import ProcessIdentity
 
 pytestmark = pytest.mark.integration
@@ -171,7 +171,6 @@ def stack(work: Path, install: Install) -> Iterator[Stack]:
         yield Stack(server, model)
     finally:
         server.close()
-        client.stop_runner(server.home)
         model.close()
 
 
@@ -200,10 +199,13 @@ def test_a_call_survives_a_stop_a_reinstall_at_another_version_and_a_start(
     assert _runner(stack.server.home)["pid"] == old_runner["pid"]
     spoken = old_runner["protocol"]
     assert f"runs 1 call(s): kept, at protocol {spoken}" in stack.server.logs_tail(20000)
-    # Idle now: the next start retires it and starts a runner of the new version.
-    stack.server.restart()
+    # Idle now: the next stop retires it (spoken to at its protocol), and the start
+    # after runs a runner of the new version.
+    stack.server.stop()
+    assert not ProcessIdentity(old_runner["pid"], old_runner["create_time"]).is_alive()
+    said = f"keeper: no call running; runner pid {old_runner['pid']} exits with the server"
+    assert said in stack.server.logs_tail(20000)
+    stack.server.start()
     new_runner = _runner(stack.server.home)
     assert (new_runner["version"], new_runner["protocol"]) == (NEW, old_runner["protocol"] + 1)
     assert new_runner["pid"] != old_runner["pid"]
-    assert not ProcessIdentity(old_runner["pid"], old_runner["create_time"]).is_alive()
-    assert "replacing the idle runner" in stack.server.logs_tail(20000)
