@@ -1,7 +1,8 @@
 """The sandbox under shell calls, through the real agent and real bwrap, at approval
 level ``off`` so that the guard never hides the boundary. Every case that takes the
-``stack`` runs twice: with calls as the server's children, and under the keeper's
-runner (TETHER_KEEPER=1), where the runner applies and measures the limits."""
+``stack`` runs twice: with calls as the server's children (TETHER_KEEPER=0), and under
+the keeper's runner (TETHER_KEEPER=1, the default), where the runner applies and
+measures the limits."""
 
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ def stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
     if request.param == "keeper":
         yield from keeper_stack("sandbox-keeper")
     else:
-        yield from stack_for_module("sandbox")
+        # Calls as the server's children: the keeper is the default, so said explicitly.
+        yield from stack_for_module("sandbox", TETHER_KEEPER="0")
 
 
 @pytest.fixture
@@ -300,9 +302,12 @@ def _all_gone(procs: list[psutil.Process]) -> bool:
 
 
 def test_a_sandboxed_tree_dies_with_the_server() -> None:
+    """With calls as the server's children (TETHER_KEEPER=0): bwrap's parent-death
+    signal takes the tree with a kill -9 of the server. Under the keeper it dies with
+    the runner instead (below)."""
     model = FakeModel()
     try:
-        with temporary_server("sandbox-crash", **QUIET) as server:
+        with temporary_server("sandbox-crash", TETHER_KEEPER="0", **QUIET) as server:
             register_mock_provider(server, model.url)
             crashed = Stack(server, model)
             _session, _task, call = crashed.start_shell("sleep 300 & sleep 301 & wait")
@@ -378,23 +383,18 @@ def test_a_sandboxed_tree_dies_with_its_keeper() -> None:
     model = FakeModel()
     try:
         with temporary_server("sandbox-keeper-crash", TETHER_KEEPER="1", **QUIET) as server:
-            try:
-                register_mock_provider(server, model.url)
-                crashed = Stack(server, model)
-                _session, _task, call = crashed.start_shell("sleep 300 & sleep 301 & wait")
-                procs = wait_for(
-                    lambda: (
-                        (found := _call_processes(call["tool_call_id"]))
-                        and len(found) >= 5
-                        and found
-                    ),
-                    what="the sandboxed tree",
-                )
-                runner = client.recorded_runner(server.home)
-                assert runner is not None
-                os.kill(runner.pid, signal.SIGKILL)
-                wait_for(lambda: _all_gone(procs), 10, "the tree to die with its runner")
-            finally:
-                client.stop_runner(server.home)
+            register_mock_provider(server, model.url)
+            crashed = Stack(server, model)
+            _session, _task, call = crashed.start_shell("sleep 300 & sleep 301 & wait")
+            procs = wait_for(
+                lambda: (
+                    (found := _call_processes(call["tool_call_id"])) and len(found) >= 5 and found
+                ),
+                what="the sandboxed tree",
+            )
+            runner = client.recorded_runner(server.home)
+            assert runner is not None
+            os.kill(runner.pid, signal.SIGKILL)
+            wait_for(lambda: _all_gone(procs), 10, "the tree to die with its runner")
     finally:
         model.close()
