@@ -70,9 +70,11 @@ async def _survey() -> tuple[list[Found], RunnerInfo | None]:
         try:
             info = await keeper.hello()  # speaks the runner's protocol, whichever left it
             listed = await keeper.request("list")
+            running = {str(c["call_id"]): c for c in listed["calls"]}
+        except client.RunnerUnavailable:
+            info = None  # it was leaving (idle) just as we asked: no runner
         finally:
             keeper.close()
-        running = {str(c["call_id"]): c for c in listed["calls"]}
     found = await asyncio.to_thread(inventory.survey, settings.home, unfinished, running)
     return found, info
 

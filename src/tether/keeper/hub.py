@@ -20,6 +20,8 @@ from tether.keeper.client import KeeperClient, RunnerInfo, RunnerUnavailable
 log = logging.getLogger(__name__)
 
 _REVIVE_ATTEMPTS = 20
+# How long a server waits for a runner on its way out to be gone.
+_RETIRING_TIMEOUT = 15.0
 
 
 @dataclass
@@ -59,21 +61,26 @@ class KeeperHub:
         as this server arrives) is waited for and replaced: its socket, lock and
         ``runner.json`` go one after the other, so this tries again for a little
         while."""
-        for attempt in range(_REVIVE_ATTEMPTS):
+        attempt = 1
+        while True:
             try:
                 return await self._open_once()
             except RunnerUnavailable:
                 self.client.close()
-                if attempt == _REVIVE_ATTEMPTS - 1:
+                if attempt == _REVIVE_ATTEMPTS:
                     raise
+                attempt += 1
                 await asyncio.sleep(0.1)
-        raise AssertionError("unreachable")
 
     async def _open_once(self) -> RunnerInfo:
         await asyncio.to_thread(client.ensure_runner, self.home, self.idle_exit)
         info = await self.client.hello()
         if info.retiring:
-            raise RunnerUnavailable(f"the runner pid {info.identity.pid} is exiting")
+            # It takes no new call; it leaves once its last one has ended (a SIGTERM'd
+            # runner stops its calls first, within their grace).
+            self.client.close()
+            await asyncio.to_thread(client.wait_gone, info.identity, _RETIRING_TIMEOUT)
+            raise RunnerUnavailable(f"the runner pid {info.identity.pid} was exiting")
         if info.spoken is not None:
             watch = await self.client.watch()
             self._watching = asyncio.create_task(self._follow(watch))

@@ -7,8 +7,10 @@ events (``{"event": "output" | "ended", "call_id": ..., ...}``).
 Versioning: every peer speaks a range of protocol numbers, ``OLDEST`` to ``PROTOCOL``.
 ``hello`` is always sent at ``v`` 1 and its answer's fields only ever grow, so any server
 can ask any runner who it is: its ``protocol`` (newest) and ``oldest`` (absent: the
-same as ``protocol``, as in the runners of protocol 1), its Tether ``version`` and how
-many ``calls`` it runs. The server then speaks the newest number both know
+same as ``protocol``, as in the runners of protocol 1), its Tether ``version``, how
+many ``calls`` it runs and, in runners that have them, whether it is ``retiring`` (it
+takes no new call) and its ``idle_exit`` (seconds with no call and no connection before
+it exits; null: never). The server then speaks the newest number both know
 (:func:`negotiate`) on every later request; the runner answers a request whose ``v`` is
 in its range and refuses others naming its own. Additions that old peers may ignore
 (new optional fields) do not change the number; changed meanings do, and a peer that
