@@ -269,12 +269,16 @@ def test_restarts_deny_pending_approvals_and_keep_user_rules(stack: Stack) -> No
     assert put_rules(stack, [rule]).status_code == 200
     # A clean restart: shutdown cancels the waiting call, which denies its approval.
     script(stack, CLOCK)
-    submit(stack, "gov-restart", "strict")
+    restarted = submit(stack, "gov-restart", "strict")
     first_pending(stack, "gov-restart")
     stack.server.restart()
     assert pending(stack) == []
     (entry,) = audit(stack, "gov-restart")
     assert entry["outcome"] == "denied"
+    # Under the keeper (the default) a graceful stop leaves the turn unfinished and the
+    # start resumes it (the model is told the call never ran); it must be over before
+    # the model is scripted again, or it could take the next turn's replies.
+    stack.wait_task(restarted)
 
     # A crash: nothing ran at shutdown, so start-up denies what was left pending.
     script(stack, CLOCK)

@@ -117,6 +117,12 @@ class KeeperClient:
         except OSError as exc:
             self.close()
             raise RunnerUnavailable(f"lost the runner's connection: {exc}") from exc
+        except BaseException:
+            # Cancelled between the request and its answer (a stopped turn): the answer
+            # is still coming, and the next request on this connection would read it
+            # as its own. A fresh connection keeps every answer with its request.
+            self.close()
+            raise
         if not line:
             self.close()
             raise RunnerUnavailable("the runner closed the connection without answering")

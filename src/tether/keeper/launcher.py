@@ -7,6 +7,8 @@ a call again after a restart (:meth:`adopt`).
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -14,8 +16,11 @@ from typing import Any
 from tether.keeper.client import RunnerUnavailable
 from tether.keeper.hub import KeeperHub
 from tether.keeper.process import KeeperProcess
+from tether.keeper.protocol import ProtocolError
 from tether.sandbox.service import Sandbox
 from tether.toolcalls.launcher import LaunchedProcess, LaunchSpec
+
+log = logging.getLogger(__name__)
 
 
 class KeeperLauncher:
@@ -36,6 +41,7 @@ class KeeperLauncher:
         self._output_limit = output_limit
         self._grace = grace
         self.sandbox = sandbox
+        self._cleanups: set[asyncio.Task[None]] = set()
 
     async def start(self, spec: LaunchSpec) -> KeeperProcess:
         """Ask the runner to start ``spec``; its kill deadline is ``kill_after`` seconds
@@ -52,14 +58,39 @@ class KeeperLauncher:
             "output_limit": self._output_limit,
             "grace": self._grace,
         }
+        starting = asyncio.ensure_future(self._start(fields))
         try:
-            answer = await self.hub.request("start", **fields)
+            # Shielded: a turn stopped while its call starts must not cut the request
+            # between the runner starting the tree and us learning of it.
+            answer = await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            starting.add_done_callback(lambda done: self._stop_unwatched(spec.call_id, done))
+            raise
+        process.pgid = int(answer["pid"])
+        return process
+
+    async def _start(self, fields: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return await self.hub.request("start", **fields)
         except RunnerUnavailable:
             # The runner died (its calls are lost, and said so): new calls get a new one.
             await self.hub.revive()
-            answer = await self.hub.request("start", **fields)
-        process.pgid = int(answer["pid"])
-        return process
+            return await self.hub.request("start", **fields)
+
+    def _stop_unwatched(self, call_id: str, start: asyncio.Future[dict[str, Any]]) -> None:
+        """The start whose caller was cancelled has been answered: if the runner started
+        the tree, nobody follows it, so it is killed (the call is recorded cancelled)."""
+        if start.cancelled() or start.exception() is not None:
+            return
+        task = asyncio.ensure_future(self._kill(call_id))
+        self._cleanups.add(task)
+        task.add_done_callback(self._cleanups.discard)
+
+    async def _kill(self, call_id: str) -> None:
+        try:
+            await self.hub.request("signal", call_id=call_id, force=True)
+        except (RunnerUnavailable, ProtocolError) as exc:  # already ended, or runner gone
+            log.info("the unwatched call %s was not signalled: %s", call_id, exc)
 
     async def _contained(self, spec: LaunchSpec) -> dict[str, Any]:
         """The argv the runner starts, and what it must apply around it."""

@@ -3,6 +3,7 @@ calls again from another hub, as a restarted server does."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -11,9 +12,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from keeper_support import MARKER_PREFIX, kill_marked, runner_of
+from keeper_support import MARKER_PREFIX, kill_marked, marked_processes, runner_of
 
 from tether.keeper import layout
+from tether.keeper.client import KeeperClient
 from tether.keeper.hub import KeeperHub
 from tether.keeper.launcher import KeeperLauncher
 from tether.keeper.process import CallLost, KeeperProcess
@@ -177,3 +179,41 @@ async def test_a_new_call_after_the_runner_died_gets_a_new_runner(
         assert runner_of(runner_home) != dead
     finally:
         kill_marked()
+
+
+async def test_a_start_cancelled_in_flight_leaves_no_tree_and_no_stray_answer(
+    runner_home: Path, hub: KeeperHub
+) -> None:
+    """A turn stopped while its call starts: the runner may start the tree anyway, so
+    it is killed once the answer comes; and the next request gets its own answer."""
+    launcher = KeeperLauncher(hub, output_limit=None, grace=0.5)
+    starting = asyncio.create_task(launcher.start(Spec("k", "exec sleep 300")))
+    await asyncio.sleep(0)  # let it send the request
+    starting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await starting
+    status = layout.call_dir(runner_home, "k") / layout.STATUS_NAME
+    deadline = time.monotonic() + 15
+    while not status.exists():
+        assert time.monotonic() < deadline, "the cancelled start's tree was not stopped"
+        await asyncio.sleep(0.02)
+    end = read_end(layout.call_dir(runner_home, "k"))
+    assert end is not None and end.signal == signal.SIGKILL
+    assert await launcher.running() == {}
+    assert marked_processes() == []
+
+
+async def test_a_request_cancelled_before_its_answer_does_not_shift_the_next(
+    runner_home: Path,
+) -> None:
+    client = KeeperClient(runner_home)
+    try:
+        await client.hello()  # the connection is open: the next request is sent at once
+        hello = asyncio.create_task(client.request("hello"))
+        await asyncio.sleep(0)  # sent, waiting for the answer
+        hello.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await hello
+        assert (await client.request("list")) == {"ok": True, "calls": []}
+    finally:
+        client.close()
