@@ -31,6 +31,12 @@ log = logging.getLogger(__name__)
 # A watcher that lets this much of our events pile up unread is dropped (it reconnects
 # and re-lists; the files hold everything it missed).
 _WATCHER_BACKLOG = 1 << 20
+# After SIGTERM, a call still not ended this long past the longest grace is ended by
+# force (its end recorded if its root was reaped), so the runner always exits.
+_LAST_RESORT = 10.0
+# How long an exiting runner waits for its tree kills still under way (the SIGKILL
+# after the grace for what ignored SIGTERM).
+_SETTLE_TIMEOUT = 30.0
 
 
 class Runner:
@@ -40,6 +46,7 @@ class Runner:
         self.home = home
         self.calls: dict[str, RunningCall] = {}
         self._watchers: set[asyncio.StreamWriter] = set()
+        self._connections: dict[asyncio.StreamWriter, asyncio.Task[Any]] = {}
         self._retiring = False
         self._stoppers: dict[float, TreeStopper] = {}
         self.done = asyncio.Event()
@@ -48,6 +55,9 @@ class Runner:
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Serve one connection: a request per line, or a watch stream."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections[writer] = task
         try:
             while line := await reader.readline():
                 answer = self._answer(line, writer)
@@ -59,6 +69,7 @@ class Runner:
         except (ConnectionError, asyncio.IncompleteReadError, ValueError):
             pass
         finally:
+            self._connections.pop(writer, None)
             self._watchers.discard(writer)
             writer.close()
 
@@ -172,7 +183,10 @@ class Runner:
 
     def _ended(self, call: RunningCall) -> None:
         self.calls.pop(call.call_id, None)
-        self._publish({"event": "ended", "call_id": call.call_id, "end": call.position})
+        try:
+            self._publish({"event": "ended", "call_id": call.call_id, "end": call.position})
+        except Exception:  # the watchers re-list when they reconnect
+            log.exception("telling the watchers that call %s ended failed", call.call_id)
         self._exit_if_idle()
 
     def _publish(self, event: dict[str, Any]) -> None:
@@ -190,11 +204,45 @@ class Runner:
 
     def stop_everything(self) -> None:
         """Stop every call's tree; the runner exits once each has ended and been
-        recorded."""
+        recorded. The graces of stops asked before are cut short (what is left of
+        those trees is killed at once); whatever has still not ended ``_LAST_RESORT``
+        seconds after the longest grace is ended by force."""
         self._retiring = True
+        for stopper in self._stoppers.values():
+            stopper.hurry()
         for call in list(self.calls.values()):
-            call.stop("request", False)
+            try:
+                call.stop("request", False)
+            except Exception:
+                log.exception("stopping call %s failed", call.call_id)
         self._exit_if_idle()
+        if self.calls:
+            grace = max(self._stoppers, default=0.0)
+            asyncio.get_running_loop().call_later(grace + _LAST_RESORT, self._give_up)
+
+    def _give_up(self) -> None:
+        for call in list(self.calls.values()):
+            log.error("call %s did not end after SIGTERM: ending it by force", call.call_id)
+            call.abandon()
+        self._exit_if_idle()
+
+    async def hang_up(self) -> None:
+        """Close every connection and let its handler end by itself (one cancelled at
+        exit instead is logged as an error by Python 3.11's streams)."""
+        handlers = list(self._connections.values())
+        for writer in list(self._connections):
+            writer.close()
+        if handlers:
+            await asyncio.wait(handlers, timeout=5.0)
+
+    async def settle(self) -> None:
+        """Wait (a while at most) for the tree kills still under way."""
+        try:
+            async with asyncio.timeout(_SETTLE_TIMEOUT):
+                for stopper in self._stoppers.values():
+                    await stopper.settled()
+        except TimeoutError:
+            log.error("tree kills still running after %.0f s; exiting anyway", _SETTLE_TIMEOUT)
 
 
 def _optional_float(value: object) -> float | None:
@@ -264,6 +312,8 @@ async def _serve(home: Path, ready_fd: int | None) -> None:
     log.info("runner %s serving %s on %s", me.pid, home, sock)
     await runner.done.wait()
     server.close()
+    await runner.settle()
+    await runner.hang_up()
     with contextlib.suppress(FileNotFoundError):
         sock.unlink()
     with contextlib.suppress(FileNotFoundError):

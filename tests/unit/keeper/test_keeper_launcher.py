@@ -3,8 +3,10 @@ calls again from another hub, as a restarted server does."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import time
 from collections.abc import AsyncIterator
@@ -177,3 +179,16 @@ async def test_a_new_call_after_the_runner_died_gets_a_new_runner(
         assert runner_of(runner_home) != dead
     finally:
         kill_marked()
+
+
+async def test_a_call_whose_end_the_runner_could_not_record_is_lost_not_awaited(
+    runner_home: Path, hub: KeeperHub
+) -> None:
+    gate = runner_home / "gate"
+    launcher = KeeperLauncher(hub, output_limit=None, grace=0.5)
+    process = await launcher.start(Spec("k", f'until [ -e "{gate}" ]; do sleep 0.02; done'))
+    # Its directory goes while it runs: the runner says "ended" with no status.json.
+    shutil.rmtree(layout.call_dir(runner_home, "k"))
+    gate.touch()
+    with pytest.raises(CallLost, match=r"could not record its end .* exit status is lost"):
+        await asyncio.wait_for(process.wait(), 30)
