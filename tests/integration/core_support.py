@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -213,6 +214,20 @@ def stack_for_module(prefix: str, **env: str) -> Iterator[Stack]:
         model.close()
 
 
+def keeper_stack(prefix: str, **env: str) -> Iterator[Stack]:
+    """:func:`stack_for_module` with the keeper on; its runner is stopped afterwards
+    (it outlives servers by design), with whatever it still runs."""
+    from tether.keeper import client
+
+    body = stack_for_module(prefix, TETHER_KEEPER="1", TETHER_CANCEL_GRACE_SECONDS="0.3", **env)
+    made = next(body)
+    try:
+        yield made
+    finally:
+        client.stop_runner(made.server.home)
+        body.close()
+
+
 @dataclass(frozen=True)
 class SseEvent:
     id: int | None
@@ -278,3 +293,18 @@ def process_gone(pid: int) -> bool:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return True
+
+
+def refused_start(home: Path, **env: str) -> str:
+    """Run ``tether serve`` with ``env`` (and no other TETHER_ variable), expect it to
+    refuse to start, and return what it said on stderr."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "serve", "--port", "0"],
+        env={**clean, "TETHER_HOME": str(home), **env},
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0, done.stderr.decode()
+    return done.stderr.decode()

@@ -6,27 +6,13 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-from core_support import SseEvent, Stack, new_session, shell_call, sse_events, stack_for_module
-
-from tether.keeper import client
+from core_support import SseEvent, Stack, new_session, shell_call, sse_events
 
 # Prints a numbered line every 100 ms until the file "gate" appears, then "end".
 TICKER = 'i=0; while [ ! -e {gate} ]; do i=$((i+1)); echo "line $i"; sleep 0.1; done; echo end'
-
-
-def keeper_stack(prefix: str, **env: str) -> Iterator[Stack]:
-    """A server with the keeper on; its runner is stopped afterwards (it outlives
-    servers by design), with whatever it still runs."""
-    body = stack_for_module(prefix, TETHER_KEEPER="1", TETHER_CANCEL_GRACE_SECONDS="0.3", **env)
-    made = next(body)
-    try:
-        yield made
-    finally:
-        client.stop_runner(made.server.home)
-        body.close()
 
 
 def stream(stack: Stack, session: str, call_id: str, last: int | None = None) -> Any:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import psutil
 import pytest
 from core_support import (
     Stack,
+    keeper_stack,
     new_session,
     shell_call,
     start_server,
@@ -19,7 +19,6 @@ from core_support import (
 )
 from keeper_restarts import (
     TICKER,
-    keeper_stack,
     start_ticker,
     through_a_restart,
 )
@@ -79,15 +78,11 @@ def _check_task_text(stack: Stack, task_id: str, output: str) -> None:
 
 def test_cancel_after_a_restart_kills_the_whole_tree(stack: Stack) -> None:
     session = new_session()
-    pids = f"pids-{time.monotonic_ns()}"
-    command = f"setsid sh -c 'sleep 300' & echo $! > {pids}; sleep 300 & echo $! >> {pids}; wait"
+    command = "setsid sh -c 'sleep 300' & sleep 300 & wait"
     stack.model.script(shell_call(command, timeout=120), {"text": "done"})
     task = stack.submit("run", session)
     call_id = stack.wait_call(session)["tool_call_id"]
-    pid_file: Path = stack.workspace / pids
-    found = wait_for(lambda: len(pid_file.read_text().split()) == 2 if pid_file.exists() else None)
-    assert found
-    procs = [psutil.Process(int(p)) for p in pid_file.read_text().split()]
+    procs = _sleepers(call_id, 2)
     stack.server.kill()
     stack.server.start()
     assert stack.call(session, call_id)["status"] == "running"
@@ -97,6 +92,24 @@ def test_cancel_after_a_restart_kills_the_whole_tree(stack: Stack) -> None:
     assert info["end_state"] == "cancelled"
     wait_for(lambda: all(_gone(p) for p in procs), what="the whole tree to die")
     assert stack.wait_task(task, timeout=30)["result"]["status"] == "completed"
+
+
+def _sleepers(call_id: str, count: int) -> list[psutil.Process]:
+    """The call's ``sleep 300`` processes, seen from the host: inside the sandbox's pid
+    namespace ``$!`` names other numbers, so they are found by the call's marker."""
+
+    def found() -> list[psutil.Process] | None:
+        procs = []
+        for proc in psutil.process_iter():
+            try:
+                marked = proc.environ().get("TETHER_TOOL_CALL", "").endswith(f":{call_id}")
+                if marked and proc.cmdline() == ["sleep", "300"]:
+                    procs.append(proc)
+            except psutil.Error:
+                continue
+        return procs if len(procs) == count else None
+
+    return list(wait_for(found, what=f"{count} sleeping processes of the call"))
 
 
 def _gone(proc: psutil.Process) -> bool:
@@ -141,12 +154,10 @@ def stopping_stack() -> Iterator[Stack]:
 def test_on_shutdown_stop_stops_calls_as_without_the_keeper(stopping_stack: Stack) -> None:
     stack = stopping_stack
     session = new_session()
-    pid_name = f"pid-{time.monotonic_ns()}"
-    stack.model.script(shell_call(f"sleep 300 & echo $! > {pid_name}; wait"), {"text": "done"})
+    stack.model.script(shell_call("sleep 300 & wait"), {"text": "done"})
     task = stack.submit("run", session)
     call_id = stack.wait_call(session)["tool_call_id"]
-    pid_file = stack.workspace / pid_name
-    sleeper = psutil.Process(int(wait_for(lambda: pid_file.exists() and pid_file.read_text())))
+    [sleeper] = _sleepers(call_id, 1)
     stack.server.restart()
     wait_for(lambda: _gone(sleeper), what="the call's tree to be stopped")
     info = stack.call(session, call_id)

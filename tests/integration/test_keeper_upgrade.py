@@ -198,7 +198,8 @@ def test_a_call_survives_a_stop_a_reinstall_at_another_version_and_a_start(
     # The call ran on under the old runner, which the new server spoke to at its
     # protocol; the log says so.
     assert _runner(stack.server.home)["pid"] == old_runner["pid"]
-    assert "runs 1 call(s): kept, at protocol 1" in stack.server.logs_tail(20000)
+    spoken = old_runner["protocol"]
+    assert f"runs 1 call(s): kept, at protocol {spoken}" in stack.server.logs_tail(20000)
     # Idle now: the next start retires it and starts a runner of the new version.
     stack.server.restart()
     new_runner = _runner(stack.server.home)

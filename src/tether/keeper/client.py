@@ -82,6 +82,12 @@ class KeeperClient:
     async def request(self, op: str, **fields: Any) -> dict[str, Any]:
         """Send one request; its answer, or ProtocolError with the runner's reason."""
         version = protocol.HELLO_VERSION if op == "hello" else self.spoken
+        needed = protocol.version_for(fields)
+        if needed > version:
+            raise protocol.ProtocolError(
+                f"the runner speaks protocol {version}, and {op!r} with these fields needs "
+                f"{needed}; it is replaced by one of this version once it runs no call"
+            )
         message = protocol.encode({"v": version, "op": op, **fields})
         async with self._lock:
             try:

@@ -14,6 +14,13 @@ in its range and refuses others naming its own. Additions that old peers may ign
 (new optional fields) do not change the number; changed meanings do, and a peer that
 drops an old meaning raises its ``OLDEST``. What a server does with a runner of another
 version (use it, replace it once idle, or refuse) is :mod:`tether.keeper.startup`'s.
+
+Protocol 2: ``start`` takes ``limits`` (the call's memory, process and CPU limits: the
+runner puts its tree in a limits group of its own and records what it used in the
+status file's ``resources``) and ``supervised`` (the root is the sandbox's bwrap, spared
+by a graceful stop). A request needs at least the protocol that gave its fields their
+meaning (:func:`version_for`): a server speaking protocol 1 with an older runner refuses
+such a start itself rather than have the call run without its limits.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-PROTOCOL = 1
+PROTOCOL = 2
 # The oldest protocol this code still speaks, as a runner and as a server.
 OLDEST = 1
 # What ``hello`` is sent at, always (see the module doc).
@@ -30,6 +37,15 @@ HELLO_VERSION = 1
 MAX_LINE = 16 * 1024 * 1024
 
 OPS = ("hello", "start", "signal", "extend", "list", "watch", "retire")
+
+
+# Fields of a request, and the protocol that gave them their meaning.
+_FIELDS_SINCE = {"limits": 2, "supervised": 2}
+
+
+def version_for(fields: dict[str, Any]) -> int:
+    """The lowest protocol that understands every field of a request."""
+    return max([1, *(v for name, v in _FIELDS_SINCE.items() if name in fields)])
 
 
 class ProtocolError(Exception):

@@ -23,6 +23,8 @@ from tether.keeper.call_descriptors import CallDescriptors
 from tether.keeper.identity import identify
 from tether.keeper.status import CallEnd, CallSpec, StoppedBy, write_end, write_spec
 from tether.keeper.stopper import TreeStopper
+from tether.sandbox.limits import Resources
+from tether.sandbox.tree import LimitedTree
 from tether.toolcalls import process_tree
 from tether.toolcalls.launcher import MARKER_VAR
 
@@ -65,6 +67,11 @@ class RunningCall:
         self._drain: asyncio.TimerHandle | None = None
         self._failures = 0
         self.ended = False
+        # The root only supervises the command (the sandbox's bwrap): spared by a
+        # graceful stop, as the server's own launcher spares it.
+        self.supervised = False
+        self._tree: LimitedTree | None = None
+        self._recording: asyncio.Task[None] | None = None
         assert proc.stdout is not None and proc.stderr is not None
         try:
             for pipe, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
@@ -83,6 +90,12 @@ class RunningCall:
     @property
     def call_id(self) -> str:
         return self.spec.call_id
+
+    def measure(self, tree: LimitedTree) -> None:
+        """Follow what the tree (started in ``tree``'s group) uses, and enforce the
+        limits the kernel does not (CPU time, the process limit ending the call)."""
+        self._tree = tree
+        tree.started(self._proc.pid)
 
     # ------------------------------------------------------------------ output
 
@@ -174,7 +187,11 @@ class RunningCall:
         # marker only.
         root = self.spec.pid if self._exit_status is None else None
         return process_tree.Target(
-            root, self.spec.pid, self.spec.marker, since=self.spec.create_time
+            root,
+            self.spec.pid,
+            self.spec.marker,
+            since=self.spec.create_time,
+            spare_root=self.supervised,
         )
 
     # ------------------------------------------------------------------ the end
@@ -215,25 +232,49 @@ class RunningCall:
         self._end()
 
     def _end(self) -> None:
-        """Release all the call holds, record its end (when its exit status is known)
-        and tell the runner. Never raises: whatever went wrong, the call must leave the
-        runner's list, or the runner would wait for it forever (and so ignore SIGTERM)."""
+        """Release the call's descriptors and timers, then record its end (see
+        :meth:`_record_end`)."""
         self.ended = True
         for timer in (self._deadline, self._drain):
             if timer is not None:
                 timer.cancel()
         self._fds.close_all()
+        if self._tree is None:
+            self._record_end(None)
+        else:
+            # The group's last reading (and a kill if a limit was passed) is a trip to
+            # a worker thread; the end is recorded once it is known.
+            self._recording = self._loop.create_task(self._measure_then_record(self._tree))
+
+    async def _measure_then_record(self, tree: LimitedTree) -> None:
+        try:
+            resources: dict[str, Any] | None = self._with_stop(await tree.finish()).as_record()
+        except Exception:
+            log.exception("measuring call %s failed", self.call_id)
+            resources = None
+        self._record_end(resources)
+
+    def _with_stop(self, used: Resources) -> Resources:
+        """``killed_by`` completed with what the runner stopped the call for."""
+        if used.killed_by is not None or self.stopped_by is None:
+            return used
+        return replace(used, killed_by="deadline" if self.stopped_by == "deadline" else "cancel")
+
+    def _record_end(self, resources: dict[str, Any] | None) -> None:
+        """Write status.json (when the exit status is known) and tell the runner. Never
+        raises: whatever went wrong, the call must leave the runner's list, or the
+        runner would wait for it forever (and so ignore SIGTERM)."""
         status = self._exit_status
         if status is None:
             log.error("call %s ended with its exit status unknown: no status.json", self.call_id)
         else:
             try:
-                write_end(self.directory, self._end_record(status))
+                write_end(self.directory, self._end_record(status, resources))
             except Exception:
                 log.exception("the end of call %s could not be recorded", self.call_id)
         self._on_end(self)
 
-    def _end_record(self, status: int) -> CallEnd:
+    def _end_record(self, status: int, resources: dict[str, Any] | None) -> CallEnd:
         return CallEnd(
             exit_code=os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
             signal=os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
@@ -241,6 +282,7 @@ class RunningCall:
             stopped_by=self.stopped_by,
             output_end=self.position,
             dropped_bytes=self.dropped,
+            resources=resources,
         )
 
     # ------------------------------------------------------------------ errors
@@ -301,16 +343,18 @@ def spawn(
     cwd: str,
     env: dict[str, str],
     marker: str,
+    tree: LimitedTree | None = None,
 ) -> tuple[subprocess.Popen[bytes], float]:
     """Start ``argv`` in a session of its own (its own process group), stdin closed,
-    stdout and stderr piped to the runner; its tree carries ``marker`` in the
+    stdout and stderr piped to the runner, inside ``tree``'s limits group if given
+    (joined before the command's first instruction); its tree carries ``marker`` in the
     environment. Returns the process and its start time."""
     directory.mkdir(parents=True, exist_ok=True)
     # The file exists before the call does: anyone following it never sees it missing.
     (directory / layout.OUTPUT_NAME).touch(mode=0o600)
     env = {**env, MARKER_VAR: marker}
     proc = subprocess.Popen(
-        argv,
+        argv if tree is None else tree.command(argv),
         cwd=cwd,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -318,6 +362,8 @@ def spawn(
         stderr=subprocess.PIPE,
         start_new_session=True,
         restore_signals=True,
+        # None unless the group can only be joined in the child (rlimits): then fork.
+        preexec_fn=None if tree is None else tree.preexec(None),
     )
     try:
         started = identify(proc.pid).create_time

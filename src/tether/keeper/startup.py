@@ -27,6 +27,7 @@ from tether.keeper import client, protocol
 from tether.keeper.client import RunnerIncompatible, RunnerInfo
 from tether.keeper.hub import KeeperHub
 from tether.keeper.launcher import KeeperLauncher
+from tether.sandbox.service import Sandbox
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +35,9 @@ log = logging.getLogger(__name__)
 _RETIRE_TIMEOUT = 10.0
 
 
-async def start_keeper(settings: Settings) -> KeeperLauncher:
-    """The launcher over this home's runner (started detached if none runs)."""
+async def start_keeper(settings: Settings, sandbox: Sandbox) -> KeeperLauncher:
+    """The launcher over this home's runner (started detached if none runs); its calls
+    run in ``sandbox``, under limits the runner applies."""
     hub = KeeperHub(settings.home)
     info = await hub.open()
     if _of_another_version(info):
@@ -50,7 +52,9 @@ async def start_keeper(settings: Settings) -> KeeperLauncher:
         info.version,
         hub.client.spoken,
     )
-    return KeeperLauncher(hub, settings.output_store_bytes, settings.cancel_grace_seconds)
+    return KeeperLauncher(
+        hub, settings.output_store_bytes, settings.cancel_grace_seconds, sandbox=sandbox
+    )
 
 
 def _of_another_version(info: RunnerInfo) -> bool:

@@ -20,6 +20,8 @@ from tether.keeper import client, protocol
 from tether.keeper.client import KeeperClient, RunnerIncompatible
 from tether.keeper.identity import ProcessIdentity
 from tether.keeper.startup import start_keeper
+from tether.sandbox.service import Sandbox
+from tether.sandbox.setup import sandbox_for
 
 # A runner of this very code whose protocol range is 9 to 9: no number in common.
 _FOREIGN = """
@@ -69,7 +71,7 @@ async def test_a_busy_runner_we_cannot_speak_to_is_refused_and_keeps_its_call(
             marker=f"{MARKER_PREFIX}:kept",
         )
         with pytest.raises(RunnerIncompatible) as refused:
-            await start_keeper(Settings(home=home))
+            await start_keeper(*await _unsandboxed(home))
         said = str(refused.value)
         assert f"runner pid {runner.pid}" in said and "protocols 9 to 9" in said
         assert f"speaks protocols {protocol.OLDEST} to {protocol.PROTOCOL} only" in said
@@ -85,7 +87,7 @@ async def test_an_idle_runner_we_cannot_speak_to_is_replaced(
     foreign_runner: tuple[Path, ProcessIdentity],
 ) -> None:
     home, old = foreign_runner
-    launcher = await start_keeper(Settings(home=home))
+    launcher = await start_keeper(*await _unsandboxed(home))
     try:
         assert not old.is_alive()
         info = await launcher.hub.client.hello()
@@ -93,3 +95,13 @@ async def test_an_idle_runner_we_cannot_speak_to_is_replaced(
         assert launcher.hub.client.spoken == protocol.PROTOCOL
     finally:
         await launcher.hub.close()
+
+
+async def _unsandboxed(home: Path) -> tuple[Settings, Sandbox]:
+    """What start_keeper takes, for a home whose calls run without the sandbox."""
+
+    async def no_settings(session_id: str) -> None:
+        return None
+
+    settings = Settings(home=home, sandbox="off")
+    return settings, await sandbox_for(settings, no_settings, "test-keeper-startup")
