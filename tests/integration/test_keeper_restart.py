@@ -199,3 +199,27 @@ def test_an_offloaded_call_delivers_its_result_after_a_restart(stack: Stack) -> 
         timeout=30,
         what="the wake-up turn to answer",
     )
+
+
+def test_stopping_a_resumed_task_ends_every_call_it_was_waiting_on(stack: Stack) -> None:
+    """The resumed turn waits on its adopted calls one by one; stopping it must not
+    cancel the follower of the one it is waiting on (that call stayed `running` for
+    ever while the runner had ended it)."""
+    session = new_session()
+    one = shell_call("exec sleep 300", timeout=120)["tool_calls"]
+    stack.model.script({"tool_calls": one * 2})
+    task = stack.submit("run two", session)
+    calls = wait_for(lambda: len(c := stack.live_calls(session)) == 2 and c)
+    ids = [c["tool_call_id"] for c in calls]
+    specs = [layout.call_dir(stack.server.home, i) / layout.SPEC_NAME for i in ids]
+    wait_for(lambda: all(s.exists() for s in specs), what="both calls under the runner")
+    stack.server.kill()
+    stack.server.start()
+    assert sorted(c["tool_call_id"] for c in stack.live_calls(session)) == sorted(ids)
+    resp = stack.api("POST", f"/api/console/chat/task/{task}/stop")
+    assert resp.status_code == 200, resp.text
+    wait_for(lambda: not stack.live_calls(session), timeout=30, what="both calls to end")
+    for call_id in ids:
+        info = stack.call(session, call_id)
+        assert (info["status"], info["end_state"]) == ("completed", "cancelled"), info
+    assert stack.wait_task(task, timeout=30)["result"]["status"] == "cancelled"

@@ -350,7 +350,10 @@ class TaskService:
             self._running[task.id] = run
 
             async def answer_open_calls(run: Running, waits: dict[str, Any] = waits) -> None:
-                outcomes = {cid: (await t).model_text for cid, t in waits.items()}
+                # Shielded: stopping the task cancels this wait, and a task awaited
+                # bare is cancelled with its waiter: the adopted call it was waiting on
+                # would never be concluded (it stayed listed running for ever).
+                outcomes = {cid: (await asyncio.shield(t)).model_text for cid, t in waits.items()}
                 await self._answer_open_calls(run, outcomes)
 
             run.job = asyncio.create_task(
