@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tether import __version__, recovery
+from tether import __version__, node_loss, recovery
 from tether.agent.ports import Gate
 from tether.agent.turn import Agent
 from tether.api import toolcalls as toolcalls_api
@@ -44,6 +44,7 @@ from tether.security.environment import secret_variable_policy
 from tether.security.keybox import KeyBox, shared_mode
 from tether.services import Services
 from tether.store.database import Database, shown_url
+from tether.store.records import NodeRecord
 from tether.store.store import Store
 from tether.tasks.service import RESTARTED, TaskService
 from tether.toolcalls.coordinator import CoordinatorConfig, ToolCallCoordinator
@@ -189,20 +190,37 @@ def build_services(
         memory,
         hooks,
         governance_gate,
-        _build_lease(settings, store, coordinator, tasks),
+        _build_lease(settings, store, governance_gate, coordinator, tasks),
         sandbox,
         keeper,
     )
 
 
 def _build_lease(
-    settings: Settings, store: Store, coordinator: ToolCallCoordinator, tasks: TaskService
+    settings: Settings,
+    store: Store,
+    gate: GovernanceGate,
+    coordinator: ToolCallCoordinator,
+    tasks: TaskService,
 ) -> NodeLease:
     def load() -> Load:
         return Load(coordinator.live_count(), tasks.running_count())
 
+    async def node_lost(node: NodeRecord) -> None:
+        await node_loss.end_lost_node(store, gate, node)
+
+    async def returned() -> None:
+        await node_loss.drop_what_was_ended(store, coordinator, tasks)
+
     return NodeLease(
-        store.nodes, settings.resolved_node_id, __version__, settings.node_lease_seconds, load
+        store.nodes,
+        settings.resolved_node_id,
+        __version__,
+        settings.node_lease_seconds,
+        load,
+        node_lost,
+        owner=store.owner.id if store.owner is not None else None,
+        on_return=returned,
     )
 
 
@@ -241,7 +259,7 @@ async def recover_from_last_run(services: Services) -> None:
     """
     store = services.store
     assert store.owner is not None, "the store was opened without an owner"
-    dead = await recovery.dead_owners(store, store.owner)
+    dead = await recovery.dead_owners(store, store.owner, services.lease)
     adoption = await _adopt_kept_calls(services)
     kept = adoption.adopted if adoption is not None else set()
     # Not reaped by marker with the keeper: its calls carry the marker too, and they
@@ -253,8 +271,8 @@ async def recover_from_last_run(services: Services) -> None:
     denied = await services.governance_gate.deny_leftovers()
     if denied:
         log.info("denied %d approval request(s) left pending by the last run", denied)
-    await services.tasks.recover(dead, adoption)
-    await services.cron.scheduler.recover(dead)
+    await services.tasks.recover(dead.all, adoption)
+    await services.cron.scheduler.recover(dead.all)
     await recovery.forget(store.owner, dead)
 
 

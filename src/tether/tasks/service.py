@@ -290,6 +290,9 @@ class TaskService:
         """How many tasks are running on this node."""
         return len(self._running)
 
+    def running_ids(self) -> list[str]:
+        return list(self._running)
+
     def session_busy(self, session_id: str) -> bool:
         return any(r.session_id == session_id for r in self._running.values())
 
