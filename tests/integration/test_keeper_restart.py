@@ -23,7 +23,6 @@ from core_support import (
     wait_for,
 )
 
-from database_support import on_postgresql
 from tether.keeper import client, layout
 
 pytestmark = pytest.mark.integration
@@ -133,14 +132,8 @@ def test_a_call_survives_a_kill_9_of_its_server(stack: Stack) -> None:
     _through_a_restart(stack, crash)
 
 
-# Known bug, found by the merged CI run on 2026-12-01: on PostgreSQL the task of a call
-# detached by a graceful stop is not resumed at the next start (the kill -9 case works),
-# and the server it leaves behind breaks the module's later tests. The keeper is off by
-# default; the bug is recorded on issues 14 and 16, and this mark goes with the fix.
-@pytest.mark.skipif(
-    on_postgresql(),
-    reason="keeper + PostgreSQL: a graceful stop's detached task is not resumed (issue 14/16)",
-)
+# On PostgreSQL too: the owner of a graceful stop gave its lock file and its lease up, so
+# no live lease carries it and the next start takes its detached task up again.
 def test_a_call_survives_a_graceful_stop_and_start(stack: Stack) -> None:
     _through_a_restart(stack, stack.server.restart)
 
