@@ -23,7 +23,9 @@ from core_support import (
     wait_for,
 )
 
+from database_support import change_stored
 from tether.keeper import client, layout
+from tether.toolcalls.launcher import MARKER_VAR
 
 pytestmark = pytest.mark.integration
 
@@ -136,6 +138,43 @@ def test_a_call_survives_a_kill_9_of_its_server(stack: Stack) -> None:
 # no live lease carries it and the next start takes its detached task up again.
 def test_a_call_survives_a_graceful_stop_and_start(stack: Stack) -> None:
     _through_a_restart(stack, stack.server.restart)
+
+
+def _marked(call_id: str) -> list[int]:
+    """Pids of the processes carrying the marker of ``call_id``."""
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if proc.environ().get(MARKER_VAR, "").endswith(f":{call_id}"):
+                found.append(proc.pid)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def test_a_call_ended_for_its_node_meanwhile_is_killed_not_adopted(stack: Stack) -> None:
+    gate = f"gate-{time.monotonic_ns()}"
+    session, task_id, call_id = _start_ticker(stack, gate)
+    wait_for(lambda: _marked(call_id), what="the call's processes")
+    stack.server.kill()
+    # A survivor declared the node dead meanwhile and ended its call and task.
+    change_stored(
+        stack.server.home,
+        "UPDATE tool_calls SET status = 'completed', end_state = 'error', "
+        f"end_reason = 'node lost' WHERE id = '{call_id}'",
+    )
+    change_stored(
+        stack.server.home,
+        "UPDATE tasks SET status = 'finished', "
+        f"""result = '{{"status": "failed", "error": "node lost"}}' WHERE id = '{task_id}'""",
+    )
+    assert _marked(call_id), "the runner kept the call"
+    stack.server.start()
+    wait_for(lambda: not _marked(call_id), 10, "the runner's call killed")
+    assert stack.live_calls(session) == []
+    info = stack.call(session, call_id)
+    assert (info["end_state"], info["extra"]["end_reason"]) == ("error", "node lost")
+    assert "is stopped, not adopted" in stack.server.logs_tail(50_000)
 
 
 def test_a_call_that_ended_while_the_server_was_down_is_delivered(stack: Stack) -> None:
