@@ -36,10 +36,11 @@ test: lint typecheck
 	$(MAKE) test-postgresql
 
 # The same tests with every store on PostgreSQL (TETHER_TEST_POSTGRES, default
-# postgres@127.0.0.1:5432); the browser tests drive the console and stay on SQLite.
+# postgres@127.0.0.1:5432); the browser tests drive the console and stay on SQLite, and
+# the cluster tests are on PostgreSQL (and Redis) in the first pass already.
 # Without a PostgreSQL the run is skipped with a note, except on CI (CI=true): it fails.
 test-postgresql: $(VENV)/.dev
-	TETHER_TEST_DATABASE=postgresql $(BIN)/python -m pytest -m "not browser"
+	TETHER_TEST_DATABASE=postgresql $(BIN)/python -m pytest -m "not browser and not cluster"
 
 bench: $(VENV)/.runtime
 	$(BIN)/python bench/run_all.py

@@ -56,6 +56,8 @@ def create_app(
         services = await start_services(settings, factory, clock=clock)
         app.state.services = services
         await join_cluster(services)
+        if services.bus is not None:
+            services.bus.start()
         services.webhooks.start()
         services.cron.scheduler.start()
         await services.mcp.start()
@@ -73,6 +75,8 @@ def create_app(
             services.coordinator.begin_shutdown(detach)
             await services.tasks.shutdown(detach)
             await services.coordinator.shutdown()
+            if services.bus is not None:
+                await services.bus.close()
             await services.mcp.close()
             if services.keeper is not None:
                 await services.keeper.hub.close()

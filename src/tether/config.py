@@ -38,6 +38,21 @@ class Settings(BaseSettings):
     node_lease_seconds: float = Field(
         15.0, ge=1, description="A node that has not renewed its lease for this long is dead."
     )
+    redis_url: SecretStr | None = Field(
+        None,
+        description="Redis for several nodes (`redis://host:6379/0`): live output and "
+        "requests between nodes. Unset: one node, no Redis.",
+    )
+    redis_prefix: str = Field(
+        "tether",
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_.:-]+$",
+        description="Prefix of every Redis key this cluster uses (clusters may share a Redis).",
+    )
+    node_answer_seconds: float = Field(
+        5.0, gt=0, description="How long a node waits for another to answer a routed request."
+    )
     secret_key: SecretStr | None = Field(
         None,
         description="Fernet key sealing secrets at rest; set the same on every node of a "

@@ -35,6 +35,10 @@ class Unavailable(TetherError):
     """Something Tether depends on could not be asked (HTTP 502)."""
 
 
+class NotAnswering(TetherError):
+    """Another node that must carry the request out did not answer in time (HTTP 503)."""
+
+
 class Invalid(TetherError, ValueError):
     """The input is wrong in a way the request schema alone cannot see (HTTP 422).
 

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 from tether.agent.ports import Gate
 from tether.agent.turn import Agent
+from tether.cluster.bus import ClusterBus
+from tether.cluster.calls import ClusterCalls
 from tether.cluster.lease import NodeLease
 from tether.config import Settings
 from tether.governance.approvals import ApprovalService
@@ -44,8 +46,12 @@ class Services:
     governance_gate: GovernanceGate
     lease: NodeLease
     sandbox: Sandbox
+    # What a person asks of a call, wherever in the cluster it runs.
+    calls: ClusterCalls
     # The keeper's launcher when TETHER_KEEPER is on (its hub is closed at shutdown).
     keeper: KeeperLauncher | None = None
+    # Redis between nodes when TETHER_REDIS_URL is set.
+    bus: ClusterBus | None = None
     chats: ChatService = field(init=False)
 
     def __post_init__(self) -> None:

@@ -17,6 +17,9 @@ from tether import __version__, node_loss, recovery
 from tether.agent.ports import Gate
 from tether.agent.turn import Agent
 from tether.api import toolcalls as toolcalls_api
+from tether.cluster.answers import answer_other_nodes
+from tether.cluster.bus import ClusterBus
+from tether.cluster.calls import ClusterCalls
 from tether.cluster.lease import Load, NodeLease
 from tether.config import Settings
 from tether.governance.analyzer import Analyzer
@@ -47,6 +50,7 @@ from tether.store.database import Database, shown_url
 from tether.store.records import NodeRecord
 from tether.store.store import Store
 from tether.tasks.service import RESTARTED, TaskService
+from tether.tasks.session_turns import ClusterClaims, SessionTurns
 from tether.toolcalls.coordinator import CoordinatorConfig, ToolCallCoordinator
 from tether.toolcalls.launcher import Launcher
 from tether.tools.current_time import TIME_TOOL
@@ -70,7 +74,9 @@ async def start_services(
     # The keeper's runner is found or started before anything can launch a call.
     keeper = await start_keeper(settings) if settings.keeper else None
     sandbox = await sandbox_for(settings, store.chats.sandbox_settings, _home_tag(settings))
-    services = build_services(settings, store, sandbox, factory, gate, clock, keeper)
+    assert store.owner is not None
+    bus = await ClusterBus.connect(settings, store.owner.id)
+    services = build_services(settings, store, sandbox, factory, gate, clock, keeper, bus)
     await services.webhooks.load()
     await services.rules.load()
     await services.memory.load()
@@ -103,9 +109,11 @@ def build_services(
     gate: Gate | None = None,
     clock: Clock | None = None,
     keeper: KeeperLauncher | None = None,
+    bus: ClusterBus | None = None,
 ) -> Services:
     """Wire every service (no I/O: nothing is read, written or started here).
-    With ``keeper`` (TETHER_KEEPER on), tool calls run under the detached runner."""
+    With ``keeper`` (TETHER_KEEPER on), tool calls run under the detached runner; with
+    ``bus`` (TETHER_REDIS_URL set), other nodes can follow and act on this node's calls."""
     shared_key = settings.secret_key.get_secret_value() if settings.secret_key else None
     keybox = KeyBox(settings.home / "secret.key", shared_key)
     hooks = WebhookService(store.webhooks, keybox, _retry_policy(settings))
@@ -116,13 +124,17 @@ def build_services(
         state_dir=settings.home / "mcp",
         default_timeout=settings.mcp_call_timeout,
         timing=Timing(ping_interval=settings.mcp_ping_interval),
+        wrap_server=sandbox.wrap_server,
     )
     analyzer = Analyzer(annotations_of=mcp.annotations_of)
     context = AnalysisContext(
         settings.resolved_workspace.resolve(), Path.home(), settings.home.resolve()
     )
     memory = DecisionMemory(store.remembered, context)
-    approvals = ApprovalService(store.governance, settings.approval_timeout_seconds, memory)
+    elsewhere = bus.requests if bus is not None else None
+    approvals = ApprovalService(
+        store.governance, settings.approval_timeout_seconds, memory, elsewhere
+    )
     governance_gate = GovernanceGate(
         analyzer,
         context,
@@ -142,6 +154,14 @@ def build_services(
         # Without the keeper, shell calls run under the sandbox's launcher (the keeper
         # does not run its calls in the sandbox yet).
         launcher=_launcher(keeper, sandbox),
+        mirror=bus.streams if bus is not None else None,
+    )
+    calls = ClusterCalls(
+        coordinator,
+        store.tool_calls,
+        owner,
+        bus.streams if bus is not None else None,
+        elsewhere,
     )
     tools = _tools(settings, mcp, sandbox.available)
     active_gate = gate or governance_gate
@@ -162,6 +182,8 @@ def build_services(
         settings.max_concurrent_tasks,
         when_unattended=settings.when_unattended,
         notify=hooks.notify,
+        turns=_session_turns(settings, store, bus),
+        elsewhere=elsewhere,
     )
 
     async def deliver(session_id: str, call_id: str, text: str) -> None:
@@ -170,6 +192,8 @@ def build_services(
 
     # The one cycle (a background result wakes a turn, which runs calls), closed here.
     coordinator.deliver_background_results_to(deliver)
+    if bus is not None:
+        answer_other_nodes(bus.requests, coordinator, tasks, approvals)
     executor = RunExecutor(
         store.cron, store.chats, store.tool_calls, tasks, clock or utc_now, hooks.notify
     )
@@ -192,8 +216,23 @@ def build_services(
         governance_gate,
         _build_lease(settings, store, governance_gate, coordinator, tasks),
         sandbox,
+        calls,
         keeper,
+        bus,
     )
+
+
+def _session_turns(settings: Settings, store: Store, bus: ClusterBus | None) -> SessionTurns:
+    """One turn per session: on this node; with other nodes (a bus), across them too."""
+    if bus is None or store.owner is None:
+        return SessionTurns()
+    claims = ClusterClaims(
+        store.session_turns,
+        settings.resolved_node_id,
+        store.owner.id,
+        settings.node_lease_seconds,
+    )
+    return SessionTurns(claims)
 
 
 def _build_lease(

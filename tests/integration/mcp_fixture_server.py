@@ -5,12 +5,15 @@
 
 Tests steer it through files in STATE_DIR: a call of `hold` runs until `<tag>.release`
 appears, and leaves `<tag>.cancelled` behind if it was cancelled; every start of the
-server appends a line to `starts`.
+server appends a line to `starts`. A stdio server runs in Tether's sandbox, whose /tmp is
+its own, so tests that read STATE_DIR put it in the workspace.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -61,6 +64,29 @@ def hidden() -> str:
 def env_value(name: str) -> str:
     """The value of one environment variable of the server process."""
     return os.environ.get(name, "<unset>")
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def probe_boundary(write_to: str, read_from: str, connect_port: int) -> str:
+    """Try to write a file, read a file and open a TCP connection to loopback; say, as
+    JSON, what each attempt did ("ok" or the error)."""
+    said: dict[str, str] = {}
+    try:
+        Path(write_to).write_text("written by the MCP server\n")
+        said["write"] = "ok"
+    except OSError as exc:
+        said["write"] = f"{type(exc).__name__}: {exc.strerror}"
+    try:
+        said["read"] = "ok: " + Path(read_from).read_text()
+    except OSError as exc:
+        said["read"] = f"{type(exc).__name__}: {exc.strerror}"
+    try:
+        with socket.create_connection(("127.0.0.1", connect_port), timeout=5):
+            said["connect"] = "ok"
+    except OSError as exc:
+        said["connect"] = f"{type(exc).__name__}: {exc.strerror or exc}"
+    said["pid"] = str(os.getpid())
+    return json.dumps(said)
 
 
 @server.tool()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,6 +16,15 @@ import httpx
 from core_support import Stack, free_port, wait_for
 
 FIXTURE = str(Path(__file__).with_name("mcp_fixture_server.py"))
+
+
+def state_dir(stack: Stack) -> Iterator[Path]:
+    """Body of a fixture: a fresh state directory for the fixture server, in the
+    workspace (a stdio server runs in the sandbox, whose /tmp is not the test's)."""
+    path = stack.workspace / f"mcp-state-{uuid.uuid4().hex[:8]}"
+    path.mkdir(parents=True)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def stdio_client(state: Path, **fields: Any) -> dict[str, Any]:

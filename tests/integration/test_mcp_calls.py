@@ -19,6 +19,7 @@ from mcp_support import (
     mcp_call,
     release,
     remove_client,
+    state_dir,
     stdio_client,
     wait_client,
 )
@@ -34,10 +35,8 @@ def stack() -> Iterator[Stack]:
 
 
 @pytest.fixture(scope="module")
-def state() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="tether-mcp-state-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+def state(stack: Stack) -> Iterator[Path]:
+    yield from state_dir(stack)
 
 
 @pytest.fixture(scope="module")

@@ -44,6 +44,8 @@ def test_add_list_rm(app_server: Any, tmp_path: Path) -> None:
         str(tmp_path),
         "--env",
         "FIXTURE_SECRET=never-shown",
+        "--network",
+        "full",
     )
     assert "added clifx" in ok(added)
 
@@ -55,6 +57,7 @@ def test_add_list_rm(app_server: Any, tmp_path: Path) -> None:
     assert "clifx" in table and "CLI fixture" in table and "stdio" in table
     raw = json.loads(ok(tether_mcp(app_server, "--json", "list")))
     assert raw[0]["env"] == {"FIXTURE_SECRET": "********"}
+    assert raw[0]["sandbox"] is True and raw[0]["sandbox_network"] == "full"
     assert "never-shown" not in json.dumps(raw)
     assert "removed clifx" in ok(tether_mcp(app_server, "rm", "clifx"))
     assert "no MCP servers" in ok(tether_mcp(app_server, "list"))

@@ -3,15 +3,20 @@ status), secrets sealed at rest, failures readable, tool-list changes picked up.
 
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from core_support import Stack, new_session, stack_for_module, wait_for
-from mcp_support import add_client, mcp_call, remove_client, stdio_client, wait_client
+from mcp_support import (
+    add_client,
+    mcp_call,
+    remove_client,
+    state_dir,
+    stdio_client,
+    wait_client,
+)
 
 from database_support import stored_rows
 
@@ -26,10 +31,8 @@ def stack() -> Iterator[Stack]:
 
 
 @pytest.fixture()
-def state() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="tether-mcp-state-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+def state(stack: Stack) -> Iterator[Path]:
+    yield from state_dir(stack)
 
 
 def test_create_get_list_update_toggle_delete(stack: Stack, state: Path) -> None:

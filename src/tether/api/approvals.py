@@ -95,7 +95,8 @@ async def list_pending(
 ) -> PendingList:
     """Approvals still waiting, oldest first (all sessions unless ``session_id``)."""
     items = [
-        PendingApproval(**approval_view(r)) for r in services.approvals.list_pending(session_id)
+        PendingApproval(**approval_view(r))
+        for r in await services.approvals.pending_anywhere(session_id)
     ]
     return PendingList(pending_approvals=items, count=len(items))
 

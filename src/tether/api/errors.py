@@ -19,6 +19,7 @@ from tether.errors import (
     Conflict,
     Forbidden,
     Invalid,
+    NotAnswering,
     NotFound,
     TetherError,
     Unavailable,
@@ -31,6 +32,7 @@ _STATUS: tuple[tuple[type[TetherError], int], ...] = (
     (Busy, 429),
     (Invalid, 422),
     (Unavailable, 502),
+    (NotAnswering, 503),
 )
 
 

@@ -94,13 +94,13 @@ def _out(info: CallInfo) -> ToolCallInfoOut:
 @router.get("/{session_id}", response_model=ToolCallList)
 async def list_calls(session_id: str, services: ServicesDep) -> ToolCallList:
     """Calls in flight for the session (completed ones are under their own id)."""
-    items = [_out(i) for i in services.coordinator.list_live(session_id)]
+    items = [_out(i) for i in await services.calls.list_live(session_id)]
     return ToolCallList(items=items, total=len(items))
 
 
 @router.get("/{session_id}/{tool_call_id}", response_model=ToolCallInfoOut)
 async def get_call(session_id: str, tool_call_id: str, services: ServicesDep) -> ToolCallInfoOut:
-    return _out(await services.coordinator.info(session_id, tool_call_id))
+    return _out(await services.calls.info(session_id, tool_call_id))
 
 
 @router.post("/{session_id}/{tool_call_id}/cancel", status_code=202, response_model=Accepted)
@@ -112,14 +112,14 @@ async def cancel_call(
 ) -> Accepted:
     """Stop the call's whole process tree (gracefully, or at once with ``force``)."""
     force = body.force if body else False
-    await services.coordinator.cancel(session_id, tool_call_id, force)
+    await services.calls.cancel(session_id, tool_call_id, force)
     return Accepted(tool_call_id=tool_call_id)
 
 
 @router.post("/{session_id}/{tool_call_id}/offload", status_code=202, response_model=Accepted)
 async def offload_call(session_id: str, tool_call_id: str, services: ServicesDep) -> Accepted:
     """Move the call to the background; the agent goes on and gets its result later."""
-    await services.coordinator.offload(session_id, tool_call_id)
+    await services.calls.offload(session_id, tool_call_id)
     return Accepted(tool_call_id=tool_call_id)
 
 
@@ -131,7 +131,7 @@ async def extend_deadline(
 ) -> ExtendAccepted:
     """Move the kill (default) or offload deadline later, or remove it."""
     seconds = None if body.no_deadline else body.seconds
-    info = await services.coordinator.extend(session_id, tool_call_id, body.target, seconds)
+    info = await services.calls.extend(session_id, tool_call_id, body.target, seconds)
     return ExtendAccepted(
         tool_call_id=tool_call_id,
         offload_remaining=info.offload_remaining,
@@ -142,7 +142,7 @@ async def extend_deadline(
 @router.get("/{session_id}/{tool_call_id}/output", response_model=OutputOut)
 async def get_output(session_id: str, tool_call_id: str, services: ServicesDep) -> OutputOut:
     """Everything the call has printed so far."""
-    text, closed, end_state = await services.coordinator.output_text(session_id, tool_call_id)
+    text, closed, end_state = await services.calls.output_text(session_id, tool_call_id)
     return OutputOut(
         tool_call_id=tool_call_id,
         is_closed=closed,
@@ -159,11 +159,11 @@ async def stream_output(
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> StreamingResponse:
     """SSE: the output from the start (or after ``Last-Event-ID``), live, then ``done``."""
-    await services.coordinator.ensure_known(session_id, tool_call_id)
+    await services.calls.ensure_known(session_id, tool_call_id)
     after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
 
     async def frames() -> AsyncIterator[str]:
-        follow = services.coordinator.follow(session_id, tool_call_id, after)
+        follow = services.calls.follow(session_id, tool_call_id, after)
         last = after
         async for item in follow:
             if isinstance(item, OutputChunk):

@@ -54,6 +54,12 @@ def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
 @click.option("--arg", "args", multiple=True, help="An argument of --command (repeatable).")
 @click.option("--env", "env", multiple=True, help="NAME=VALUE for --command (repeatable).")
 @click.option("--cwd", help="Working directory of --command (default: the workspace).")
+@click.option("--no-sandbox", is_flag=True, help="Run --command outside the sandbox.")
+@click.option(
+    "--network",
+    type=click.Choice(["none", "full"]),
+    help="Network of --command in the sandbox (default: TETHER_SANDBOX_NETWORK).",
+)
 @click.option("--url", "endpoint", help="Connect to this MCP URL instead.")
 @click.option("--sse", is_flag=True, help="The URL speaks the older SSE transport.")
 @click.option("--header", "headers", multiple=True, help="NAME=VALUE for --url (repeatable).")
@@ -71,6 +77,7 @@ def add(api: ServerApi, /, key: str, **opts: Any) -> None:
         client["env"] = _pairs(opts["env"], "--env")
         if opts["cwd"]:
             client["cwd"] = opts["cwd"]
+        client |= {"sandbox": not opts["no_sandbox"], "sandbox_network": opts["network"]}
     else:
         client |= {"transport": "sse" if opts["sse"] else "streamable_http"}
         client |= {"url": opts["endpoint"], "headers": _pairs(opts["headers"], "--header")}

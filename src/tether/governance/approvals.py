@@ -5,12 +5,14 @@ deny what was left pending (fail closed)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tether.elsewhere import Elsewhere
 from tether.errors import Conflict, Forbidden, NotFound
 from tether.governance.findings import Finding, Severity
 from tether.governance.memory import Action, DecisionMemory, Remember, Scope
@@ -134,11 +136,15 @@ class ApprovalService:
         repo: GovernanceRepository,
         timeout_seconds: float,
         memory: DecisionMemory | None = None,
+        elsewhere: Elsewhere | None = None,
     ) -> None:
         self._repo = repo
         self.timeout_seconds = timeout_seconds
         self._memory = memory
         self._pending: dict[str, _Pending] = {}
+        # Other nodes (a cluster): a request whose call waits on another node is
+        # decided there, and the pending list is read from the store.
+        self._elsewhere = elsewhere
 
     async def open(
         self,
@@ -218,7 +224,15 @@ class ApprovalService:
         """
         entry = self._pending.get(request_id)
         if entry is None:
-            raise ApprovalNotFound(request_id)
+            args = {
+                "request_id": request_id,
+                "session_id": session_id,
+                "approve": approve,
+                "reason": reason,
+                "scope": scope,
+                "remember": remember,
+            }
+            return await self._resolve_elsewhere(args)
         if entry.record.session_id != session_id:
             raise ApprovalForbidden()
         if entry.decided:
@@ -238,8 +252,43 @@ class ApprovalService:
             entry.answer.set_result(Admission(approve, reason or "", "user"))
         return entry.record, rule
 
+    async def _resolve_elsewhere(
+        self, args: dict[str, Any]
+    ) -> tuple[ApprovalRecord, RememberedRule | None]:
+        """Have the node whose call waits on the request decide it (ApprovalNotFound if
+        no node waits on it; that node's own errors otherwise)."""
+        request_id = args["request_id"]
+        owner = await self._repo.waiting_owner(request_id) if self._elsewhere else None
+        record = await self._repo.get_approval(request_id)
+        if self._elsewhere is None or owner is None or record is None:
+            raise ApprovalNotFound(request_id)
+        if record.session_id != args["session_id"]:
+            raise ApprovalForbidden()
+        if record.status != "pending":
+            raise ApprovalDecided()
+        rule = await self._elsewhere.ask(owner, "approval.resolve", args, f"approval {request_id}")
+        return record, RememberedRule(**rule) if rule else None
+
+    async def resolve_here(self, args: dict[str, Any]) -> dict[str, Any] | None:
+        """Another node's :meth:`resolve` for a call waiting here: the rule remembered."""
+        _record, rule = await self.resolve(
+            args["request_id"],
+            args["session_id"],
+            bool(args["approve"]),
+            args.get("reason"),
+            args.get("scope") or "once",
+            args.get("remember") or "session",
+        )
+        return dataclasses.asdict(rule) if rule is not None else None
+
+    async def pending_anywhere(self, session_id: str | None = None) -> list[ApprovalRecord]:
+        """Pending requests of every node (in a cluster, from the store), oldest first."""
+        if self._elsewhere is not None:
+            return await self._repo.pending_approvals(session_id)
+        return self.list_pending(session_id)
+
     def list_pending(self, session_id: str | None = None) -> list[ApprovalRecord]:
-        """Pending requests, oldest first, for one session or all."""
+        """This node's pending requests, oldest first, for one session or all."""
         records = [p.record for p in self._pending.values() if not p.decided]
         if session_id is not None:
             records = [r for r in records if r.session_id == session_id]

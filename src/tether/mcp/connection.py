@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 import httpx2
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
-from tether.mcp.spec import McpClientSpec, Status
+from tether.mcp.spec import McpClientSpec, SandboxNetwork, Status
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,22 @@ class Timing:
     backoff_max: float = 60.0
 
 
+class WrappedServer(Protocol):
+    """A stdio server's command as the sandbox rewrote it."""
+
+    argv: list[str]
+
+    def release(self) -> None:
+        """Free what the wrapping held, once the server has ended (blocking)."""
+
+
+# The sandbox's seam (``Sandbox.wrap_server``): the command to run instead, or None when
+# the sandbox does not work here.
+ServerWrapper = Callable[
+    [Sequence[str], Path, SandboxNetwork | None], Awaitable[WrappedServer | None]
+]
+
+
 class McpConnectionLost(RuntimeError):
     """The server went away while a call was waiting for it."""
 
@@ -60,12 +76,16 @@ class McpConnection:
         stderr_path: Path,
         timing: Timing,
         on_tools_changed: Callable[[], None],
+        wrap_server: ServerWrapper | None = None,
     ) -> None:
         self.key = key
         self.spec = spec
         self.status: Status = "connecting" if spec.enabled else "disabled"
         self.error: str | None = None
         self.tools: list[types.Tool] = []
+        # Whether the stdio server now running is inside the sandbox (None: none runs).
+        self.sandboxed: bool | None = None
+        self._wrap_server = wrap_server
         self._workspace = workspace
         self._stderr_path = stderr_path
         self._timing = timing
@@ -124,9 +144,31 @@ class McpConnection:
 
     async def _connect_once(self) -> None:
         self._lost.clear()
+        wrapped = await self._wrapped_command()
+        self.sandboxed = wrapped is not None if self.spec.transport == "stdio" else None
+        try:
+            await self._session_over(wrapped)
+        finally:
+            self.sandboxed = None
+            if wrapped is not None:
+                await asyncio.to_thread(wrapped.release)
+        raise McpConnectionLost("the connection to the server was lost")
+
+    async def _wrapped_command(self) -> WrappedServer | None:
+        """The stdio server's command inside the sandbox, when it applies."""
+        spec = self.spec
+        if spec.transport != "stdio" or not spec.sandbox or self._wrap_server is None:
+            return None
+        command = [spec.command, *spec.args]
+        return await self._wrap_server(command, self._cwd(), spec.sandbox_network)
+
+    def _cwd(self) -> Path:
+        return Path(self.spec.cwd) if self.spec.cwd else self._workspace
+
+    async def _session_over(self, wrapped: WrappedServer | None) -> None:
         with self._stderr_path.open("w") as errlog:
             async with (
-                self._transport(errlog) as streams,
+                self._transport(errlog, wrapped) as streams,
                 ClientSession(
                     streams[0],
                     streams[1],
@@ -142,16 +184,15 @@ class McpConnection:
                 self._settled.set()
                 log.info("MCP client %s ready with %d tool(s)", self.key, len(self.tools))
                 await self._watch(session)
-        raise McpConnectionLost("the connection to the server was lost")
 
-    def _transport(self, errlog: TextIO) -> AbstractAsyncContextManager[Any]:
+    def _transport(
+        self, errlog: TextIO, wrapped: WrappedServer | None
+    ) -> AbstractAsyncContextManager[Any]:
         spec = self.spec
         if spec.transport == "stdio":
+            argv = wrapped.argv if wrapped is not None else [spec.command, *spec.args]
             params = StdioServerParameters(
-                command=spec.command,
-                args=spec.args,
-                env=spec.env or None,
-                cwd=spec.cwd or str(self._workspace),
+                command=argv[0], args=argv[1:], env=spec.env or None, cwd=str(self._cwd())
             )
             return stdio_client(params, errlog=errlog)
         if spec.transport == "sse":

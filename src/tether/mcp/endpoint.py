@@ -130,18 +130,16 @@ def build_endpoint(services_of: Callable[[], Services]) -> MCPServer[Any]:
         return outcome.model_text
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
-    def list_tool_calls(session_id: str = DEFAULT_SESSION) -> str:
+    async def list_tool_calls(session_id: str = DEFAULT_SESSION) -> str:
         """The tool calls in flight in a session, as JSON."""
-        calls = services_of().coordinator.list_live(session_id)
+        calls = await services_of().calls.list_live(session_id)
         return json.dumps([asdict(i) for i in calls])
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
     async def get_tool_call_output(tool_call_id: str, session_id: str = DEFAULT_SESSION) -> str:
         """The output of a call so far (or all of it, once it ended)."""
         try:
-            text, _closed, _state = await services_of().coordinator.output_text(
-                session_id, tool_call_id
-            )
+            text, _closed, _state = await services_of().calls.output_text(session_id, tool_call_id)
         except ToolCallNotFound:
             raise ToolError(f"no tool call {tool_call_id!r} in session {session_id!r}") from None
         return text
@@ -153,7 +151,7 @@ def build_endpoint(services_of: Callable[[], Services]) -> MCPServer[Any]:
         """Cancel a running call: SIGTERM to its whole tree, SIGKILL after a grace (at
         once with ``force``)."""
         try:
-            await services_of().coordinator.cancel(session_id, tool_call_id, force)
+            await services_of().calls.cancel(session_id, tool_call_id, force)
         except ToolCallNotFound:
             raise ToolError(f"no tool call {tool_call_id!r} in session {session_id!r}") from None
         except ToolCallConflict as exc:

@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from tether.errors import Conflict, Invalid, NotFound, TetherError, Unavailable
-from tether.mcp.connection import McpConnection, Timing
+from tether.mcp.connection import McpConnection, ServerWrapper, Timing
 from tether.mcp.spec import (
     McpClientInfo,
     McpClientSpec,
@@ -69,6 +69,7 @@ class McpService:
         state_dir: Path,
         default_timeout: float,
         timing: Timing | None = None,
+        wrap_server: ServerWrapper | None = None,
     ) -> None:
         self._repo = repo
         self._keybox = keybox
@@ -76,6 +77,8 @@ class McpService:
         self._state_dir = state_dir
         self._default_timeout = default_timeout
         self._timing = timing or Timing()
+        # Puts stdio servers in the sandbox (None: they run as Tether's children).
+        self._wrap_server = wrap_server
         self._connections: dict[str, McpConnection] = {}
         self._tools: dict[str, tuple[Tool, McpConnection, str]] = {}
         self._lock = asyncio.Lock()
@@ -102,6 +105,7 @@ class McpService:
             stderr_path=self._state_dir / f"{key}.stderr.log",
             timing=self._timing,
             on_tools_changed=self._rebuild_tools,
+            wrap_server=self._wrap_server,
         )
         self._connections[key] = conn
         conn.start()
@@ -251,6 +255,7 @@ class McpService:
             status=status,
             error=conn.error if conn is not None else None,
             tool_count=tool_count,
+            sandboxed=conn.sandboxed if conn is not None else None,
             **fields,
         )
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 Transport = Literal["stdio", "streamable_http", "sse"]
 Status = Literal["connecting", "ready", "failed", "disabled"]
+SandboxNetwork = Literal["none", "full"]
 
 MASK = "********"
 # Tools reach the model as `<client_key>__<tool>`, so a key may not contain the separator.
@@ -51,6 +52,10 @@ class _Fields(BaseModel):
     cwd: str = Field(default="", max_length=2000)
     http_timeout: float | None = Field(default=None, gt=0, le=86_400)
     tools: list[str] | None = None
+    # Tether's own: whether a stdio server runs in the sandbox (when it works here), and
+    # its network there (None: TETHER_SANDBOX_NETWORK). HTTP clients ignore both.
+    sandbox: bool = True
+    sandbox_network: SandboxNetwork | None = None
 
 
 class McpClientSpec(_Fields):
@@ -97,6 +102,8 @@ class McpClientUpdate(BaseModel):
     cwd: str | None = Field(default=None, max_length=2000)
     http_timeout: float | None = Field(default=None, gt=0, le=86_400)
     tools: list[str] | None = None
+    sandbox: bool | None = None
+    sandbox_network: SandboxNetwork | None = None
 
     def applied_to(self, spec: McpClientSpec) -> McpClientSpec:
         """The spec with these changes; masked secret values keep the stored ones."""
@@ -107,6 +114,8 @@ class McpClientUpdate(BaseModel):
                 changes[field] = {
                     k: (old.get(k, v) if v == MASK else v) for k, v in changes[field].items()
                 }
+        if changes.get("sandbox", False) is None:
+            changes.pop("sandbox")
         if changes.get("http_timeout", 0) is None:
             changes.pop("http_timeout")  # as QwenPaw: once set, an update cannot clear it
         return McpClientSpec.model_validate(spec.model_dump() | changes)
@@ -141,6 +150,9 @@ class McpClientInfo(_Fields):
     status: Status
     error: str | None = None
     tool_count: int = 0
+    # Whether the running stdio server is inside the sandbox (None: not a running stdio
+    # server).
+    sandboxed: bool | None = None
 
 
 def masked(values: dict[str, str]) -> dict[str, str]:

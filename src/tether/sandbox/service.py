@@ -22,6 +22,7 @@ from tether.sandbox.policy import (
     effective_limits,
 )
 from tether.sandbox.rlimits import Rlimits
+from tether.sandbox.servers import SandboxedServer, server_limits, wrap_server
 from tether.sandbox.watch import CallWatch, Watcher
 from tether.tools.shell import SHELL_TOOL
 
@@ -147,6 +148,24 @@ class Sandbox:
             )
             argv = bwrap.wrap(self._probe.path, conf, command)
         return Launch(argv, contained, contained.sandboxed, group, self._watcher)
+
+    async def wrap_server(
+        self, command: Sequence[str], cwd: Path, network: Network | None
+    ) -> SandboxedServer | None:
+        """A long-lived server's command (an MCP stdio server) inside the shell calls'
+        boundary, with ``network`` (None: the server's default); None when bwrap does
+        not work here. The caller releases it once the server has ended."""
+        if not self.available:
+            return None
+        assert self._probe is not None and self._probe.path is not None
+        group = await asyncio.to_thread(self._new_group, server_limits(self._config.limits))
+        conf = bwrap.Confinement(
+            workspace=self._config.workspace,
+            hidden=self._config.hidden,
+            cwd=cwd,
+            network=(network or self._config.network) == "full",
+        )
+        return wrap_server(self._probe.path, conf, group, command)
 
     def _new_group(self, limits: Limits) -> CallGroup:
         name = f"call-{uuid.uuid4().hex[:16]}"

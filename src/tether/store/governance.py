@@ -46,6 +46,26 @@ class GovernanceRepository:
             ).first()
             return to_record(ApprovalRecord, row) if row else None
 
+    async def pending_approvals(self, session_id: str | None) -> list[ApprovalRecord]:
+        """Requests still pending on any node, oldest first, for one session or all."""
+        query = sa.select(approvals).where(approvals.c.status == "pending")
+        if session_id is not None:
+            query = query.where(approvals.c.session_id == session_id)
+        async with self._db.read() as conn:
+            rows = await conn.execute(query.order_by(approvals.c.created_at))
+            return [to_record(ApprovalRecord, r) for r in rows]
+
+    async def waiting_owner(self, request_id: str) -> str | None:
+        """The server whose call waits on the request (the owner of its tool call)."""
+        query = (
+            sa.select(tool_calls.c.owner)
+            .join(approvals, approvals.c.tool_call_id == tool_calls.c.id)
+            .where(approvals.c.request_id == request_id)
+        )
+        async with self._db.read() as conn:
+            owner = await conn.scalar(query)
+            return str(owner) if owner is not None else None
+
     async def deny_pending_approvals(self, decided_by: str, reason: str) -> list[ApprovalRecord]:
         """Deny the requests left pending by a server that is gone, and return them as
         they were.

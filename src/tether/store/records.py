@@ -54,6 +54,8 @@ class TaskRecord:
     started_at: float | None
     finished_at: float | None
     resumes: int = 0
+    # The server that runs it (store/owners.py).
+    owner: str | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,11 @@ class ToolCallRecord:
     started_at: float
     finished_at: float | None
     resources: dict[str, Any] | None = None
+    # The server that runs it (store/owners.py); set by the repository on insert.
+    owner: str | None = None
+    # Deadlines while it runs, epoch seconds (None: none).
+    kill_at: float | None = None
+    offload_at: float | None = None
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from tether.store.nodes import NodeRepository
 from tether.store.owners import OwnerLock
 from tether.store.providers import ProviderRepository
 from tether.store.remembered import RememberedRepository
+from tether.store.session_turns import SessionTurnRepository
 from tether.store.tasks import TaskRepository
 from tether.store.toolcalls import ToolCallRepository
 from tether.store.webhooks import WebhookRepository
@@ -37,3 +38,4 @@ class Store:
         self.mcp_clients = McpClientRepository(db)
         self.remembered = RememberedRepository(db)
         self.webhooks = WebhookRepository(db)
+        self.session_turns = SessionTurnRepository(db)

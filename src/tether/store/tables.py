@@ -104,6 +104,10 @@ tool_calls = sa.Table(
     sa.Column("resources", sa.JSON, nullable=True),
     # The server whose processes these are (store/owners.py); NULL on rows from before.
     sa.Column("owner", sa.String(64), nullable=True),
+    # While it runs: its kill and offload deadlines (epoch seconds; NULL: none), kept so
+    # that every node can show them, not only the one running it.
+    sa.Column("kill_at", sa.Float, nullable=True),
+    sa.Column("offload_at", sa.Float, nullable=True),
 )
 
 tool_output = sa.Table(
@@ -274,6 +278,18 @@ cron_runs = sa.Table(
     sa.Column("error", sa.Text, nullable=True),
     sa.Column("claimed_by", sa.String(64), nullable=True),
     sa.UniqueConstraint("job_id", "scheduled_for", name="uq_cron_runs_tick"),
+)
+
+# The node whose turn a session is in (several nodes: one turn per session at a time,
+# cluster-wide). A claim whose node's lease ran out is free to take.
+session_turns = sa.Table(
+    "session_turns",
+    metadata,
+    sa.Column("session_id", sa.String(512), primary_key=True),
+    sa.Column("task_id", sa.String(64), nullable=False),
+    sa.Column("node_id", sa.String(255), nullable=False),
+    sa.Column("owner", sa.String(64), nullable=False),
+    sa.Column("claimed_at", sa.Float, nullable=False),
 )
 
 mcp_clients = sa.Table(

@@ -26,7 +26,9 @@ class ToolCallRepository:
     async def insert(self, record: ToolCallRecord) -> None:
         async with self._db.write() as conn:
             await conn.execute(
-                tool_calls.insert().values(**record_values(record), owner=self._owner)
+                tool_calls.insert().values(
+                    **record_values(record, exclude=("owner",)), owner=self._owner
+                )
             )
 
     async def update(self, call_id: str, **values: Any) -> None:
@@ -161,6 +163,16 @@ class ToolCallRepository:
             rows = await conn.execute(
                 sa.select(tool_calls)
                 .where(tool_calls.c.status.in_(UNFINISHED))
+                .order_by(tool_calls.c.started_at)
+            )
+            return [to_record(ToolCallRecord, r) for r in rows]
+
+    async def unfinished_in_session(self, session_id: str) -> list[ToolCallRecord]:
+        """A session's calls not yet completed, on any node, oldest first."""
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(tool_calls)
+                .where(tool_calls.c.session_id == session_id, tool_calls.c.status.in_(UNFINISHED))
                 .order_by(tool_calls.c.started_at)
             )
             return [to_record(ToolCallRecord, r) for r in rows]

@@ -5,19 +5,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from tether.agent.ports import ATTENDED, WHEN_UNATTENDED, Attendance, WhenUnattended
 from tether.agent.turn import Agent, ModelError, StepLimitReached, TurnRequest
-from tether.errors import Busy, NotFound
+from tether.elsewhere import Elsewhere
 from tether.keeper.adoption import Adoption
 from tether.store.records import TaskRecord
 from tether.store.store import Store
 from tether.tasks import resume
-from tether.tasks.events import EventFeed
+from tether.tasks.runs import Running, TaskNotFound, TaskView, TooManyTasks, new_task_id
+from tether.tasks.session_turns import SessionTurns
 from tether.toolcalls.coordinator import ToolCallCoordinator
 from tether.webhooks.events import Notify, ignore
 
@@ -28,41 +27,7 @@ INTERNAL_ERROR = "the turn failed on an internal error; the server log has the d
 RESTARTED = "server restarted"
 # Of a finished task's answer, this much goes into its task.finished notification.
 _NOTIFIED_TEXT_CHARS = 2000
-Prepare = Callable[["_Running"], Awaitable[None]]
-
-
-class TooManyTasks(Busy):
-    """The server is already running its maximum number of tasks."""
-
-
-class TaskNotFound(NotFound):
-    """No task has this id."""
-
-    def __init__(self, task_id: str) -> None:
-        super().__init__(f"Task not found: {task_id}")
-
-
-@dataclass
-class _Running:
-    task_id: str
-    session_id: str
-    trigger: str = "user"
-    attended: bool = False
-    when_unattended: WhenUnattended | None = None
-    feed: EventFeed = field(default_factory=EventFeed)
-    job: asyncio.Task[None] | None = None
-    stop_reason: str | None = None
-
-
-def new_task_id() -> str:
-    """A task id in QwenPaw's form: ``task-`` and 12 hex digits."""
-    return f"task-{uuid.uuid4().hex[:12]}"
-
-
-@dataclass(frozen=True)
-class TaskView:
-    record: TaskRecord
-    messages: list[dict[str, Any]]
+Prepare = Callable[["Running"], Awaitable[None]]
 
 
 class TaskService:
@@ -76,16 +41,20 @@ class TaskService:
         *,
         when_unattended: WhenUnattended | None = None,
         notify: Notify = ignore,
+        turns: SessionTurns | None = None,
+        elsewhere: Elsewhere | None = None,
     ) -> None:
         self._store = store
+        self._turns = turns or SessionTurns()
+        # Other nodes (a cluster): a task another node runs is stopped there.
+        self._elsewhere = elsewhere
         self._when_unattended = when_unattended
         self._notify = notify
         self._agent = agent
         self._coordinator = coordinator
         self._default_level = default_level
         self._max_tasks = max_tasks
-        self._running: dict[str, _Running] = {}
-        self._session_locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._running: dict[str, Running] = {}
         # Sessions a wake-up is being submitted for (the check and the submit await).
         self._waking: set[str] = set()
 
@@ -109,7 +78,7 @@ class TaskService:
         task still running ``time_limit`` seconds after it started is stopped and fails.
         """
         run = self._take_slot(
-            _Running(new_task_id(), session_id, trigger, attended, when_unattended)
+            Running(new_task_id(), session_id, trigger, attended, when_unattended)
         )
         try:
             title = texts[0][:80] if texts else None
@@ -126,7 +95,7 @@ class TaskService:
         run.job = asyncio.create_task(self._run(run, level, time_limit))
         return run.task_id
 
-    def _take_slot(self, run: _Running) -> _Running:
+    def _take_slot(self, run: Running) -> Running:
         """Check the task limit and take a place under it in one step.
 
         No await may come between the check and the take: a burst of requests would all
@@ -148,14 +117,14 @@ class TaskService:
 
     async def _run(
         self,
-        run: _Running,
+        run: Running,
         level: str | None,
         time_limit: float | None = None,
         prepare: Prepare | None = None,
     ) -> None:
         try:
             try:
-                async with self._session_turn(run.session_id):
+                async with self._turns.hold(run.session_id, run.task_id):
                     if prepare is not None:
                         await prepare(run)
                     result = await self._turn_within(run, level, time_limit)
@@ -172,22 +141,7 @@ class TaskService:
             self._running.pop(run.task_id, None)
         await self._wake_if_pending(run.session_id)
 
-    @contextlib.asynccontextmanager
-    async def _session_turn(self, session_id: str) -> AsyncIterator[None]:
-        """Hold the session's turn lock; the lock is dropped once nobody waits on it."""
-        lock, users = self._session_locks.get(session_id, (asyncio.Lock(), 0))
-        self._session_locks[session_id] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._session_locks[session_id]
-            if users == 1:
-                del self._session_locks[session_id]
-            else:
-                self._session_locks[session_id] = (lock, users - 1)
-
-    async def _attendance(self, run: _Running) -> Attendance:
+    async def _attendance(self, run: Running) -> Attendance:
         if run.attended:
             return ATTENDED
         session = await self._store.chats.get_session(run.session_id)
@@ -202,7 +156,7 @@ class TaskService:
         return Attendance(attended=False, when_unattended=policy)
 
     async def _turn_within(
-        self, run: _Running, level: str | None, time_limit: float | None
+        self, run: Running, level: str | None, time_limit: float | None
     ) -> dict[str, Any]:
         try:
             async with asyncio.timeout(time_limit):
@@ -213,8 +167,14 @@ class TaskService:
             await self._coordinator.stop_task(run.task_id, error)
             return {"status": "failed", "error": error}
 
-    async def _turn(self, run: _Running, level: str | None) -> dict[str, Any]:
+    async def _turn(self, run: Running, level: str | None) -> dict[str, Any]:
         await self._store.tasks.mark_running(run.task_id)
+        if run.trigger == "background_result" and not await self._store.deliveries.pending(
+            run.session_id
+        ):
+            # The turn that held the session meanwhile (on another node, say) took the
+            # results this one was woken for: there is nothing to tell the model.
+            return {"status": "completed", "text": "", "steps": 0}
         run.feed.emit({"type": "task_started", "task_id": run.task_id})
         req = TurnRequest(
             run.session_id,
@@ -248,9 +208,10 @@ class TaskService:
         Raises TaskNotFound."""
         run = self._running.get(task_id)
         if run is None:
-            if await self._store.tasks.get(task_id) is None:
+            record = await self._store.tasks.get(task_id)
+            if record is None:
                 raise TaskNotFound(task_id)
-            return False
+            return await self._stop_elsewhere(record)
         run.stop_reason = "the task was stopped"
         # Cancel the turn first: its calls in flight are stopped and recorded on the way
         # out, and it cannot slip in another model step. Then stop what it left running
@@ -280,7 +241,22 @@ class TaskService:
         task_ids = [r.task_id for r in list(self._running.values()) if r.session_id == session_id]
         for task_id in task_ids:
             await self.stop(task_id)
-        return bool(task_ids)
+        stopped = [await self._stop_elsewhere(t) for t in await self._others_in(session_id)]
+        return bool(task_ids) or any(stopped)
+
+    async def _others_in(self, session_id: str) -> list[TaskRecord]:
+        if self._elsewhere is None:
+            return []
+        records = await self._store.tasks.list_for_session(session_id)
+        return [r for r in records if r.status != "finished" and r.id not in self._running]
+
+    async def _stop_elsewhere(self, record: TaskRecord) -> bool:
+        """Stop a task another node runs, there; False if it has ended (or is ours)."""
+        mine = self._store.owner.id if self._store.owner is not None else None
+        if self._elsewhere is None or record.status == "finished" or record.owner in (None, mine):
+            return False
+        args = {"task_id": record.id}
+        return bool(await self._elsewhere.ask(record.owner, "task.stop", args, f"task {record.id}"))
 
     def follow(self, task_id: str) -> AsyncIterator[dict[str, Any]] | None:
         run = self._running.get(task_id)
@@ -365,10 +341,10 @@ class TaskService:
             if task.resumes >= 1 and not waits:
                 continue  # retried once already: it fails with the rest
             await self._store.tasks.count_resume(task.id)
-            run = _Running(task.id, task.session_id, task.trigger)
+            run = Running(task.id, task.session_id, task.trigger)
             self._running[task.id] = run
 
-            async def answer_open_calls(run: _Running, waits: dict[str, Any] = waits) -> None:
+            async def answer_open_calls(run: Running, waits: dict[str, Any] = waits) -> None:
                 outcomes = {cid: (await t).model_text for cid, t in waits.items()}
                 await self._answer_open_calls(run, outcomes)
 
@@ -377,7 +353,7 @@ class TaskService:
             )
             log.info("resuming task %s after the restart (%d call(s) adopted)", task.id, len(waits))
 
-    async def _answer_open_calls(self, run: _Running, outcomes: dict[str, str]) -> None:
+    async def _answer_open_calls(self, run: Running, outcomes: dict[str, str]) -> None:
         """Persist a result for each call the task's last assistant message asked for."""
         messages = [m.payload for m in await self._store.chats.task_messages(run.task_id)]
         asked = resume.open_calls(messages)
@@ -390,7 +366,7 @@ class TaskService:
             run.feed.emit({"type": "message", "kind": "tool", "message": answer})
 
 
-def _finished_event(run: _Running, result: dict[str, Any]) -> dict[str, Any]:
+def _finished_event(run: Running, result: dict[str, Any]) -> dict[str, Any]:
     event = {"task_id": run.task_id, "session_id": run.session_id, "trigger": run.trigger}
     text = result.get("text")
     if isinstance(text, str):

@@ -79,6 +79,7 @@ class CallActions:
         except dl.DeadlineError as exc:
             raise ToolCallConflict(str(exc)) from exc
         call.deadline_changed.set()
+        await self._recorder.store_deadlines(call)
         if target == "kill" and call.process is not None:
             _, kill_after = call.deadlines.remaining(time.monotonic())
             await call.process.set_kill_deadline(kill_after)

@@ -32,6 +32,7 @@ from tether.toolcalls.index import CallIndex
 from tether.toolcalls.launcher import LaunchedProcess, Launcher
 from tether.toolcalls.live_call import LiveCall
 from tether.toolcalls.local_launcher import LocalLauncher
+from tether.toolcalls.mirror import OutputMirror
 from tether.toolcalls.owned_tasks import OwnedTasks
 from tether.toolcalls.reading import OutputReader
 from tether.toolcalls.recorder import CallRecorder
@@ -53,12 +54,13 @@ class ToolCallCoordinator:
         protected: tuple[Path, ...],
         on_background_result: BackgroundResult | None = None,
         launcher: Launcher | None = None,
+        mirror: OutputMirror | None = None,
     ) -> None:
         launcher = launcher or LocalLauncher()
         self._launcher = launcher
         self._tasks = OwnedTasks()
         self._index = CallIndex(repo, config.max_per_session, config.max_total)
-        self._recorder = CallRecorder(repo, self._index, config)
+        self._recorder = CallRecorder(repo, self._index, config, mirror)
         self._actions = CallActions(
             self._index, self._recorder, launcher, self._tasks, config.cancel_grace
         )
@@ -116,6 +118,10 @@ class ToolCallCoordinator:
     def list_live(self, session_id: str) -> list[CallInfo]:
         """Calls in flight for a session, oldest first."""
         return self._index.list_live(session_id)
+
+    def is_live_here(self, session_id: str, call_id: str) -> bool:
+        """Whether this node runs the call now."""
+        return self._index.get(session_id, call_id) is not None
 
     async def info(self, session_id: str, call_id: str) -> CallInfo:
         """Any call of the session, live or ended (ToolCallNotFound otherwise)."""

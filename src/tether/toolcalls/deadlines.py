@@ -33,6 +33,17 @@ class Deadlines:
         return min(due) if due else None
 
 
+def on_wall_clock(
+    current: Deadlines, mono_now: float, wall_now: float
+) -> tuple[float | None, float | None]:
+    """(kill_at, offload_at) as epoch seconds: what is stored, so any node can tell."""
+
+    def wall(at: float | None) -> float | None:
+        return None if at is None else wall_now + (at - mono_now)
+
+    return wall(current.kill_at), wall(current.offload_at)
+
+
 def _left(at: float | None, now: float) -> float | None:
     return None if at is None else max(0.0, at - now)
 

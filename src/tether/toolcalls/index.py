@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 from tether.store.records import ToolCallRecord
 from tether.store.toolcalls import ToolCallRepository
 from tether.toolcalls.call import CallInfo
 from tether.toolcalls.errors import CapacityExceeded, ToolCallConflict, ToolCallNotFound
 from tether.toolcalls.live_call import LiveCall, live_info
+from tether.toolcalls.state import Status, is_active
 
 
 class CallIndex:
@@ -89,8 +90,12 @@ class CallIndex:
 
 
 def stored_info(record: ToolCallRecord) -> CallInfo:
-    """The public view of a call from its stored record."""
-    end = record.finished_at or time.time()
+    """The public view of a call from its stored record (for one in flight on another
+    node, with the deadlines that node stored)."""
+    now = time.time()
+    end = record.finished_at or now
+    status = cast(Status, record.status)
+    active = is_active(status)
     extra: dict[str, Any] = {"arguments": record.arguments, "task_id": record.task_id}
     if record.end_reason:
         extra["end_reason"] = record.end_reason
@@ -99,11 +104,11 @@ def stored_info(record: ToolCallRecord) -> CallInfo:
         tool_name=record.tool_name,
         session_id=record.session_id,
         agent_id=record.agent_id,
-        status=record.status,  # type: ignore[arg-type]
+        status=status,
         started_at=record.started_at,
         elapsed=max(0.0, end - record.started_at),
-        offload_remaining=None,
-        kill_remaining=None,
+        offload_remaining=_left(record.offload_at, now) if active else None,
+        kill_remaining=_left(record.kill_at, now) if active else None,
         extra=extra,
         end_state=record.end_state,  # type: ignore[arg-type]
         force_cancelled=record.force_cancelled,
@@ -111,3 +116,7 @@ def stored_info(record: ToolCallRecord) -> CallInfo:
         offload_reason=record.offload_reason,
         resources=record.resources,
     )
+
+
+def _left(at: float | None, now: float) -> float | None:
+    return None if at is None else max(0.0, at - now)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 
 from tether import model_texts
 from tether.store.records import OutputChunk
@@ -21,8 +22,16 @@ class OutputBuffer:
     prints forever cannot fill the disk.
     """
 
-    def __init__(self, memory_bytes: int, head_chars: int, store_bytes: int | None = None) -> None:
+    def __init__(
+        self,
+        memory_bytes: int,
+        head_chars: int,
+        store_bytes: int | None = None,
+        on_chunk: Callable[[OutputChunk], None] | None = None,
+    ) -> None:
         self._memory_bytes = memory_bytes
+        # Told of each new chunk (a cluster's live copy for other nodes).
+        self._on_chunk = on_chunk
         self._store_bytes = store_bytes
         self._stored_bytes = 0
         self.dropped_bytes = 0
@@ -87,6 +96,8 @@ class OutputBuffer:
             self._head_len += len(piece)
         self._evict()
         self._wake()
+        if self._on_chunk is not None:
+            self._on_chunk(chunk)
         return chunk
 
     def unpersisted(self) -> list[OutputChunk]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from typing import Any
@@ -15,6 +16,7 @@ from tether.toolcalls.call import CallObserver, CallOutcome, Invocation
 from tether.toolcalls.config import CoordinatorConfig
 from tether.toolcalls.index import CallIndex
 from tether.toolcalls.live_call import LiveCall, live_info
+from tether.toolcalls.mirror import NoMirror, OutputMirror
 from tether.toolcalls.outcome import describe_end
 from tether.toolcalls.output import OutputBuffer
 from tether.toolcalls.state import EndState, Status, check_transition
@@ -28,10 +30,26 @@ _FLUSH_INTERVAL = 0.2
 class CallRecorder:
     """Keeps the store in step with each live call, and ends calls exactly once."""
 
-    def __init__(self, repo: ToolCallRepository, index: CallIndex, config: CoordinatorConfig):
+    def __init__(
+        self,
+        repo: ToolCallRepository,
+        index: CallIndex,
+        config: CoordinatorConfig,
+        mirror: OutputMirror | None = None,
+    ) -> None:
         self._repo = repo
         self._index = index
         self._config = config
+        self._mirror = mirror or NoMirror()
+
+    def _new_buffer(self, call_id: str) -> OutputBuffer:
+        config = self._config
+        return OutputBuffer(
+            config.output_memory_bytes,
+            config.model_output_chars,
+            config.output_store_bytes,
+            on_chunk=functools.partial(self._mirror.chunk, call_id),
+        )
 
     async def register(self, inv: Invocation, tool: Tool | None, status: Status) -> LiveCall:
         """A new live call: indexed and stored with its initial deadlines."""
@@ -44,9 +62,7 @@ class CallRecorder:
             invocation=inv,
             status=status,
             deadlines=deadlines,
-            buffer=OutputBuffer(
-                config.output_memory_bytes, config.model_output_chars, config.output_store_bytes
-            ),
+            buffer=self._new_buffer(inv.call_id),
             marker=f"{config.marker_prefix}:{inv.call_id}",
         )
         # A call refused outright (no tool) never runs, so it is not held to the limits.
@@ -85,22 +101,30 @@ class CallRecorder:
             invocation=inv,
             status=record.status,  # type: ignore[arg-type]
             deadlines=deadlines,
-            buffer=OutputBuffer(
-                config.output_memory_bytes, config.model_output_chars, config.output_store_bytes
-            ),
+            buffer=self._new_buffer(record.id),
             marker=f"{config.marker_prefix}:{record.id}",
             started_at=record.started_at,
             offload_reason=record.offload_reason,
         )
         call.buffer.mark_persisted(await self._repo.last_output_seq(record.id))
         self._index.add(call)
+        await self.store_deadlines(call)
         return call
 
     async def transition(self, call: LiveCall, target: Status) -> None:
         """Move the call to ``target`` (TransitionError if not allowed) and store it."""
         check_transition(call.status, target)
         call.status = target
-        await self._repo.update(call.call_id, status=target, offload_reason=call.offload_reason)
+        await self._repo.update(
+            call.call_id,
+            status=target,
+            offload_reason=call.offload_reason,
+            **_wall_deadlines(call),
+        )
+
+    async def store_deadlines(self, call: LiveCall) -> None:
+        """Store the call's deadlines as they are now (after an extend, say)."""
+        await self._repo.update(call.call_id, **_wall_deadlines(call))
 
     async def record_process(self, call: LiveCall) -> None:
         """Store the call's process group, so a later start can reap it after a crash."""
@@ -132,6 +156,7 @@ class CallRecorder:
         )
         self._index.forget(call)
         call.finished.set()
+        self._mirror.ended(call.call_id, call.buffer.last_seq)
         if observer:
             observer.ended(live_info(call))
         return CallOutcome(end_state=end_state, offloaded=False, model_text=model_text)
@@ -182,8 +207,14 @@ async def _resources_of(call: LiveCall) -> dict[str, Any] | None:
     return resources
 
 
+def _wall_deadlines(call: LiveCall) -> dict[str, float | None]:
+    kill_at, offload_at = dl.on_wall_clock(call.deadlines, time.monotonic(), time.time())
+    return {"kill_at": kill_at, "offload_at": offload_at}
+
+
 def _record_of(call: LiveCall) -> ToolCallRecord:
     inv = call.invocation
+    kill_at, offload_at = dl.on_wall_clock(call.deadlines, time.monotonic(), time.time())
     return ToolCallRecord(
         id=inv.call_id,
         session_id=inv.session_id,
@@ -200,4 +231,6 @@ def _record_of(call: LiveCall) -> ToolCallRecord:
         result=None,
         started_at=call.started_at,
         finished_at=None,
+        kill_at=kill_at,
+        offload_at=offload_at,
     )

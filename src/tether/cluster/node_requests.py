@@ -1,0 +1,155 @@
+"""Requests from one node to another through Redis, each with an answer.
+
+A request goes to the node that must carry it out (the one running a call, waiting on an
+approval or running a task), named by its owner id: a list in Redis per owner, which
+that node's server pops. The answer comes back on a list of the request's own, which the
+asking node waits on for at most ``timeout``; past that it answers 503 and the request
+is dropped unread, so a node that was stalled never acts on a request whose asker has
+given up. Errors cross as their kind and message and are raised again on the asking
+side, so a 404 or a 409 of the owner is the asker's 404 or 409.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from tether.cluster.redis_link import RedisLink
+from tether.errors import (
+    Busy,
+    Conflict,
+    Forbidden,
+    Invalid,
+    NotAnswering,
+    NotFound,
+    TetherError,
+    Unavailable,
+)
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+
+# Error kinds as they cross the wire; anything else is an internal error there.
+_KINDS: dict[str, type[TetherError]] = {
+    "not_found": NotFound,
+    "conflict": Conflict,
+    "forbidden": Forbidden,
+    "busy": Busy,
+    "invalid": Invalid,
+    "unavailable": Unavailable,
+}
+# A request list nobody pops (its node is gone) disappears after this long.
+_QUEUE_TTL_SECONDS = 60
+_ANSWER_TTL_SECONDS = 30
+
+
+def _kind_of(exc: BaseException) -> str | None:
+    return next((name for name, kind in _KINDS.items() if isinstance(exc, kind)), None)
+
+
+class NodeRequests:
+    """Asks other nodes to act, and answers what they ask of this one."""
+
+    def __init__(self, link: RedisLink, owner: str, timeout: float) -> None:
+        self._link = link
+        self._owner = owner
+        self._timeout = timeout
+        self._handlers: dict[str, Handler] = {}
+        self._serving: asyncio.Task[None] | None = None
+        self._work: set[asyncio.Task[None]] = set()
+
+    def _queue(self, owner: str) -> str:
+        return self._link.key("owner", owner, "requests")
+
+    # ------------------------------------------------------------ asking
+
+    async def ask(self, owner: str, action: str, args: dict[str, Any], what: str) -> Any:
+        """Have ``owner`` carry out ``action`` and return its result; its error kinds are
+        raised here, and NotAnswering (naming ``what``) if it does not answer in time."""
+        request_id = uuid.uuid4().hex
+        answer_key = self._link.key("answer", request_id)
+        message = {
+            "id": request_id,
+            "action": action,
+            "args": args,
+            "answer_to": answer_key,
+            "give_up_at": time.time() + self._timeout,
+        }
+        client = self._link.client
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.lpush(self._queue(owner), json.dumps(message))
+            pipe.expire(self._queue(owner), _QUEUE_TTL_SECONDS)
+            await pipe.execute()
+        found = await client.blpop([answer_key], timeout=self._timeout)
+        if found is None:
+            raise NotAnswering(
+                f"the node that holds {what} did not answer within {self._timeout:g} s; "
+                "it may be overloaded or gone (a node that is gone is declared dead "
+                "once its lease runs out)"
+            )
+        answer = json.loads(found[1])
+        if answer.get("ok"):
+            return answer.get("result")
+        kind = _KINDS.get(answer.get("kind") or "")
+        if kind is None:
+            raise Unavailable(f"the node that holds {what} failed: {answer.get('message')}")
+        raise kind(answer.get("message") or "")
+
+    # ------------------------------------------------------------ answering
+
+    def handle(self, action: str, handler: Handler) -> None:
+        """Carry out ``action`` when another node asks (``handler(args) -> result``)."""
+        self._handlers[action] = handler
+
+    def start(self) -> None:
+        self._serving = asyncio.create_task(self._serve_forever(), name="node-requests")
+
+    async def close(self) -> None:
+        if self._serving is not None:
+            self._serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._serving
+        for task in list(self._work):
+            task.cancel()
+
+    async def _serve_forever(self) -> None:
+        queue = self._queue(self._owner)
+        while True:
+            try:
+                found = await self._link.client.brpop([queue], timeout=1)
+            except Exception:
+                log.warning("reading requests from Redis failed; retrying", exc_info=True)
+                await asyncio.sleep(1)
+                continue
+            if found is None:
+                continue
+            task = asyncio.create_task(self._answer(json.loads(found[1])))
+            self._work.add(task)
+            task.add_done_callback(self._work.discard)
+
+    async def _answer(self, message: dict[str, Any]) -> None:
+        action = message.get("action", "")
+        if time.time() > float(message.get("give_up_at", 0)):
+            log.warning("dropped a %s request its asker has given up on", action)
+            return
+        handler = self._handlers.get(action)
+        try:
+            if handler is None:
+                raise Unavailable(f"this node does not know the request {action!r}")
+            answer = {"ok": True, "result": await handler(message.get("args") or {})}
+        except Exception as exc:
+            kind = _kind_of(exc)
+            if kind is None:
+                log.exception("a %s request from another node failed", action)
+            answer = {"ok": False, "kind": kind, "message": str(exc)}
+        async with self._link.client.pipeline(transaction=False) as pipe:
+            pipe.rpush(message["answer_to"], json.dumps(answer))
+            pipe.expire(message["answer_to"], _ANSWER_TTL_SECONDS)
+            await pipe.execute()

@@ -1,0 +1,55 @@
+"""Join limits, then exec a command: the pre-exec step for a process Tether does not spawn.
+
+    python -I -S enter_limits.py [--procs FILE]... [--rlimit NAME=VALUE]... -- COMMAND...
+
+A shell call's process joins its limits group in a pre-exec hook. A long-lived server
+(an MCP stdio server) is spawned by the MCP SDK, which takes no such hook, so its command
+starts with this script instead: it moves itself into each cgroup (``cgroup.procs``
+files), sets the rlimits, and replaces itself with the command, so that everything the
+command starts is held from its first instruction. It is run by path with ``-I -S``
+(nothing but the standard library, no site packages), which keeps it fast and
+independent of where Tether is installed or which environment the SDK passes on.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+
+_RLIMITS = {"as": resource.RLIMIT_AS, "nproc": resource.RLIMIT_NPROC}
+
+
+def _join(path: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, str(os.getpid()).encode())
+    finally:
+        os.close(fd)
+
+
+def _apply(option: str, value: str) -> None:
+    if option == "--procs":
+        _join(value)
+    elif option == "--rlimit":
+        name, _, amount = value.partition("=")
+        limit = int(amount)
+        resource.setrlimit(_RLIMITS[name], (limit, limit))
+    else:
+        raise SystemExit(f"enter_limits: unknown option {option!r}")
+
+
+def main(argv: list[str]) -> None:
+    if "--" not in argv:
+        raise SystemExit("enter_limits: no command after '--'")
+    split = argv.index("--")
+    options, command = argv[:split], argv[split + 1 :]
+    if not command or len(options) % 2:
+        raise SystemExit("enter_limits: every option takes a value, and a command is needed")
+    for option, value in zip(options[::2], options[1::2], strict=True):
+        _apply(option, value)
+    os.execvp(command[0], command)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
