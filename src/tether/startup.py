@@ -6,6 +6,7 @@ reads as the ordered list it is (:func:`recover_from_last_run`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -47,7 +48,6 @@ from tether.security.environment import secret_variable_policy
 from tether.security.keybox import KeyBox, shared_mode
 from tether.services import Services
 from tether.store.database import Database, shown_url
-from tether.store.records import NodeRecord
 from tether.store.store import Store
 from tether.tasks.service import RESTARTED, TaskService
 from tether.tasks.session_turns import ClusterClaims, SessionTurns
@@ -245,21 +245,15 @@ def _build_lease(
     def load() -> Load:
         return Load(coordinator.live_count(), tasks.running_count())
 
-    async def node_lost(node: NodeRecord) -> None:
-        await node_loss.end_lost_node(store, gate, node)
-
-    async def returned() -> None:
-        await node_loss.drop_what_was_ended(store, coordinator, tasks)
-
     return NodeLease(
         store.nodes,
         settings.resolved_node_id,
         __version__,
         settings.node_lease_seconds,
         load,
-        node_lost,
+        functools.partial(node_loss.end_lost_node, store, gate),
         owner=store.owner.id if store.owner is not None else None,
-        on_return=returned,
+        on_return=functools.partial(node_loss.drop_what_was_ended, store, coordinator, tasks),
     )
 
 

@@ -1,9 +1,6 @@
-"""Node loss on a shared PostgreSQL: two real nodes, one killed (or frozen); the survivor
-ends what the lost node left, and a frozen node that comes back drops what was ended.
-
-Always on PostgreSQL, whichever database the run is on: nodes with their own homes share
-a database only there (each home's lock files are its own, so only the leases tell a
-dead node from a live one). Without PostgreSQL the module is skipped, and fails on CI.
+"""Node loss: three real nodes on one PostgreSQL database and one Redis; node a is
+killed (or frozen), a survivor ends what it left, and a frozen node that comes back
+drops what was ended for it.
 """
 
 from __future__ import annotations
@@ -17,15 +14,13 @@ from typing import Any
 
 import psutil
 import pytest
-from core_support import FakeModel, Stack, process_gone, start_server, wait_for
-from cryptography.fernet import Fernet
+from cluster_support import Cluster, three_nodes
+from core_support import Stack, process_gone, wait_for
 from governance_support import CLOCK, audit, first_pending, pending, script, submit
-from helpers import register_mock_provider
 
-from database_support import postgres_url, require_postgresql
 from tether.toolcalls.launcher import MARKER_VAR
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 # Small, so a loss is seen fast; not smaller, so a node starved by a busy machine for a
 # moment is not declared dead under a test.
@@ -35,31 +30,16 @@ DECLARED_WITHIN = 20.0
 
 
 @pytest.fixture
-def nodes(tmp_path: Path) -> Iterator[tuple[Stack, Stack]]:
-    """Nodes a and b on one PostgreSQL database, each with its own home: (a, b)."""
-    require_postgresql()
-    env = {
-        "TETHER_DATABASE_URL": postgres_url(f"node-loss:{tmp_path}"),
-        "TETHER_NODE_LEASE_SECONDS": str(LEASE),
-        "TETHER_SECRET_KEY": Fernet.generate_key().decode(),
-        # The test finds the call's processes by their host pid and environment.
-        "TETHER_SANDBOX": "off",
-        "TETHER_DEFAULT_APPROVAL_LEVEL": "off",
-        "TETHER_LLM_MAX_RETRIES": "0",
-    }
-    model = FakeModel()
-    servers: list[Any] = []
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    body = three_nodes(tmp_path, TETHER_NODE_LEASE_SECONDS=str(LEASE))
+    made = next(body)
     try:
-        for name in ("node-a", "node-b"):
-            servers.append(start_server(tmp_path / name, TETHER_NODE_ID=name, **env))
-        register_mock_provider(servers[0], model.url)
-        yield Stack(servers[0], model), Stack(servers[1], model)
+        yield made
     finally:
-        for server in servers:
-            if server.proc is not None and server.proc.poll() is None:
-                os.kill(server.proc.pid, signal.SIGCONT)  # a frozen node must stop too
-            server.close()
-        model.close()
+        for node in made.nodes:
+            if node.proc is not None and node.proc.poll() is None:
+                os.kill(node.proc.pid, signal.SIGCONT)  # a frozen node must stop too
+        body.close()
 
 
 def marked(call_id: str) -> list[int]:
@@ -103,10 +83,16 @@ def awaiting_approval(a: Stack) -> tuple[str, str, dict[str, Any]]:
     return session, task_id, first_pending(a, session)
 
 
-def test_a_killed_nodes_call_task_tree_and_approval_are_ended_by_the_survivor(
-    nodes: tuple[Stack, Stack],
+def declared_by(survivors: list[Stack]) -> list[Stack]:
+    """The survivors that logged declaring node a lost (it logs that once it has ended
+    all it ended)."""
+    return [s for s in survivors if "node node-a lost" in s.server.logs_tail(100_000)]
+
+
+def test_a_killed_nodes_call_task_tree_and_approval_are_ended_by_one_survivor(
+    cluster: Cluster,
 ) -> None:
-    a, b = nodes
+    a, b, c = (cluster.stack(i) for i in range(3))
     asked_session, asked_task, request = awaiting_approval(a)
     pid_file = f"child-{uuid.uuid4().hex[:8]}.pid"
     # The shell dies with its server (parent-death signal); its child outlives it, as
@@ -120,39 +106,32 @@ def test_a_killed_nodes_call_task_tree_and_approval_are_ended_by_the_survivor(
 
     a.server.kill()
     assert not process_gone(child)
-    # The survivor ends the rows one kind after another: the log line comes last.
-    wait_for(
-        lambda: "node node-a lost" in b.server.logs_tail(50_000),
-        DECLARED_WITHIN,
-        "node a declared lost by b",
-    )
-    assert ended_node_lost(b, session, call_id)
-    assert failed_node_lost(b, task_id, session)
+    (survivor,) = wait_for(lambda: declared_by([b, c]), DECLARED_WITHIN, "node a declared lost")
+    other = c if survivor is b else b
+    assert declared_by([other]) == [], "exactly one survivor ends a lost node's rows"
+    # Every survivor shows it: the call ended "node lost", the task failed with that
+    # reason, the call's tree is gone.
+    for node in (b, c):
+        assert ended_node_lost(node, session, call_id)
+        assert failed_node_lost(node, task_id, session)
     assert process_gone(child)
     assert marked(call_id) == []
     # The call that awaited approval ended too, and its request was denied and audited.
-    assert ended_node_lost(b, asked_session, request["tool_call_id"])
-    assert failed_node_lost(b, asked_task, asked_session)
-    denials = [e for e in audit(b, asked_session) if e["decided_by"] == "node_lost"]
+    assert ended_node_lost(other, asked_session, request["tool_call_id"])
+    assert failed_node_lost(other, asked_task, asked_session)
+    denials = [e for e in audit(other, asked_session) if e["decided_by"] == "node_lost"]
     assert [(e["outcome"], e["request_id"]) for e in denials] == [("denied", request["request_id"])]
-    nodes_seen = seen_from(b, "/api/cluster")["nodes"]
-    assert [n["id"] for n in nodes_seen] == ["node-b"]
+    assert [n["id"] for n in seen_from(other, "/api/cluster")["nodes"]] == ["node-b", "node-c"]
 
 
-def test_a_frozen_node_that_comes_back_drops_what_was_ended_for_it(
-    nodes: tuple[Stack, Stack],
-) -> None:
-    a, b = nodes
+def test_a_frozen_node_that_comes_back_drops_what_was_ended_for_it(cluster: Cluster) -> None:
+    a, b, c = (cluster.stack(i) for i in range(3))
     session, task_id, request = awaiting_approval(a)
     call_id = request["tool_call_id"]
     assert a.server.proc is not None
     os.kill(a.server.proc.pid, signal.SIGSTOP)
     try:
-        wait_for(
-            lambda: "node node-a lost" in b.server.logs_tail(50_000),
-            DECLARED_WITHIN,
-            "node a declared lost by b",
-        )
+        wait_for(lambda: declared_by([b, c]), DECLARED_WITHIN, "node a declared lost")
         assert ended_node_lost(b, session, call_id)
     finally:
         os.kill(a.server.proc.pid, signal.SIGCONT)
@@ -163,12 +142,12 @@ def test_a_frozen_node_that_comes_back_drops_what_was_ended_for_it(
     wait_for(
         lambda: (
             {n["id"]: n["running_tasks"] for n in seen_from(a, "/api/cluster")["nodes"]}
-            == {"node-a": 0, "node-b": 0}
+            == {"node-a": 0, "node-b": 0, "node-c": 0}
         ),
         15,
         "a back in the cluster, running nothing",
     )
-    logs = a.server.logs_tail(50_000)
+    logs = a.server.logs_tail(100_000)
     assert "stopped 1 call(s) and 1 task(s) that were ended for it" in logs
     # What the survivor recorded stands: a's own stop did not overwrite it.
     assert ended_node_lost(a, session, call_id)

@@ -3,7 +3,7 @@ node's calls, tasks and cron runs (whose ``owner`` is that id) can be found and 
 and an owner without a live lease is known to be gone (issue 16).
 
 Revision ID: 0104_i16_node_owner
-Revises: 0103_i13_cron_job_shape
+Revises: 0108_i16_session_turns
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0104_i16_node_owner"
-down_revision = "0103_i13_cron_job_shape"
+down_revision = "0108_i16_session_turns"
 branch_labels = None
 depends_on = None
 
