@@ -184,6 +184,9 @@ def test_a_call_that_ended_while_the_server_was_down_is_delivered(stack: Stack) 
     stack.model.script(shell_call(command), {"text": "done"})
     task = stack.submit("run", session)
     call_id = stack.wait_call(session)["tool_call_id"]
+    # Listed is not yet started: the runner has the call once it wrote its spec.
+    spec = layout.call_dir(stack.server.home, call_id) / layout.SPEC_NAME
+    wait_for(spec.exists, what="the call to start under the runner")
     stack.server.kill()
     (stack.workspace / gate).touch()
     status = layout.call_dir(stack.server.home, call_id) / layout.STATUS_NAME
