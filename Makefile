@@ -32,6 +32,7 @@ typecheck: $(VENV)/.dev
 test: lint typecheck
 	scripts/ensure-chromium
 	scripts/ensure-bubblewrap
+	scripts/ensure-nginx
 	$(BIN)/python -m pytest
 	$(MAKE) test-postgresql
 

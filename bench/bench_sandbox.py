@@ -51,7 +51,14 @@ class _Context:
         self, argv: Sequence[str], cwd: Path, env: Mapping[str, str]
     ) -> LaunchedProcess:
         spec = LaunchSpec(
-            argv, cwd, env, "tether-bench:bench", time.time(), "bench", self.arguments
+            argv,
+            cwd,
+            env,
+            "tether-bench:bench",
+            time.time(),
+            call_id="bench",
+            session_id="bench",
+            arguments=self.arguments,
         )
         return await self.launcher.start(spec)
 

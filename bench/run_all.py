@@ -24,6 +24,8 @@ SCRIPTS = [
     "bench_shell_analysis.py",
     "bench_mcp.py",
     "bench_sandbox.py",
+    "bench_keeper.py",
+    "bench_keeper_restart.py",
 ]
 
 

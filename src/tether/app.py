@@ -86,9 +86,10 @@ def create_app(
             await services.lease.stop()
             await services.store.db.close()
             if services.store.owner is not None:
-                # Everything this server started has stopped (or, detached, is left
-                # for the next start to adopt): what it leaves is a dead owner's.
-                services.store.owner.release()
+                # Everything this server started has stopped, or, detached, is left
+                # for the next start to adopt: its lock file, left unlocked, is what
+                # proves to that start that these rows are a dead owner's.
+                services.store.owner.release(left_unfinished=detach)
 
     app = FastAPI(title="Tether", version=__version__, lifespan=lifespan)
     mcp_endpoint = build_endpoint(lambda: app.state.services)

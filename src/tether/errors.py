@@ -54,3 +54,15 @@ class Invalid(TetherError, ValueError):
         self.errors: list[dict[str, Any]] | None = [dict(e) for e in errors] or None
         if field is not None and self.errors is None:
             self.errors = [{"loc": ("body", field), "msg": message, "type": "value_error"}]
+
+
+#: Every kind by a name of its own, as errors cross from one node to another.
+KINDS: dict[str, type[TetherError]] = {
+    "not_found": NotFound,
+    "conflict": Conflict,
+    "forbidden": Forbidden,
+    "busy": Busy,
+    "invalid": Invalid,
+    "unavailable": Unavailable,
+    "not_answering": NotAnswering,
+}

@@ -7,7 +7,6 @@ reads as the ordered list it is (:func:`recover_from_last_run`).
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import os
 import time
@@ -37,6 +36,7 @@ from tether.llm.client import OpenAIChatModel
 from tether.llm.provider_service import ModelFactory, ProviderService
 from tether.mcp.connection import Timing
 from tether.mcp.service import McpService
+from tether.sandbox.enforcers import home_tag
 from tether.sandbox.launcher import SandboxLauncher
 from tether.sandbox.service import Sandbox
 from tether.sandbox.setup import sandbox_for
@@ -71,9 +71,9 @@ async def start_services(
 ) -> Services:
     """Open the store, build every service, load what is configured, recover."""
     store = await open_store(settings)
+    sandbox = await sandbox_for(settings, store.chats.sandbox_settings, home_tag(settings.home))
     # The keeper's runner is found or started before anything can launch a call.
-    keeper = await start_keeper(settings) if settings.keeper else None
-    sandbox = await sandbox_for(settings, store.chats.sandbox_settings, _home_tag(settings))
+    keeper = await start_keeper(settings, sandbox) if settings.keeper else None
     assert store.owner is not None
     bus = await ClusterBus.connect(settings, store.owner.id)
     services = build_services(settings, store, sandbox, factory, gate, clock, keeper, bus)
@@ -151,8 +151,8 @@ def build_services(
         _coordinator_config(settings, recovery.marker_prefix(owner)),
         workspace=settings.resolved_workspace,
         protected=(settings.home.resolve(),),
-        # Without the keeper, shell calls run under the sandbox's launcher (the keeper
-        # does not run its calls in the sandbox yet).
+        # Shell calls run in the sandbox either way: under the keeper's runner, or as
+        # this server's children.
         launcher=_launcher(keeper, sandbox),
         mirror=bus.streams if bus is not None else None,
     )
@@ -354,13 +354,6 @@ def _default_factory(settings: Settings) -> ModelFactory:
         )
 
     return make
-
-
-def _home_tag(settings: Settings) -> str:
-    """Names this home's sandbox groups: the same across restarts, so a start sweeps
-    what the last run on this home left (process markers are per owner instead)."""
-    digest = hashlib.sha256(str(settings.home.resolve()).encode()).hexdigest()[:12]
-    return f"tether-{digest}"
 
 
 def _coordinator_config(settings: Settings, marker_prefix: str) -> CoordinatorConfig:

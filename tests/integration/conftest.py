@@ -45,6 +45,9 @@ class AppServer:
         self.extra_env = extra_env or {}
         self.log_path = home / "server.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        #: The interpreter `tether serve` runs under (an upgrade test installs Tether
+        #: into a venv of its own).
+        self.python = sys.executable
         self._client = httpx.Client(base_url=self.base_url, timeout=15.0)
 
     def _env(self) -> dict[str, str]:
@@ -78,7 +81,7 @@ class AppServer:
         self.home.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tether", "serve", "--port", str(self.port)],
+            [self.python, "-m", "tether", "serve", "--port", str(self.port)],
             env=self._env(),
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -24,6 +25,7 @@ import psutil
 from helpers import MockLLMHandler, default_http_timeout, register_mock_provider
 
 from strict_order import request_problems
+from tether.toolcalls.launcher import MARKER_VAR
 
 
 def _load_harness() -> Any:
@@ -213,6 +215,20 @@ def stack_for_module(prefix: str, **env: str) -> Iterator[Stack]:
         model.close()
 
 
+def keeper_stack(prefix: str, **env: str) -> Iterator[Stack]:
+    """:func:`stack_for_module` with the keeper on; its runner is stopped afterwards
+    (it outlives servers by design), with whatever it still runs."""
+    from tether.keeper import client
+
+    body = stack_for_module(prefix, TETHER_KEEPER="1", TETHER_CANCEL_GRACE_SECONDS="0.3", **env)
+    made = next(body)
+    try:
+        yield made
+    finally:
+        client.stop_runner(made.server.home)
+        body.close()
+
+
 @dataclass(frozen=True)
 class SseEvent:
     id: int | None
@@ -272,9 +288,37 @@ def orphan_pid(directory: Path) -> int:
     return wait_for(ready, what="the orphaned setsid'd process")
 
 
+def marked(call_id: str) -> list[int]:
+    """Pids of the processes carrying the marker of ``call_id``, whichever server started
+    them (the marker in their environment ends with the call id)."""
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if proc.environ().get(MARKER_VAR, "").endswith(f":{call_id}"):
+                found.append(proc.pid)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
 def process_gone(pid: int) -> bool:
     """The process has exited (a zombie waiting for its reaper counts as gone)."""
     try:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return True
+
+
+def refused_start(home: Path, **env: str) -> str:
+    """Run ``tether serve`` with ``env`` (and no other TETHER_ variable), expect it to
+    refuse to start, and return what it said on stderr."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "serve", "--port", "0"],
+        env={**clean, "TETHER_HOME": str(home), **env},
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0, done.stderr.decode()
+    return done.stderr.decode()

@@ -12,13 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 from cluster_support import Cluster, three_nodes
-from core_support import Stack, process_gone, wait_for
+from core_support import Stack, marked, process_gone, wait_for
 from governance_support import CLOCK, audit, first_pending, pending, script, submit
-
-from tether.toolcalls.launcher import MARKER_VAR
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
@@ -40,18 +37,6 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
             if node.proc is not None and node.proc.poll() is None:
                 os.kill(node.proc.pid, signal.SIGCONT)  # a frozen node must stop too
         body.close()
-
-
-def marked(call_id: str) -> list[int]:
-    """Pids of the processes carrying the marker of ``call_id`` (any owner's)."""
-    found = []
-    for proc in psutil.process_iter(["pid"]):
-        try:
-            if proc.environ().get(MARKER_VAR, "").endswith(f":{call_id}"):
-                found.append(proc.pid)
-        except (psutil.Error, OSError):
-            continue
-    return found
 
 
 def seen_from(stack: Stack, path: str) -> dict[str, Any]:

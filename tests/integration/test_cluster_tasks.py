@@ -64,11 +64,17 @@ def test_a_task_is_read_and_stopped_from_other_nodes(cluster: Cluster) -> None:
     session = new_session()
     task_id, pid = _shell_pid(cluster, 0, session, "sleep 300")
     assert _task(cluster, 1, task_id)["status"] == "running"
+    # Every node shows the chat busy, not only the one running its turn.
+    for node in (1, 2):
+        assert cluster.api(node, "GET", f"/api/chats/{session}").json()["status"] == "running"
+        listed = cluster.api(node, "GET", "/api/chats").json()
+        assert [c["status"] for c in listed if c["id"] == session] == ["running"]
     resp = cluster.api(2, "POST", f"/api/console/chat/task/{task_id}/stop")
     assert resp.status_code == 200, resp.text
     assert resp.json() == {"task_id": task_id, "stopped": True}
     task = _finished(cluster, 1, task_id)
     assert task["result"]["status"] == "cancelled", task
+    assert cluster.api(2, "GET", f"/api/chats/{session}").json()["status"] == "idle"
     wait_for(lambda: process_gone(pid), what="the call's shell to die")
     # Stopping again, anywhere, says it had already finished.
     again = cluster.api(1, "POST", f"/api/console/chat/task/{task_id}/stop").json()

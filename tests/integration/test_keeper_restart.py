@@ -4,45 +4,30 @@ its stream resumes with no gap and no duplicate, and the task completes."""
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
 from core_support import (
-    SseEvent,
     Stack,
+    keeper_stack,
+    marked,
     new_session,
     shell_call,
-    sse_events,
-    stack_for_module,
     start_server,
     wait_for,
 )
+from keeper_restarts import (
+    TICKER,
+    start_ticker,
+    through_a_restart,
+)
 
 from database_support import change_stored
-from tether.keeper import client, layout
-from tether.toolcalls.launcher import MARKER_VAR
+from tether.keeper import layout
 
 pytestmark = pytest.mark.integration
-
-# Prints a numbered line every 100 ms until the file "gate" appears, then "end".
-TICKER = 'i=0; while [ ! -e {gate} ]; do i=$((i+1)); echo "line $i"; sleep 0.1; done; echo end'
-
-
-def keeper_stack(prefix: str, **env: str) -> Iterator[Stack]:
-    """A server with the keeper on; its runner is stopped afterwards (it outlives
-    servers by design), with whatever it still runs."""
-    body = stack_for_module(prefix, TETHER_KEEPER="1", TETHER_CANCEL_GRACE_SECONDS="0.3", **env)
-    made = next(body)
-    try:
-        yield made
-    finally:
-        client.stop_runner(made.server.home)
-        body.close()
 
 
 @pytest.fixture(scope="module")
@@ -56,106 +41,22 @@ def _every_request_valid(stack: Stack) -> Iterator[None]:
     stack.model.assert_valid()
 
 
-def _stream(stack: Stack, session: str, call_id: str, last: int | None = None) -> Any:
-    headers = {"Authorization": f"Bearer {stack.server.token}"}
-    if last is not None:
-        headers["Last-Event-ID"] = str(last)
-    return stack.server._client.stream(
-        "GET", f"/api/tool-calls/{session}/{call_id}/stream", headers=headers
-    )
-
-
-def _first_events(stack: Stack, session: str, call_id: str, count: int) -> list[SseEvent]:
-    got: list[SseEvent] = []
-    with _stream(stack, session, call_id) as resp:
-        for event in sse_events(resp.iter_lines()):
-            got.append(event)
-            if len(got) == count:
-                break
-    return got
-
-
-def _rest(stack: Stack, session: str, call_id: str, last: int) -> list[SseEvent]:
-    with _stream(stack, session, call_id, last) as resp:
-        assert resp.status_code == 200
-        return list(sse_events(resp.iter_lines()))
-
-
-def _start_ticker(stack: Stack, gate: str) -> tuple[str, str, str]:
-    session = new_session()
-    stack.model.script(shell_call(TICKER.format(gate=gate), timeout=120), {"text": "done"})
-    task = stack.submit("tick", session)
-    call = stack.wait_call(session)
-    return session, task, call["tool_call_id"]
-
-
-def _check_resumed(
-    stack: Stack, session: str, call_id: str, before: list[SseEvent], gate: str
-) -> None:
-    """After a restart: the same call is running; the stream resumed at the last event
-    id continues it (the gate lets it finish) with no gap and no duplicate."""
-    assert [c["tool_call_id"] for c in stack.live_calls(session)] == [call_id]
-    assert stack.call(session, call_id)["status"] == "running"
-    (stack.workspace / gate).touch()
-    after = _rest(stack, session, call_id, before[-1].id or 0)
-    events = before + after
-    outputs = [e for e in events if e.data["type"] == "chunk"]
-    assert [e.id for e in outputs] == list(range(1, len(outputs) + 1))
-    text = "".join(e.data["text"] for e in outputs)
-    numbers = [int(n) for n in re.findall(r"line (\d+)", text)]
-    assert numbers == list(range(1, len(numbers) + 1))
-    assert text.endswith("end\n")
-    assert events[-1].data == {"type": "done", "end_state": "success", "status": "completed"}
-
-
-def _check_task(stack: Stack, task_id: str) -> None:
-    task = stack.wait_task(task_id, timeout=30)
-    assert task["result"]["status"] == "completed", task
-    assert task["result"]["text"] == "done"
-    last = stack.model.requests[-1]["messages"]
-    tool = [m for m in last if m["role"] == "tool"][-1]
-    assert "line 1\n" in tool["content"] and "end" in tool["content"]
-
-
-def _through_a_restart(stack: Stack, restart: Any) -> None:
-    gate = f"gate-{time.monotonic_ns()}"
-    session, task, call_id = _start_ticker(stack, gate)
-    before = _first_events(stack, session, call_id, 5)
-    restart()
-    _check_resumed(stack, session, call_id, before, gate)
-    _check_task(stack, task)
-
-
 def test_a_call_survives_a_kill_9_of_its_server(stack: Stack) -> None:
     def crash() -> None:
         stack.server.kill()
         stack.server.start()
 
-    _through_a_restart(stack, crash)
+    through_a_restart(stack, crash)
 
 
-# On PostgreSQL too: the owner of a graceful stop gave its lock file and its lease up, so
-# no live lease carries it and the next start takes its detached task up again.
 def test_a_call_survives_a_graceful_stop_and_start(stack: Stack) -> None:
-    _through_a_restart(stack, stack.server.restart)
-
-
-def _marked(call_id: str) -> list[int]:
-    """Pids of the processes carrying the marker of ``call_id``."""
-    found = []
-    for proc in psutil.process_iter(["pid"]):
-        try:
-            if proc.environ().get(MARKER_VAR, "").endswith(f":{call_id}"):
-                found.append(proc.pid)
-        except (psutil.Error, OSError):
-            continue
-    return found
+    through_a_restart(stack, stack.server.restart)
 
 
 def test_a_call_ended_for_its_node_meanwhile_is_killed_not_adopted(stack: Stack) -> None:
     gate = f"gate-{time.monotonic_ns()}"
-    session, task_id, call_id = _start_ticker(stack, gate)
-    wait_for(lambda: _marked(call_id), what="the call's processes")
+    session, task_id, call_id = start_ticker(stack, gate)
+    wait_for(lambda: marked(call_id), what="the call's processes")
     stack.server.kill()
     # A survivor declared the node dead meanwhile and ended its call and task.
     change_stored(
@@ -168,9 +69,9 @@ def test_a_call_ended_for_its_node_meanwhile_is_killed_not_adopted(stack: Stack)
         "UPDATE tasks SET status = 'finished', "
         f"""result = '{{"status": "failed", "error": "node lost"}}' WHERE id = '{task_id}'""",
     )
-    assert _marked(call_id), "the runner kept the call"
+    assert marked(call_id), "the runner kept the call"
     stack.server.start()
-    wait_for(lambda: not _marked(call_id), 10, "the runner's call killed")
+    wait_for(lambda: not marked(call_id), 10, "the runner's call killed")
     assert stack.live_calls(session) == []
     info = stack.call(session, call_id)
     assert (info["end_state"], info["extra"]["end_reason"]) == ("error", "node lost")
@@ -207,15 +108,11 @@ def _check_task_text(stack: Stack, task_id: str, output: str) -> None:
 
 def test_cancel_after_a_restart_kills_the_whole_tree(stack: Stack) -> None:
     session = new_session()
-    pids = f"pids-{time.monotonic_ns()}"
-    command = f"setsid sh -c 'sleep 300' & echo $! > {pids}; sleep 300 & echo $! >> {pids}; wait"
+    command = "setsid sh -c 'sleep 300' & sleep 300 & wait"
     stack.model.script(shell_call(command, timeout=120), {"text": "done"})
     task = stack.submit("run", session)
     call_id = stack.wait_call(session)["tool_call_id"]
-    pid_file: Path = stack.workspace / pids
-    found = wait_for(lambda: len(pid_file.read_text().split()) == 2 if pid_file.exists() else None)
-    assert found
-    procs = [psutil.Process(int(p)) for p in pid_file.read_text().split()]
+    procs = _sleepers(call_id, 2)
     stack.server.kill()
     stack.server.start()
     assert stack.call(session, call_id)["status"] == "running"
@@ -225,6 +122,24 @@ def test_cancel_after_a_restart_kills_the_whole_tree(stack: Stack) -> None:
     assert info["end_state"] == "cancelled"
     wait_for(lambda: all(_gone(p) for p in procs), what="the whole tree to die")
     assert stack.wait_task(task, timeout=30)["result"]["status"] == "completed"
+
+
+def _sleepers(call_id: str, count: int) -> list[psutil.Process]:
+    """The call's ``sleep 300`` processes, seen from the host: inside the sandbox's pid
+    namespace ``$!`` names other numbers, so they are found by the call's marker."""
+
+    def found() -> list[psutil.Process] | None:
+        procs = []
+        for proc in psutil.process_iter():
+            try:
+                marked = proc.environ().get("TETHER_TOOL_CALL", "").endswith(f":{call_id}")
+                if marked and proc.cmdline() == ["sleep", "300"]:
+                    procs.append(proc)
+            except psutil.Error:
+                continue
+        return procs if len(procs) == count else None
+
+    return list(wait_for(found, what=f"{count} sleeping processes of the call"))
 
 
 def _gone(proc: psutil.Process) -> bool:
@@ -244,7 +159,7 @@ def test_tether_status_lists_a_call_in_flight(stack: Stack) -> None:
     import sys
 
     gate = f"gate-{time.monotonic_ns()}"
-    session, task, call_id = _start_ticker(stack, gate)
+    session, task, call_id = start_ticker(stack, gate)
     env = stack.server._env()
     shown = subprocess.run(
         [sys.executable, "-m", "tether", "status"],
@@ -269,12 +184,10 @@ def stopping_stack() -> Iterator[Stack]:
 def test_on_shutdown_stop_stops_calls_as_without_the_keeper(stopping_stack: Stack) -> None:
     stack = stopping_stack
     session = new_session()
-    pid_name = f"pid-{time.monotonic_ns()}"
-    stack.model.script(shell_call(f"sleep 300 & echo $! > {pid_name}; wait"), {"text": "done"})
+    stack.model.script(shell_call("sleep 300 & wait"), {"text": "done"})
     task = stack.submit("run", session)
     call_id = stack.wait_call(session)["tool_call_id"]
-    pid_file = stack.workspace / pid_name
-    sleeper = psutil.Process(int(wait_for(lambda: pid_file.exists() and pid_file.read_text())))
+    [sleeper] = _sleepers(call_id, 1)
     stack.server.restart()
     wait_for(lambda: _gone(sleeper), what="the call's tree to be stopped")
     info = stack.call(session, call_id)

@@ -1,13 +1,14 @@
 """The sandbox under shell calls, through the real agent and real bwrap, at approval
-level ``off`` so that the guard never hides the boundary."""
+level ``off`` so that the guard never hides the boundary. Every case that takes the
+``stack`` runs twice: with calls as the server's children, and under the keeper's
+runner (TETHER_KEEPER=1), where the runner applies and measures the limits."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
-import subprocess
-import sys
 import tempfile
 import threading
 import uuid
@@ -20,7 +21,11 @@ import pytest
 from core_support import (
     FakeModel,
     Stack,
+    gated,
+    keeper_stack,
     new_session,
+    open_gate,
+    refused_start,
     shell_call,
     stack_for_module,
     temporary_server,
@@ -28,6 +33,8 @@ from core_support import (
 )
 from governance_support import decide, first_pending
 from helpers import register_mock_provider
+
+from tether.keeper import client, layout
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None, reason="bubblewrap is not installed (scripts/ensure-bubblewrap)"
@@ -37,9 +44,20 @@ pytestmark = pytest.mark.skipif(
 QUIET = {"TETHER_LLM_MAX_RETRIES": "0", "TETHER_DEFAULT_APPROVAL_LEVEL": "off"}
 
 
-@pytest.fixture(scope="module")
-def stack() -> Iterator[Stack]:
-    yield from stack_for_module("sandbox")
+@pytest.fixture(scope="module", params=["local", "keeper"])
+def stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
+    if request.param == "keeper":
+        yield from keeper_stack("sandbox-keeper")
+    else:
+        yield from stack_for_module("sandbox")
+
+
+@pytest.fixture
+def keeper(stack: Stack) -> Stack:
+    """The stack, for the cases that only the keeper has."""
+    if stack.server.extra_env.get("TETHER_KEEPER") != "1":
+        pytest.skip("a keeper case")
+    return stack
 
 
 def run(stack: Stack, command: str, session: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -302,19 +320,81 @@ def test_a_sandboxed_tree_dies_with_the_server() -> None:
 
 
 def test_required_sandbox_without_bwrap_refuses_to_start(tmp_path: Path) -> None:
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("TETHER_")},
-        "TETHER_HOME": str(tmp_path),
-        "TETHER_SANDBOX": "bwrap",
-        "PATH": str(tmp_path / "no-bin"),
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "tether", "serve", "--port", "0"],
-        env=env,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode != 0
-    said = done.stderr.decode()
+    said = refused_start(tmp_path, TETHER_SANDBOX="bwrap", PATH=str(tmp_path / "no-bin"))
     assert "refusing to start: TETHER_SANDBOX=bwrap but 'bwrap' was not found on PATH" in said
+
+
+def test_a_sandboxed_call_survives_a_kill_9_and_reports_what_it_used(keeper: Stack) -> None:
+    stack = keeper
+    session = session_with(stack, memory_mb=512)
+    gate = f"gate-{uuid.uuid4().hex[:8]}"
+    # Holds 64 MiB until the gate opens, so the figures are the runner's, not a guess.
+    hold = (
+        "python3 -c \"import os, time; b = b'x' * (64 << 20); print('holding', flush=True)\n"
+        f"while not os.path.exists('{gate}'): time.sleep(0.02)\nprint(len(b))\""
+    )
+    session, task, call = stack.start_shell(hold, session, timeout=120)
+    call_id = call["tool_call_id"]
+    output = f"/api/tool-calls/{session}/{call_id}/output"
+    wait_for(lambda: "holding" in stack.api("GET", output).text, what="the call to run")
+    stack.server.kill()
+    stack.server.start()
+    assert stack.call(session, call_id)["status"] == "running"
+    open_gate(stack, gate)
+    info = stack.wait_completed(session, call_id, timeout=60)
+    assert info["end_state"] == "success", info
+    resources = info["resources"]
+    assert resources["killed_by"] is None
+    assert resources["peak_memory_bytes"] >= 64 << 20
+    assert resources["processes_peak"] >= 1 and resources["cpu_seconds"] is not None
+    task_result = stack.wait_task(task, timeout=30)["result"]
+    assert task_result["status"] == "completed", task_result
+    end = layout.call_dir(stack.server.home, call_id) / layout.STATUS_NAME
+    assert '"limits": {"memory_mb": 512' in end.read_text()
+
+
+def test_a_call_that_hit_its_limit_with_no_server_up_says_so(keeper: Stack) -> None:
+    stack = keeper
+    session = session_with(stack, max_processes=64)
+    gate = f"gate-{uuid.uuid4().hex[:8]}"
+    session, task, call = stack.start_shell(
+        gated(gate, "echo waiting", "perl -e 'fork while 1'"), session, timeout=120
+    )
+    call_id = call["tool_call_id"]
+    output = f"/api/tool-calls/{session}/{call_id}/output"
+    wait_for(lambda: "waiting" in stack.api("GET", output).text, what="the call to run")
+    stack.server.kill()
+    open_gate(stack, gate)
+    status = layout.call_dir(stack.server.home, call_id) / layout.STATUS_NAME
+    wait_for(status.exists, 60, "the runner to end the call on its limit")
+    stack.server.start()
+    info = stack.wait_completed(session, call_id, timeout=60)
+    assert info["resources"]["killed_by"] == "processes"
+    told = [m for m in stack.wait_task(task, timeout=30)["messages"] if m["role"] == "tool"]
+    assert "stopped: process limit 64 reached" in told[-1]["content"]
+
+
+def test_a_sandboxed_tree_dies_with_its_keeper() -> None:
+    model = FakeModel()
+    try:
+        with temporary_server("sandbox-keeper-crash", TETHER_KEEPER="1", **QUIET) as server:
+            try:
+                register_mock_provider(server, model.url)
+                crashed = Stack(server, model)
+                _session, _task, call = crashed.start_shell("sleep 300 & sleep 301 & wait")
+                procs = wait_for(
+                    lambda: (
+                        (found := _call_processes(call["tool_call_id"]))
+                        and len(found) >= 5
+                        and found
+                    ),
+                    what="the sandboxed tree",
+                )
+                runner = client.recorded_runner(server.home)
+                assert runner is not None
+                os.kill(runner.pid, signal.SIGKILL)
+                wait_for(lambda: _all_gone(procs), 10, "the tree to die with its runner")
+            finally:
+                client.stop_runner(server.home)
+    finally:
+        model.close()

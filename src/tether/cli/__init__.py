@@ -54,6 +54,7 @@ def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> 
     logs.configure(log_level)
     check_schema(settings)
     _require_sandbox(settings)
+    _require_redis(settings)
     app = create_app(settings)
     shown = "localhost" if settings.host in ("127.0.0.1", "::1") else settings.host
     url = f"http://{shown}:{settings.port}/"
@@ -90,6 +91,34 @@ def _require_sandbox(settings: Settings) -> None:
     result = probe()
     if not result.works:
         raise click.ClickException(f"refusing to start: TETHER_SANDBOX=bwrap but {result.reason}")
+
+
+def _require_redis(settings: Settings) -> None:
+    """With TETHER_REDIS_URL, refuse to start (saying why) when Redis does not answer."""
+    if settings.redis_url is None:
+        return
+    from tether.cluster.bus import NEEDS_SECRET_KEY
+    from tether.cluster.redis_link import shown_redis_url
+
+    if settings.secret_key is None:
+        raise click.ClickException(f"refusing to start: {NEEDS_SECRET_KEY}")
+    url = settings.redis_url.get_secret_value()
+    try:
+        import redis
+    except ModuleNotFoundError:
+        raise click.ClickException(
+            "refusing to start: TETHER_REDIS_URL is set but the redis package is not "
+            "installed (pip install 'tether[cluster]')"
+        ) from None
+    client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise click.ClickException(
+            f"refusing to start: cannot reach Redis at {shown_redis_url(url)}: {exc}"
+        ) from None
+    finally:
+        client.close()
 
 
 main.add_command(cron)

@@ -50,7 +50,12 @@ async def _survey() -> list[Found]:
         await db.close()
     running: dict[str, dict[str, object]] = {}
     if client.recorded_runner(settings.home) is not None:
-        listed = await client.KeeperClient(settings.home).request("list")
+        keeper = client.KeeperClient(settings.home)
+        try:
+            await keeper.hello()  # speaks the runner's protocol, whichever version left it
+            listed = await keeper.request("list")
+        finally:
+            keeper.close()
         running = {str(c["call_id"]): c for c in listed["calls"]}
     return await asyncio.to_thread(inventory.survey, settings.home, unfinished, running)
 

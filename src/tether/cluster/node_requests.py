@@ -13,52 +13,40 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from tether.cluster import signed
 from tether.cluster.redis_link import RedisLink
-from tether.errors import (
-    Busy,
-    Conflict,
-    Forbidden,
-    Invalid,
-    NotAnswering,
-    NotFound,
-    TetherError,
-    Unavailable,
-)
+from tether.errors import KINDS, NotAnswering, TetherError, Unavailable
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
-# Error kinds as they cross the wire; anything else is an internal error there.
-_KINDS: dict[str, type[TetherError]] = {
-    "not_found": NotFound,
-    "conflict": Conflict,
-    "forbidden": Forbidden,
-    "busy": Busy,
-    "invalid": Invalid,
-    "unavailable": Unavailable,
-}
 # A request list nobody pops (its node is gone) disappears after this long.
 _QUEUE_TTL_SECONDS = 60
 _ANSWER_TTL_SECONDS = 30
 
 
 def _kind_of(exc: BaseException) -> str | None:
-    return next((name for name, kind in _KINDS.items() if isinstance(exc, kind)), None)
+    """The name of the error's kind; None for an error of none (a bug)."""
+    if not isinstance(exc, TetherError):
+        return None
+    return next((name for name, kind in KINDS.items() if isinstance(exc, kind)), None)
 
 
 class NodeRequests:
     """Asks other nodes to act, and answers what they ask of this one."""
 
-    def __init__(self, link: RedisLink, owner: str, timeout: float) -> None:
+    def __init__(self, link: RedisLink, owner: str, timeout: float, key: bytes) -> None:
         self._link = link
+        # Signs what this node asks and answers, and checks what it is asked
+        # (see signed.py).
+        self._key = key
         self._owner = owner
         self._timeout = timeout
         self._handlers: dict[str, Handler] = {}
@@ -84,7 +72,7 @@ class NodeRequests:
         }
         client = self._link.client
         async with client.pipeline(transaction=False) as pipe:
-            pipe.lpush(self._queue(owner), json.dumps(message))
+            pipe.lpush(self._queue(owner), signed.sign(self._key, message))
             pipe.expire(self._queue(owner), _QUEUE_TTL_SECONDS)
             await pipe.execute()
         found = await client.blpop([answer_key], timeout=self._timeout)
@@ -94,10 +82,12 @@ class NodeRequests:
                 "it may be overloaded or gone (a node that is gone is declared dead "
                 "once its lease runs out)"
             )
-        answer = json.loads(found[1])
+        answer = signed.opened(self._key, found[1])
+        if answer is None:
+            raise Unavailable(f"the answer about {what} was not signed by a node of this cluster")
         if answer.get("ok"):
             return answer.get("result")
-        kind = _KINDS.get(answer.get("kind") or "")
+        kind = KINDS.get(answer.get("kind") or "")
         if kind is None:
             raise Unavailable(f"the node that holds {what} failed: {answer.get('message')}")
         raise kind(answer.get("message") or "")
@@ -121,16 +111,26 @@ class NodeRequests:
 
     async def _serve_forever(self) -> None:
         queue = self._queue(self._owner)
+        failing = False
         while True:
             try:
                 found = await self._link.client.brpop([queue], timeout=1)
-            except Exception:
-                log.warning("reading requests from Redis failed; retrying", exc_info=True)
+            except Exception as exc:
+                if not failing:  # an outage is logged once
+                    log.warning("cannot read other nodes' requests from Redis (%s)", exc)
+                failing = True
                 await asyncio.sleep(1)
                 continue
+            if failing:
+                log.info("reading other nodes' requests from Redis again")
+                failing = False
             if found is None:
                 continue
-            task = asyncio.create_task(self._answer(json.loads(found[1])))
+            message = signed.opened(self._key, found[1])
+            if message is None:
+                log.warning("dropped a request that was not signed by a node of this cluster")
+                continue
+            task = asyncio.create_task(self._answer(message))
             self._work.add(task)
             task.add_done_callback(self._work.discard)
 
@@ -150,6 +150,6 @@ class NodeRequests:
                 log.exception("a %s request from another node failed", action)
             answer = {"ok": False, "kind": kind, "message": str(exc)}
         async with self._link.client.pipeline(transaction=False) as pipe:
-            pipe.rpush(message["answer_to"], json.dumps(answer))
+            pipe.rpush(message["answer_to"], signed.sign(self._key, answer))
             pipe.expire(message["answer_to"], _ANSWER_TTL_SECONDS)
             await pipe.execute()

@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 # call's stream stays once it ended.
 MAX_ENTRIES = 5000
 KEEP_AFTER_END_SECONDS = 600
+# Entries waiting to be sent while Redis is away; past this, chunks are not copied (a
+# reader elsewhere sees the gap and reads them from the store), ends still are.
+MAX_QUEUED = 100_000
 _END = "end"
 
 
@@ -51,6 +54,8 @@ class OutputStreams:
         self._queue: list[tuple[str, OutputChunk | int]] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # Whether the last send failed: an outage is logged once, not per batch.
+        self._failing = False
 
     def key(self, call_id: str) -> str:
         return self._link.key("call", call_id, "output")
@@ -58,8 +63,9 @@ class OutputStreams:
     # ------------------------------------------------------------ OutputMirror
 
     def chunk(self, call_id: str, chunk: OutputChunk) -> None:
-        self._queue.append((call_id, chunk))
-        self._wake.set()
+        if len(self._queue) < MAX_QUEUED:
+            self._queue.append((call_id, chunk))
+            self._wake.set()
 
     def ended(self, call_id: str, last_seq: int) -> None:
         self._queue.append((call_id, last_seq))
@@ -90,9 +96,15 @@ class OutputStreams:
             batch = self._take()
             try:
                 await self._send(batch)
-            except Exception:
+            except Exception as exc:
                 # Redis away: readers elsewhere fall back to the store; keep going.
-                log.warning("could not copy %d output entries to Redis", len(batch), exc_info=True)
+                if not self._failing:
+                    log.warning("cannot copy live output to Redis (%s); will keep trying", exc)
+                self._failing = True
+                continue
+            if self._failing:
+                log.info("copying live output to Redis again")
+                self._failing = False
 
     async def _send(self, batch: list[tuple[str, OutputChunk | int]]) -> None:
         if not batch:

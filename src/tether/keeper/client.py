@@ -26,6 +26,10 @@ class RunnerUnavailable(Exception):
     """No runner answers for this home and none could be started."""
 
 
+class RunnerIncompatible(Exception):
+    """The home's runner runs calls and shares no protocol number with this server."""
+
+
 @dataclass(frozen=True)
 class RunnerInfo:
     """A live runner as it describes itself."""
@@ -33,6 +37,15 @@ class RunnerInfo:
     identity: ProcessIdentity
     protocol: int
     version: str
+    #: The oldest protocol it still serves.
+    oldest: int = 1
+    #: How many calls it runs.
+    calls: int = 0
+
+    @property
+    def spoken(self) -> int | None:
+        """The protocol this server speaks with it (None: no number both know)."""
+        return protocol.negotiate(self.oldest, self.protocol)
 
 
 def recorded_runner(home: Path) -> ProcessIdentity | None:
@@ -57,6 +70,8 @@ class KeeperClient:
         self.socket = layout.socket_path(home)
         self._lock = asyncio.Lock()
         self._conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        #: The protocol requests are sent at (set by :meth:`hello`).
+        self.spoken = protocol.PROTOCOL
 
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         try:
@@ -66,7 +81,14 @@ class KeeperClient:
 
     async def request(self, op: str, **fields: Any) -> dict[str, Any]:
         """Send one request; its answer, or ProtocolError with the runner's reason."""
-        message = protocol.encode({"v": protocol.PROTOCOL, "op": op, **fields})
+        version = protocol.HELLO_VERSION if op == "hello" else self.spoken
+        needed = protocol.version_for(fields)
+        if needed > version:
+            raise protocol.ProtocolError(
+                f"the runner speaks protocol {version}, and {op!r} with these fields needs "
+                f"{needed}; it is replaced by one of this version once it runs no call"
+            )
+        message = protocol.encode({"v": version, "op": op, **fields})
         async with self._lock:
             try:
                 line = await self._exchange(message)
@@ -102,13 +124,19 @@ class KeeperClient:
             self._conn = None
 
     async def hello(self) -> RunnerInfo:
-        """Who the runner is (pid and start time, protocol, version)."""
+        """Who the runner is (pid and start time, protocols, version, calls); later
+        requests are sent at the newest protocol both know (when there is one)."""
         a = await self.request("hello")
-        return RunnerInfo(
+        info = RunnerInfo(
             ProcessIdentity(int(a["pid"]), float(a["create_time"])),
             int(a["protocol"]),
             str(a["version"]),
+            oldest=int(a.get("oldest", a["protocol"])),
+            calls=int(a.get("calls", 0)),
         )
+        if info.spoken is not None:
+            self.spoken = info.spoken
+        return info
 
     async def watch(self) -> Watch:
         """A connection of its own receiving the runner's events from now on (output
@@ -116,7 +144,7 @@ class KeeperClient:
         reader, writer = await self._connect()
         watch = Watch(reader, writer)
         try:
-            writer.write(protocol.encode({"v": protocol.PROTOCOL, "op": "watch"}))
+            writer.write(protocol.encode({"v": self.spoken, "op": "watch"}))
             await writer.drain()
             line = await reader.readline()
             if not line:
@@ -223,21 +251,26 @@ def _read_ready(fd: int, timeout: float) -> bytes:
 
 def stop_runner(home: Path, timeout: float = 10.0) -> bool:
     """Stop the home's runner (SIGTERM: it stops its calls' trees, records their ends
-    and exits) and wait for it; False if none ran. Blocking.
-
-    It is not our child, so its exit is seen by polling its identity (a zombie waiting
-    for init to reap it counts as gone).
+    and exits) and wait for it; False if none ran. Blocking (a zombie waiting for
+    init to reap it counts as gone).
     """
     running = recorded_runner(home)
     if running is None:
         return False
     with contextlib.suppress(ProcessLookupError):
         os.kill(running.pid, signal.SIGTERM)
+    if not wait_gone(running, timeout):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(running.pid, signal.SIGKILL)
+    return True
+
+
+def wait_gone(runner: ProcessIdentity, timeout: float) -> bool:
+    """Wait until ``runner`` has exited; False if it still runs after ``timeout``.
+    Blocking. It is not our child, so its exit is seen by polling its identity."""
     deadline = time.monotonic() + timeout
-    while running.is_alive():
+    while runner.is_alive():
         if time.monotonic() > deadline:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(running.pid, signal.SIGKILL)
-            break
+            return False
         time.sleep(0.01)
     return True

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.keeper import client
-from tether.keeper.client import KeeperClient, RunnerUnavailable
+from tether.keeper.client import KeeperClient, RunnerInfo, RunnerUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +47,16 @@ class KeeperHub:
         self._watching: asyncio.Task[None] | None = None
         self._reviving = asyncio.Lock()
 
-    async def open(self) -> None:
-        """Start (or find) the runner and begin watching it."""
+    async def open(self) -> RunnerInfo:
+        """Start (or find) the runner, agree on a protocol with it and begin watching
+        it; who it is (a runner of another version may speak no number we know: then
+        nothing is watched, and :mod:`tether.keeper.startup` decides)."""
         await asyncio.to_thread(client.ensure_runner, self.home)
-        watch = await self.client.watch()
-        self._watching = asyncio.create_task(self._follow(watch))
+        info = await self.client.hello()
+        if info.spoken is not None:
+            watch = await self.client.watch()
+            self._watching = asyncio.create_task(self._follow(watch))
+        return info
 
     async def revive(self) -> None:
         """After the runner died: start a new one and watch it (the old one's calls

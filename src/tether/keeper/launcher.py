@@ -14,18 +14,28 @@ from typing import Any
 from tether.keeper.client import RunnerUnavailable
 from tether.keeper.hub import KeeperHub
 from tether.keeper.process import KeeperProcess
+from tether.sandbox.service import Sandbox
 from tether.toolcalls.launcher import LaunchedProcess, LaunchSpec
 
 
 class KeeperLauncher:
-    """Starts trees under the home's runner and stops them through it."""
+    """Starts trees under the home's runner and stops them through it; with a
+    ``sandbox``, each tree in bwrap (unless the call runs outside it) and under its
+    session's limits, which the runner applies and measures."""
 
     durable = True
 
-    def __init__(self, hub: KeeperHub, output_limit: int | None, grace: float) -> None:
+    def __init__(
+        self,
+        hub: KeeperHub,
+        output_limit: int | None,
+        grace: float,
+        sandbox: Sandbox | None = None,
+    ) -> None:
         self.hub = hub
         self._output_limit = output_limit
         self._grace = grace
+        self.sandbox = sandbox
 
     async def start(self, spec: LaunchSpec) -> KeeperProcess:
         """Ask the runner to start ``spec``; its kill deadline is ``kill_after`` seconds
@@ -34,7 +44,7 @@ class KeeperLauncher:
         process = KeeperProcess(self.hub, spec.call_id, 0)  # listening before it starts
         fields = {
             "call_id": spec.call_id,
-            "argv": list(spec.argv),
+            **await self._contained(spec),
             "cwd": str(spec.cwd),
             "env": dict(spec.env),
             "marker": spec.marker,
@@ -50,6 +60,17 @@ class KeeperLauncher:
             answer = await self.hub.request("start", **fields)
         process.pgid = int(answer["pid"])
         return process
+
+    async def _contained(self, spec: LaunchSpec) -> dict[str, Any]:
+        """The argv the runner starts, and what it must apply around it."""
+        if self.sandbox is None:
+            return {"argv": list(spec.argv)}
+        plan = await self.sandbox.plan(spec.session_id, spec.arguments, spec.argv, spec.cwd)
+        return {
+            "argv": plan.argv,
+            "limits": plan.containment.limits.as_dict(),
+            "supervised": plan.supervised,
+        }
 
     async def stop(self, trees: Sequence[LaunchedProcess], grace: float, force: bool) -> None:
         """Ask the runner to stop each tree (SIGTERM then SIGKILL after its grace, or

@@ -112,8 +112,13 @@ class KeeperProcess:
         await self._hub.request("extend", call_id=self.call_id, kill_at=kill_at)
 
     async def resources(self) -> Resources | None:
-        """Not measured: the keeper's runner does not run calls in the sandbox yet."""
-        return None
+        """What the tree used, as the runner recorded at its end (None: not ended yet,
+        lost, or started without limits)."""
+        try:
+            end = await self._ended(look=True)
+        except CallLost:
+            return None
+        return None if end is None else end.measured()
 
     def mark_ended_already(self) -> None:
         """The call ended before anyone watched (found at adoption): read the files."""

@@ -25,6 +25,11 @@ from tether.keeper.identity import identify
 from tether.keeper.runner_call import RunningCall, spawn
 from tether.keeper.status import CallSpec, write_spec
 from tether.keeper.stopper import TreeStopper
+from tether.sandbox import enforcers
+from tether.sandbox.groups import Enforcer
+from tether.sandbox.limits import Limits
+from tether.sandbox.tree import LimitedTree
+from tether.sandbox.watch import Watcher
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +39,13 @@ _WATCHER_BACKLOG = 1 << 20
 
 
 class Runner:
-    """The calls this runner owns and the connections that watch them."""
+    """The calls this runner owns and the connections that watch them, and the limits
+    groups their trees run in (the runner outlives servers, so it owns those too)."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, enforcer: Enforcer) -> None:
         self.home = home
+        self.enforcer = enforcer
+        self.watcher = Watcher()
         self.calls: dict[str, RunningCall] = {}
         self._watchers: set[asyncio.StreamWriter] = set()
         self._retiring = False
@@ -78,10 +86,12 @@ class Runner:
         me = identify(os.getpid())
         return {
             "protocol": protocol.PROTOCOL,
+            "oldest": protocol.OLDEST,
             "version": __version__,
             "pid": me.pid,
             "create_time": me.create_time,
             "calls": len(self.calls),
+            "limits": self.enforcer.mechanism,
         }
 
     def _op_start(self, m: dict[str, Any]) -> dict[str, Any]:
@@ -95,7 +105,13 @@ class Runner:
             raise protocol.ProtocolError(f"call {call_id!r} was already started once")
         argv, env = [str(a) for a in m["argv"]], {str(k): str(v) for k, v in m["env"].items()}
         marker = str(m["marker"])
-        proc, create_time = spawn(directory, call_id, argv, str(m["cwd"]), env, marker)
+        tree = self._limited(m.get("limits"))
+        try:
+            proc, create_time = spawn(directory, call_id, argv, str(m["cwd"]), env, marker, tree)
+        except BaseException:
+            if tree is not None:
+                tree.group.close()
+            raise
         spec = CallSpec(
             call_id=call_id,
             argv=argv,
@@ -110,8 +126,21 @@ class Runner:
         # Written just after the answer goes out: the server need not wait for the disk.
         asyncio.get_running_loop().call_soon(write_spec, directory, spec)
         stopper = self._stopper(float(m.get("grace", 2.0)))
-        self.calls[call_id] = RunningCall(spec, directory, proc, stopper, self._output, self._ended)
+        call = RunningCall(spec, directory, proc, stopper, self._output, self._ended)
+        call.supervised = bool(m.get("supervised", False))
+        if tree is not None:
+            call.measure(tree)
+        self.calls[call_id] = call
         return {"pid": proc.pid, "create_time": create_time, "started_at": spec.started_at}
+
+    def _limited(self, limits: object) -> LimitedTree | None:
+        """A fresh limits group for a call that asks for ``limits`` (protocol 2)."""
+        if limits is None:
+            return None
+        if not isinstance(limits, dict):
+            raise ValueError(f"limits must be an object, got {limits!r}")
+        wanted = Limits.from_dict(limits)
+        return LimitedTree(enforcers.new_group(self.enforcer, wanted), wanted, self.watcher)
 
     def _op_signal(self, m: dict[str, Any]) -> dict[str, Any]:
         """Stop one call (``call_id``) or several (``call_ids``: one scan for all; ids
@@ -231,14 +260,17 @@ def serve(home: Path, ready_fd: int | None = None) -> int:
         _signal_ready(ready_fd, b"busy\n")
         return 3
     try:
-        asyncio.run(_serve(home, ready_fd))
+        # Its own groups, apart from the server's: a server's start sweeps its groups,
+        # and must not take those of calls that outlive it.
+        enforcer = enforcers.choose(f"{enforcers.home_tag(home)}-keeper")
+        asyncio.run(_serve(Runner(home, enforcer), ready_fd))
     finally:
         os.close(lock)
     return 0
 
 
-async def _serve(home: Path, ready_fd: int | None) -> None:
-    runner = Runner(home)
+async def _serve(runner: Runner, ready_fd: int | None) -> None:
+    home = runner.home
     sock = layout.socket_path(home)
     with contextlib.suppress(FileNotFoundError):
         sock.unlink()  # a stale socket of a dead runner (we hold the lock)
@@ -263,6 +295,10 @@ async def _serve(home: Path, ready_fd: int | None) -> None:
     log.info("runner %s serving %s on %s", me.pid, home, sock)
     await runner.done.wait()
     server.close()
+    await runner.watcher.close()
+    # Groups the watcher could not release yet (a zombie held them a moment longer).
+    await asyncio.to_thread(enforcers.sweep, runner.enforcer)
+    await asyncio.to_thread(runner.enforcer.close)
     with contextlib.suppress(FileNotFoundError):
         sock.unlink()
     with contextlib.suppress(FileNotFoundError):

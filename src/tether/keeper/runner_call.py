@@ -16,11 +16,14 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import IO, Any
 
 from tether.keeper import layout, records
 from tether.keeper.identity import identify
 from tether.keeper.status import CallEnd, CallSpec, StoppedBy, write_end, write_spec
 from tether.keeper.stopper import TreeStopper
+from tether.sandbox.limits import Resources
+from tether.sandbox.tree import LimitedTree
 from tether.toolcalls import process_tree
 from tether.toolcalls.launcher import MARKER_VAR
 
@@ -55,17 +58,26 @@ class RunningCall:
         self.dropped = 0
         self._pending: dict[int, bytes] = {}
         self._streams: dict[int, str] = {}
+        # The pipes' file objects own their descriptors: a stream is closed through
+        # them, or their finaliser would close the number again later, when it may
+        # belong to another call's pipe.
+        self._pipes: dict[int, IO[bytes]] = {}
         self.stopped_by: StoppedBy | None = None
         self._stop_asked = False
         self._exit_status: int | None = None
         self._deadline: asyncio.TimerHandle | None = None
         self._drain: asyncio.TimerHandle | None = None
         self.ended = False
+        # The root only supervises the command (the sandbox's bwrap): spared by a
+        # graceful stop, as the server's own launcher spares it.
+        self.supervised = False
+        self._tree: LimitedTree | None = None
+        self._recording: asyncio.Task[None] | None = None
         assert proc.stdout is not None and proc.stderr is not None
         for pipe, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
             fd = pipe.fileno()
             os.set_blocking(fd, False)
-            self._streams[fd], self._pending[fd] = name, b""
+            self._streams[fd], self._pending[fd], self._pipes[fd] = name, b"", pipe
             self._loop.add_reader(fd, self._readable, fd)
         self._pidfd = os.pidfd_open(proc.pid)
         self._loop.add_reader(self._pidfd, self._exited)
@@ -74,6 +86,12 @@ class RunningCall:
     @property
     def call_id(self) -> str:
         return self.spec.call_id
+
+    def measure(self, tree: LimitedTree) -> None:
+        """Follow what the tree (started in ``tree``'s group) uses, and enforce the
+        limits the kernel does not (CPU time, the process limit ending the call)."""
+        self._tree = tree
+        tree.started(self._proc.pid)
 
     # ------------------------------------------------------------------ output
 
@@ -95,7 +113,7 @@ class RunningCall:
     def _close_stream(self, fd: int) -> None:
         self._loop.remove_reader(fd)
         self._write(self._streams.pop(fd), self._pending.pop(fd))
-        os.close(fd)
+        self._pipes.pop(fd).close()
         self._maybe_end()
 
     def _write(self, stream: str, data: bytes) -> None:
@@ -164,7 +182,11 @@ class RunningCall:
         # marker only.
         root = self.spec.pid if self._exit_status is None else None
         return process_tree.Target(
-            root, self.spec.pid, self.spec.marker, since=self.spec.create_time
+            root,
+            self.spec.pid,
+            self.spec.marker,
+            since=self.spec.create_time,
+            spare_root=self.supervised,
         )
 
     # ------------------------------------------------------------------ the end
@@ -190,7 +212,7 @@ class RunningCall:
             for fd in list(self._streams):
                 self._loop.remove_reader(fd)
                 self._write(self._streams.pop(fd), self._pending.pop(fd))
-                os.close(fd)
+                self._pipes.pop(fd).close()
             self._append("stderr", b"\n[tether: background processes kept the output open]\n")
         self._maybe_end()
 
@@ -201,7 +223,30 @@ class RunningCall:
         if self._drain is not None:
             self._drain.cancel()
         os.close(self._out)
+        if self._tree is None:
+            self._record_end(None)
+        else:
+            # The group's last reading (and a kill if a limit was passed) is a trip to
+            # a worker thread; the end is recorded once it is known.
+            self._recording = self._loop.create_task(self._measure_then_record(self._tree))
+
+    async def _measure_then_record(self, tree: LimitedTree) -> None:
+        try:
+            resources: dict[str, Any] | None = self._with_stop(await tree.finish()).as_record()
+        except Exception:
+            log.exception("measuring call %s failed", self.call_id)
+            resources = None
+        self._record_end(resources)
+
+    def _with_stop(self, used: Resources) -> Resources:
+        """``killed_by`` completed with what the runner stopped the call for."""
+        if used.killed_by is not None or self.stopped_by is None:
+            return used
+        return replace(used, killed_by="deadline" if self.stopped_by == "deadline" else "cancel")
+
+    def _record_end(self, resources: dict[str, Any] | None) -> None:
         status = self._exit_status
+        assert status is not None
         end = CallEnd(
             exit_code=os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
             signal=os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
@@ -209,6 +254,7 @@ class RunningCall:
             stopped_by=self.stopped_by,
             output_end=self.position,
             dropped_bytes=self.dropped,
+            resources=resources,
         )
         write_end(self.directory, end)
         self._on_end(self)
@@ -221,16 +267,18 @@ def spawn(
     cwd: str,
     env: dict[str, str],
     marker: str,
+    tree: LimitedTree | None = None,
 ) -> tuple[subprocess.Popen[bytes], float]:
     """Start ``argv`` in a session of its own (its own process group), stdin closed,
-    stdout and stderr piped to the runner; its tree carries ``marker`` in the
+    stdout and stderr piped to the runner, inside ``tree``'s limits group if given
+    (joined before the command's first instruction); its tree carries ``marker`` in the
     environment. Returns the process and its start time."""
     directory.mkdir(parents=True, exist_ok=True)
     # The file exists before the call does: anyone following it never sees it missing.
     (directory / layout.OUTPUT_NAME).touch(mode=0o600)
     env = {**env, MARKER_VAR: marker}
     proc = subprocess.Popen(
-        argv,
+        argv if tree is None else tree.command(argv),
         cwd=cwd,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -238,6 +286,8 @@ def spawn(
         stderr=subprocess.PIPE,
         start_new_session=True,
         restore_signals=True,
+        # None unless the group can only be joined in the child (rlimits): then fork.
+        preexec_fn=None if tree is None else tree.preexec(None),
     )
     try:
         started = identify(proc.pid).create_time

@@ -8,11 +8,12 @@ server can end the call ``error`` saying which file was bad instead of crashing.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from tether.keeper import layout
+from tether.sandbox.limits import Resources
 
 StoppedBy = Literal["deadline", "request"]
 _T = TypeVar("_T")
@@ -47,7 +48,9 @@ class CallEnd:
     """How a call ended: its exit code, or the signal that killed it, and when.
 
     ``stopped_by`` says whether the runner stopped it (its deadline, or a request) and
-    ``output_end`` is the position past its last output record.
+    ``output_end`` is the position past its last output record. ``resources`` is what
+    its tree used, under which limits (:meth:`Resources.as_record`), when the runner
+    ran it under limits (protocol 2).
     """
 
     exit_code: int | None
@@ -56,6 +59,11 @@ class CallEnd:
     stopped_by: StoppedBy | None
     output_end: int
     dropped_bytes: int = 0
+    resources: dict[str, Any] | None = None
+
+    def measured(self) -> Resources | None:
+        """What the call used, if the runner measured it (checked by :func:`read_end`)."""
+        return None if self.resources is None else Resources.from_record(self.resources)
 
 
 def write_spec(directory: Path, spec: CallSpec) -> None:
@@ -91,19 +99,27 @@ def read_spec(directory: Path) -> CallSpec | None:
 
 def read_end(directory: Path) -> CallEnd | None:
     """The call's end, or None while it runs (no status file yet)."""
-    end = _read(directory / layout.STATUS_NAME, CallEnd, {"ended_at": float, "output_end": int})
+    path = directory / layout.STATUS_NAME
+    end = _read(path, CallEnd, {"ended_at": float, "output_end": int})
     if end is not None and end.exit_code is None and end.signal is None:
-        raise CorruptFile(directory / layout.STATUS_NAME, "neither an exit code nor a signal")
+        raise CorruptFile(path, "neither an exit code nor a signal")
+    try:
+        if end is not None:
+            end.measured()
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise CorruptFile(path, f"resources: {exc}") from exc
     return end
 
 
-def _read(path: Path, kind: type[_T], fields: dict[str, type]) -> _T | None:
+def _read(path: Path, kind: type[_T], checked: dict[str, type]) -> _T | None:
     data = _load(path)
     if data is None:
         return None
+    # Fields a newer runner added are left out: they are for the servers that know them.
+    known = {f.name for f in fields(kind)}  # type: ignore[arg-type]
     try:
-        value = kind(**data)
-        _check_types(value, fields)
+        value = kind(**{k: v for k, v in data.items() if k in known})
+        _check_types(value, checked)
     except (TypeError, ValueError) as exc:
         raise CorruptFile(path, str(exc)) from exc
     return value

@@ -68,7 +68,7 @@ class TreeStopper:
             if graceful:
                 targets = [c.target() for c in graceful]
                 procs = await asyncio.to_thread(process_tree.find_trees, targets)
-                process_tree.signal_all(procs, signal.SIGTERM)
+                process_tree.ask_to_end(procs, targets)
                 self._spawn(self._kill_after_grace(graceful))
         except Exception:
             log.exception("stopping %d call(s) failed", len(batch))

@@ -3,10 +3,12 @@ per call under the server's own group in each hierarchy."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tether.sandbox.groups import (
+    join_by_shell,
     join_procs,
     keyed,
     procs,
@@ -52,6 +54,10 @@ class CgroupV1Group:
 
     def join(self) -> None:
         join_procs([d / "cgroup.procs" for d in self._dirs()])
+
+    def join_command(self, argv: Sequence[str]) -> list[str]:
+        # ``tasks``, not ``cgroup.procs``: see join_by_shell.
+        return join_by_shell([d / "tasks" for d in self._dirs()], argv)
 
     def attach(self, pid: int) -> None:
         return None

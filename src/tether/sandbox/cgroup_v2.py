@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tether.sandbox.groups import (
+    join_by_shell,
     join_procs,
     keyed,
     procs,
@@ -42,6 +44,9 @@ class CgroupV2Group:
 
     def join(self) -> None:
         join_procs([self.path / "cgroup.procs"])
+
+    def join_command(self, argv: Sequence[str]) -> list[str]:
+        return join_by_shell([self.path / "cgroup.procs"], argv)
 
     def attach(self, pid: int) -> None:
         return None

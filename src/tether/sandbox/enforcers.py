@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
+import uuid
 from pathlib import Path
 
 from tether.sandbox import cgroup_v1, cgroup_v2
-from tether.sandbox.groups import Enforcer
+from tether.sandbox.groups import CallGroup, Enforcer
+from tether.sandbox.limits import Limits
 from tether.sandbox.rlimits import Rlimits
 
 log = logging.getLogger(__name__)
@@ -43,3 +46,21 @@ def sweep(enforcer: Enforcer) -> None:
             if child.is_dir() and child.name.startswith("call-"):
                 with contextlib.suppress(OSError):
                     child.rmdir()
+
+
+def new_group(enforcer: Enforcer, limits: Limits) -> CallGroup:
+    """A fresh group for one call (blocking); rlimits if the mechanism fails now."""
+    name = f"call-{uuid.uuid4().hex[:16]}"
+    try:
+        return enforcer.create(name, limits)
+    except OSError:
+        # Limits must hold even if the cgroup tree is suddenly not writable.
+        log.exception("creating a %s group failed; rlimits instead", enforcer.mechanism)
+        return Rlimits().create(name, limits)
+
+
+def home_tag(home: Path) -> str:
+    """Names one home's groups: the same across restarts, so a start sweeps what the
+    last run on this home left (process markers are per owner instead)."""
+    digest = hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:12]
+    return f"tether-{digest}"

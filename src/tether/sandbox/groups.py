@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -15,6 +16,10 @@ class CallGroup(Protocol):
 
     def join(self) -> None:
         """Put the calling process under the limits (runs in the child before exec)."""
+
+    def join_command(self, argv: Sequence[str]) -> list[str] | None:
+        """An argv that puts its process under the limits, then execs ``argv``; None when
+        only :meth:`join` in the child can (then the parent must fork, not vfork)."""
 
     def attach(self, pid: int) -> None:
         """Learn the call's root process once it exists."""
@@ -81,6 +86,25 @@ def keyed(path: Path, key: str) -> int | None:
 def procs(path: Path) -> list[int]:
     text = read_text(path) or ""
     return [int(p) for p in text.split()]
+
+
+# Writes 0 (itself) into each control file named before "--", then execs the rest: the
+# process is in every group before the call's first instruction runs, so nothing it
+# forks can start outside them, and a refused write (exit 125, the shell saying why on
+# stderr) never runs the call at all.
+_JOIN_SCRIPT = 'while [ "$1" != -- ]; do echo 0 > "$1" || exit 125; shift; done; shift; exec "$@"'
+
+
+def join_by_shell(files: list[Path], argv: Sequence[str]) -> list[str]:
+    """``argv`` behind a small shell step that joins the groups of ``files``.
+
+    Joining in a pre-exec hook instead makes Python fork the parent (vfork cannot run
+    one) and blocks the parent until the move is done. The shell is single-threaded,
+    so on cgroup v1 it can move itself through ``tasks`` (one thread, "0": itself),
+    which recent kernels do without the global lock whose writers wait for an RCU grace
+    period (10-20 ms here); ``cgroup.procs`` takes that lock.
+    """
+    return ["/bin/sh", "-c", _JOIN_SCRIPT, "tether-join", *map(str, files), "--", *argv]
 
 
 def join_procs(files: list[Path]) -> None:

@@ -25,7 +25,7 @@ class SandboxedProcess(LocalProcess):
     def _finish(self) -> asyncio.Future[Resources]:
         # Once: whichever of follow, wait or resources sees the end first.
         if self._finished is None:
-            self._finished = asyncio.ensure_future(self._launch.finish())
+            self._finished = asyncio.ensure_future(self._launch.tree.finish())
         return self._finished
 
     async def follow(self, sink: OutputSink) -> None:
@@ -60,13 +60,14 @@ class SandboxLauncher(LocalLauncher):
 
     async def start(self, spec: LaunchSpec) -> SandboxedProcess:
         launch = await self._sandbox.prepare(spec.session_id, spec.arguments, spec.argv, spec.cwd)
+        tree = launch.tree
         try:
-            # Joining the limits group needs a pre-exec step, so this spawn forks (the
-            # local launcher's vfork path has none); the death signal comes the same way.
-            argv = (*self._prefix, *launch.argv)
-            proc = await spawn(spec, argv, launch.preexec(self._pre_exec))
+            # The tree joins its limits group in a shell step before it execs the death
+            # signal's setpriv and bwrap, so this spawn vforks like the local launcher's.
+            argv = tree.command((*self._prefix, *launch.plan.argv))
+            proc = await spawn(spec, argv, tree.preexec(self._pre_exec))
         except BaseException:
-            await asyncio.shield(launch.finish())
+            await asyncio.shield(tree.finish())
             raise
-        launch.started(proc.pid)
+        tree.started(proc.pid)
         return SandboxedProcess(proc, spec, launch)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 # Why a call's process tree was killed; None: it ended on its own.
 KilledBy = Literal["memory", "processes", "cpu", "deadline", "cancel"]
@@ -23,6 +24,26 @@ class Limits:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Limits:
+        """Limits sent or stored as :meth:`as_dict` made them (ValueError if not)."""
+        return cls(
+            memory_mb=_number(data, "memory_mb", int),
+            max_processes=_number(data, "max_processes", int),
+            cpu_seconds=_number(data, "cpu_seconds", float),
+        )
+
+
+def _number(data: Mapping[str, Any], name: str, kind: type) -> Any:
+    """``data[name]``: None or a number of ``kind`` (a float may be given as an int)."""
+    value = data.get(name)
+    if value is None:
+        return None
+    accepted = (int, float) if kind is float else (int,)
+    if isinstance(value, bool) or not isinstance(value, accepted) or value < 0:
+        raise ValueError(f"{name} is {value!r}")
+    return kind(value)
 
 
 @dataclass(frozen=True)
@@ -54,6 +75,27 @@ class Resources:
         figures = asdict(self)
         figures.pop("limits")
         return figures
+
+    def as_record(self) -> dict[str, Any]:
+        """The figures and the limits, for a file that outlives this process (the
+        keeper's status file)."""
+        limits = None if self.limits is None else self.limits.as_dict()
+        return {**self.as_dict(), "limits": limits}
+
+    @classmethod
+    def from_record(cls, data: Mapping[str, Any]) -> Resources:
+        """Read back :meth:`as_record` (ValueError or TypeError if it is not one)."""
+        killed_by = data.get("killed_by")
+        if killed_by is not None and killed_by not in get_args(KilledBy):
+            raise ValueError(f"killed_by is {killed_by!r}")
+        limits = data.get("limits")
+        return cls(
+            peak_memory_bytes=_number(data, "peak_memory_bytes", int),
+            cpu_seconds=_number(data, "cpu_seconds", float),
+            processes_peak=_number(data, "processes_peak", int),
+            killed_by=killed_by,
+            limits=None if limits is None else Limits.from_dict(limits),
+        )
 
     def limit_note(self) -> str | None:
         """What the model is told when a limit ended the call (None: none did)."""

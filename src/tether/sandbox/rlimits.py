@@ -10,6 +10,7 @@ import contextlib
 import math
 import os
 import resource
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import psutil
@@ -54,6 +55,9 @@ class RlimitGroup:
             # already running (root is not held to it at all).
             total = self.user_processes + self.limits.max_processes
             resource.setrlimit(resource.RLIMIT_NPROC, (total, total))
+
+    def join_command(self, argv: Sequence[str]) -> None:
+        return None  # set in the child by join()
 
     def attach(self, pid: int) -> None:
         self.pgid = pid

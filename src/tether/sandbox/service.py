@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tether.sandbox import bwrap
-from tether.sandbox.groups import CallGroup, Enforcer
-from tether.sandbox.limits import Limits, Resources
+from tether.sandbox.enforcers import new_group
+from tether.sandbox.groups import Enforcer
+from tether.sandbox.limits import Limits
 from tether.sandbox.policy import (
     Containment,
     Network,
@@ -21,9 +21,9 @@ from tether.sandbox.policy import (
     containment,
     effective_limits,
 )
-from tether.sandbox.rlimits import Rlimits
 from tether.sandbox.servers import SandboxedServer, server_limits, wrap_server
-from tether.sandbox.watch import CallWatch, Watcher
+from tether.sandbox.tree import LimitedTree
+from tether.sandbox.watch import Watcher
 from tether.tools.shell import SHELL_TOOL
 
 log = logging.getLogger(__name__)
@@ -46,42 +46,31 @@ class SandboxConfig:
     bwrap: str = "bwrap"
 
 
-@dataclass
-class Launch:
-    """One call's way to start: the argv, the pre-exec step, and its accounting."""
+@dataclass(frozen=True)
+class Plan:
+    """How one call is to run: its argv (inside bwrap unless it runs outside the
+    sandbox) and its containment (network, limits)."""
 
     argv: list[str]
     containment: Containment
-    # Whether the root process is bwrap, which ends when the command does: a graceful
-    # stop spares it so that the command's own SIGTERM handlers get to run.
-    supervised: bool
-    group: CallGroup
-    watcher: Watcher
-    watch: CallWatch = field(init=False)
 
-    def __post_init__(self) -> None:
-        self.watch = CallWatch(self.group, self.containment.limits)
+    @property
+    def supervised(self) -> bool:
+        """Whether the root process is bwrap, which ends when the command does: a
+        graceful stop spares it so that the command's own SIGTERM handlers get to run."""
+        return self.containment.sandboxed
 
-    def preexec(self, then: Callable[[], None] | None) -> Callable[[], None]:
-        """The child's step before exec: join the limits, then ``then``."""
-        group = self.group
 
-        def run() -> None:
-            group.join()
-            if then is not None:
-                then()
+@dataclass(frozen=True)
+class Launch:
+    """One call's way to start in this server: its plan and its limits group."""
 
-        return run
+    plan: Plan
+    tree: LimitedTree
 
-    def started(self, pid: int) -> None:
-        """The root process exists (its own process group): start watching it."""
-        self.group.attach(pid)
-        self.watch.pgid = pid
-        self.watcher.add(self.watch)
-
-    async def finish(self) -> Resources:
-        """The call's figures once its root process has ended (or never started)."""
-        return await self.watcher.finish(self.watch, ran=self.watch.pgid is not None)
+    @property
+    def supervised(self) -> bool:
+        return self.plan.supervised
 
 
 class Sandbox:
@@ -130,13 +119,13 @@ class Sandbox:
             return None
         return await self.containment(call.session_id, call.arguments)
 
-    async def prepare(
+    async def plan(
         self, session_id: str, arguments: Mapping[str, Any], command: Sequence[str], cwd: Path
-    ) -> Launch:
-        """A launch for one call: wrapped in bwrap unless it runs outside the sandbox,
-        under a fresh limits group either way."""
+    ) -> Plan:
+        """How one call runs: wrapped in bwrap unless it runs outside the sandbox, under
+        its session's limits either way (whoever starts it applies them: this server's
+        :meth:`prepare`, or the keeper's runner)."""
         contained = await self.containment(session_id, arguments)
-        group = await asyncio.to_thread(self._new_group, contained.limits)
         argv = list(command)
         if contained.sandboxed:
             assert self._probe is not None and self._probe.path is not None
@@ -147,7 +136,16 @@ class Sandbox:
                 network=contained.network == "full",
             )
             argv = bwrap.wrap(self._probe.path, conf, command)
-        return Launch(argv, contained, contained.sandboxed, group, self._watcher)
+        return Plan(argv, contained)
+
+    async def prepare(
+        self, session_id: str, arguments: Mapping[str, Any], command: Sequence[str], cwd: Path
+    ) -> Launch:
+        """A launch for one call in this server: its plan and a fresh limits group."""
+        plan = await self.plan(session_id, arguments, command, cwd)
+        limits = plan.containment.limits
+        group = await asyncio.to_thread(new_group, self._enforcer, limits)
+        return Launch(plan, LimitedTree(group, limits, self._watcher))
 
     async def wrap_server(
         self, command: Sequence[str], cwd: Path, network: Network | None
@@ -158,7 +156,9 @@ class Sandbox:
         if not self.available:
             return None
         assert self._probe is not None and self._probe.path is not None
-        group = await asyncio.to_thread(self._new_group, server_limits(self._config.limits))
+        group = await asyncio.to_thread(
+            new_group, self._enforcer, server_limits(self._config.limits)
+        )
         conf = bwrap.Confinement(
             workspace=self._config.workspace,
             hidden=self._config.hidden,
@@ -166,15 +166,6 @@ class Sandbox:
             network=(network or self._config.network) == "full",
         )
         return wrap_server(self._probe.path, conf, group, command)
-
-    def _new_group(self, limits: Limits) -> CallGroup:
-        name = f"call-{uuid.uuid4().hex[:16]}"
-        try:
-            return self._enforcer.create(name, limits)
-        except OSError:
-            # Limits must hold even if the cgroup tree is suddenly not writable.
-            log.exception("creating a %s group failed; rlimits instead", self._enforcer.mechanism)
-            return Rlimits().create(name, limits)
 
 
 async def build_sandbox(

@@ -106,12 +106,20 @@ class OwnerLock:
                 with contextlib.suppress(FileNotFoundError):
                     (self.directory / f"{owner}{_SUFFIX}").unlink()
 
-    def release(self) -> None:
-        """Give the id up at a clean shutdown (nothing of ours is left running)."""
+    def release(self, left_unfinished: bool = False) -> None:
+        """Give the id up at a clean shutdown.
+
+        ``left_unfinished``: rows of ours stay unfinished on purpose (the keeper's
+        detached calls and their tasks), for a successor to take up. The file then
+        stays, unlocked: on a directory that is not complete a missing file proves
+        nothing, and the successor would take this owner for alive elsewhere and
+        leave its tasks waiting forever. A free lock proves it gone everywhere.
+        """
         if self._fd is None:
             return
-        with contextlib.suppress(FileNotFoundError):
-            (self.directory / f"{self.id}{_SUFFIX}").unlink()
+        if not left_unfinished:
+            with contextlib.suppress(FileNotFoundError):
+                (self.directory / f"{self.id}{_SUFFIX}").unlink()
         os.close(self._fd)
         self._fd = None
 

@@ -82,6 +82,14 @@ class TaskRepository:
             )
             return [to_record(TaskRecord, r) for r in rows]
 
+    async def unfinished_sessions(self) -> set[str]:
+        """Sessions with a task pending or running, on any server."""
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(tasks.c.session_id).where(tasks.c.status != "finished").distinct()
+            )
+            return {r.session_id for r in rows}
+
     async def unfinished_owners(self) -> set[str | None]:
         """The owners (servers) of tasks not yet finished."""
         async with self._db.read() as conn:

@@ -30,7 +30,7 @@ class ChatNotFound(NotFound):
 class TurnControl(Protocol):
     """The part of the task service chats need: is a turn running, and stop it."""
 
-    def session_busy(self, session_id: str) -> bool: ...
+    async def busy_sessions(self) -> set[str]: ...
 
     async def stop_session(self, session_id: str) -> bool: ...
 
@@ -56,8 +56,9 @@ class ChatService:
 
     async def all(self, user_id: str | None = None, channel: str | None = None) -> list[ChatView]:
         """Chats, most recently updated first, optionally for one user or channel."""
+        busy = await self._turns.busy_sessions()
         return [
-            self._view(s)
+            ChatView(s, s.id in busy)
             for s in await self._repo.list_sessions()
             if (user_id is None or s.user_id == user_id)
             and (channel is None or s.channel == channel)
@@ -73,7 +74,7 @@ class ChatService:
         session = await self._repo.get_session(chat_id)
         if session is None:
             raise ChatNotFound(chat_id)
-        return self._view(session)
+        return ChatView(session, session.id in await self._turns.busy_sessions())
 
     async def history(self, chat_id: str) -> ChatHistory:
         """The chat's messages in QwenPaw's transcript form. Raises ChatNotFound."""
@@ -98,9 +99,6 @@ class ChatService:
         await self._turns.stop_session(chat_id)
         if not await self._repo.delete_session(chat_id):
             raise ChatNotFound(chat_id)
-
-    def _view(self, session: SessionRecord) -> ChatView:
-        return ChatView(session, self._turns.session_busy(session.id))
 
 
 def transcript(records: Sequence[MessageRecord]) -> list[dict[str, Any]]:

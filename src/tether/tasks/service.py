@@ -269,6 +269,14 @@ class TaskService:
     def running_ids(self) -> list[str]:
         return list(self._running)
 
+    async def busy_sessions(self) -> set[str]:
+        """Sessions a turn is running (or waiting to run) in, on this node and, in a
+        cluster, on every node."""
+        here = {r.session_id for r in self._running.values()}
+        if self._elsewhere is None:
+            return here
+        return here | await self._store.tasks.unfinished_sessions()
+
     def session_busy(self, session_id: str) -> bool:
         return any(r.session_id == session_id for r in self._running.values())
 

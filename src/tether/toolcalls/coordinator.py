@@ -38,7 +38,7 @@ from tether.toolcalls.reading import OutputReader
 from tether.toolcalls.recorder import CallRecorder
 from tether.toolcalls.running import Ask, BackgroundResult, CallRunner
 from tether.tools.base import Tool, ToolResult
-from tether.tools.shell import describe_exit
+from tether.tools.shell import describe_end
 
 __all__ = ["CoordinatorConfig", "ToolCallCoordinator"]
 
@@ -205,4 +205,4 @@ async def _follow_to_end(call: LiveCall, process: LaunchedProcess) -> ToolResult
         call.buffer.append(stream, text)
 
     await process.follow(emit)
-    return describe_exit(await process.wait())
+    return await describe_end(process)

@@ -93,6 +93,13 @@ def signal_all(procs: list[psutil.Process], sig: signal.Signals) -> None:
             proc.send_signal(sig)
 
 
+def ask_to_end(procs: list[psutil.Process], targets: Sequence[Target]) -> None:
+    """SIGTERM to each of ``procs`` but the roots that only supervise (see
+    :attr:`Target.spare_root`): those end when their command does."""
+    spared = {t.root_pid for t in targets if t.spare_root}
+    signal_all([p for p in procs if p.pid not in spared], signal.SIGTERM)
+
+
 def terminate_many(targets: Sequence[Target], grace: float, force: bool) -> None:
     """Stop the trees of ``targets``: SIGTERM, then SIGKILL for survivors after ``grace``
     seconds (``force``: SIGKILL at once).
@@ -106,8 +113,7 @@ def terminate_many(targets: Sequence[Target], grace: float, force: bool) -> None
         signal_all(procs, signal.SIGKILL)
         psutil.wait_procs(procs, timeout=1.0)
         return
-    spared = {t.root_pid for t in targets if t.spare_root}
-    signal_all([p for p in procs if p.pid not in spared], signal.SIGTERM)
+    ask_to_end(procs, targets)
     _, alive = psutil.wait_procs(procs, timeout=grace)
     # Look again: a process may have forked while being told to stop.
     survivors = {p.pid: p for p in alive}

@@ -156,8 +156,10 @@ class CallRunner:
         self, call: LiveCall, watcher: asyncio.Task[Any], flusher: asyncio.Task[Any]
     ) -> CallOutcome:
         assert call.work is not None
-        with contextlib.suppress(BaseException):
-            await asyncio.wait({call.work})
+        # asyncio.wait never raises the work's error; what it may raise is our own
+        # cancellation (a detaching shutdown), which must end this task, not conclude a
+        # call whose work has not ended (work.exception() would raise InvalidStateError).
+        await asyncio.wait({call.work})
         return await self._conclude(call, None, watcher, flusher)
 
     async def _conclude(

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from tether.toolcalls.launcher import LaunchedProcess
 from tether.tools.base import RunContext, Tool, ToolInputError, ToolResult
 from tether.tools.confinement import confine
 
@@ -55,6 +56,17 @@ def _resolve_cwd(cwd: object, ctx: RunContext) -> Path:
     return path
 
 
+async def describe_end(process: LaunchedProcess) -> ToolResult:
+    """How a tree that has ended is reported: the limit that ended it, in plain words,
+    else its exit (for a call this server started, and for one it adopted)."""
+    code = await process.wait()
+    resources = await process.resources()
+    note = resources.limit_note() if resources is not None else None
+    if note is not None:
+        return ToolResult(is_error=True, summary=note)
+    return describe_exit(code)
+
+
 def describe_exit(code: int) -> ToolResult:
     """How a command that ended with ``code`` (minus a signal number) is reported."""
     if code == 0:
@@ -87,12 +99,7 @@ def make_shell_tool(
         cwd = await asyncio.to_thread(_resolve_cwd, args.get("cwd"), ctx)
         process = await ctx.launch((shell_path, "-c", command), cwd, environment())
         await process.follow(ctx.emit)
-        code = await process.wait()
-        resources = await process.resources()
-        note = resources.limit_note() if resources is not None else None
-        if note is not None:
-            return ToolResult(is_error=True, summary=note)
-        return describe_exit(code)
+        return await describe_end(process)
 
     def timeout_of(args: Mapping[str, Any]) -> float | None:
         value = args.get("timeout", default_timeout)

@@ -58,6 +58,14 @@ async def collect(process: KeeperProcess) -> list[tuple[str, str]]:
     return seen
 
 
+def as_text(chunks: list[tuple[str, str]]) -> dict[str, str]:
+    """Each stream's text, in order, however the runner cut it into records."""
+    text: dict[str, str] = {}
+    for stream, part in chunks:
+        text[stream] = text.get(stream, "") + part
+    return text
+
+
 async def test_a_call_is_followed_to_its_exit_code(hub: KeeperHub) -> None:
     launcher = KeeperLauncher(hub, output_limit=None, grace=0.5)
     process = await launcher.start(Spec("a", "echo hello; echo oops >&2; exit 7"))
@@ -95,7 +103,8 @@ async def test_another_hub_adopts_a_running_call_and_reads_all_its_output(
         assert running["d"]["pid"] == started.pgid
         adopted = second.adopt("d", started.pgid, running=True)
         gate.touch()
-        assert await collect(adopted) == [("stdout", "one\n"), ("stdout", "two\n")]
+        # The runner may read both lines in one go (a loaded machine): one record.
+        assert as_text(await collect(adopted)) == {"stdout": "one\ntwo\n"}
         assert await adopted.wait() == 0
 
 

@@ -185,6 +185,98 @@ async def test_output_past_the_limit_is_dropped_with_one_note(
     assert end is not None and end.dropped_bytes == 10000 - 4096
 
 
+def _cgroups_here() -> bool:
+    from tether.sandbox import enforcers
+    from tether.sandbox.rlimits import Rlimits
+
+    enforcer = enforcers.choose(f"tether-unit-probe-{os.getpid()}")
+    enforcer.close()
+    return not isinstance(enforcer, Rlimits)
+
+
+LIMITS = {"memory_mb": 256, "max_processes": 32, "cpu_seconds": None}
+
+
+async def test_a_call_with_limits_runs_in_a_group_and_its_figures_are_on_disk(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
+    if not _cgroups_here():
+        pytest.skip("no writable cgroup hierarchy here")
+    assert (await keeper.hello()).protocol == 2
+    command = "grep -c call- /proc/self/cgroup; exec python3 -c \"b = b'x' * (32 << 20)\""
+    await run_to_end(keeper, "lim", command, limits=LIMITS)
+    stdout = "".join(r.text for r in output_of(runner_home, "lim") if r.stream == "stdout")
+    assert int(stdout) >= 2  # memory and pids at least
+    end = read_end(layout.call_dir(runner_home, "lim"))
+    assert end is not None and end.exit_code == 0
+    used = end.measured()
+    assert used is not None and used.killed_by is None
+    assert (used.peak_memory_bytes or 0) >= 32 << 20 and used.limits is not None
+    assert used.limits.memory_mb == 256
+
+
+async def test_the_runner_ends_a_call_on_its_process_limit_and_says_why(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
+    if not _cgroups_here():
+        pytest.skip("no writable cgroup hierarchy here")
+    await run_to_end(
+        keeper, "bomb", "perl -e 'fork while 1'", limits=LIMITS, kill_at=time.time() + 60
+    )
+    end = read_end(layout.call_dir(runner_home, "bomb"))
+    assert end is not None
+    used = end.measured()
+    assert used is not None and used.killed_by == "processes"
+    assert (used.processes_peak or 0) >= 16
+
+
+async def test_a_deadline_with_limits_is_recorded_as_killed_by_deadline(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
+    await run_to_end(keeper, "slow", "exec sleep 300", limits=LIMITS, kill_at=time.time() + 0.5)
+    end = read_end(layout.call_dir(runner_home, "slow"))
+    assert end is not None and end.stopped_by == "deadline"
+    used = end.measured()
+    assert used is not None and used.killed_by == "deadline"
+
+
+async def test_a_graceful_stop_spares_a_supervising_root(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
+    # Like bwrap, the root ends once its command does; it must not get the SIGTERM itself
+    # (for bwrap that would SIGKILL the command before its handlers run).
+    inner = 'trap "echo child-term; exit 0" TERM; sleep 300 & wait'
+    command = f"trap 'echo root-term' TERM; sh -c '{inner}'; echo root-done"
+    watch = await keeper.watch()
+    try:
+        await keeper.request(
+            "start", **start_fields("sup", command, supervised=True, limits=LIMITS)
+        )
+        wait_for(lambda: len(process_tree_of(runner_home, "sup")) >= 3, what="the tree")
+        await keeper.request("signal", call_id="sup")
+        async for event in watch:
+            if event["event"] == "ended" and event["call_id"] == "sup":
+                break
+    finally:
+        watch.close()
+    text = "".join(r.text for r in output_of(runner_home, "sup"))
+    assert "child-term" in text and "root-done" in text
+    assert "root-term" not in text
+
+
+def process_tree_of(home: Path, call_id: str) -> list[int]:
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("TETHER_TOOL_CALL") == f"{MARKER_PREFIX}:{call_id}":
+                found.append(proc.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
 async def test_bad_requests_get_reasons_and_change_nothing(
     runner_home: Path, keeper: KeeperClient
 ) -> None:
@@ -208,9 +300,12 @@ async def test_a_newer_protocol_is_refused_with_the_runner_version(
     runner_home: Path, keeper: KeeperClient
 ) -> None:
     info = await keeper.hello()
-    assert info.protocol == protocol.PROTOCOL
+    assert (info.protocol, info.oldest, info.calls) == (protocol.PROTOCOL, protocol.OLDEST, 0)
     assert info.identity == runner_of(runner_home)
-    answer = await _raw_request(keeper, {"v": protocol.PROTOCOL + 1, "op": "hello"})
+    # hello is answered at any version: a newer server learns what this runner speaks.
+    newer = await _raw_request(keeper, {"v": protocol.PROTOCOL + 1, "op": "hello"})
+    assert (newer["ok"], newer["protocol"]) == (True, protocol.PROTOCOL)
+    answer = await _raw_request(keeper, {"v": protocol.PROTOCOL + 1, "op": "list"})
     assert answer == {
         "ok": False,
         "error": f"protocol {protocol.PROTOCOL + 1} is newer than this runner's "

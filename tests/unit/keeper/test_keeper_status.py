@@ -63,3 +63,45 @@ def test_the_socket_path_fits_even_for_a_deep_home(tmp_path: Path) -> None:
     deep = tmp_path / ("d" * 120)
     assert len(str(layout.socket_path(deep))) <= 100
     assert layout.socket_path(deep) != layout.socket_path(tmp_path / ("e" * 120))
+
+
+def test_what_a_call_used_is_read_back_with_its_limits(tmp_path: Path) -> None:
+    from tether.sandbox.limits import Limits, Resources
+
+    used = Resources(5 << 20, 0.25, 3, "processes", Limits(256, 64, None))
+    end = CallEnd(0, None, 1.0, None, 0, resources=used.as_record())
+    write_end(tmp_path, end)
+    back = read_end(tmp_path)
+    assert back is not None and back.measured() == used
+    measured = back.measured()
+    assert measured is not None and measured.limit_note() == "stopped: process limit 64 reached"
+
+
+@pytest.mark.parametrize(
+    "resources",
+    ['"lots"', '{"killed_by": "boredom"}', '{"peak_memory_bytes": -1}', '{"limits": []}'],
+)
+def test_bad_resources_make_the_status_file_corrupt(tmp_path: Path, resources: str) -> None:
+    path = tmp_path / layout.STATUS_NAME
+    path.write_text(
+        '{"exit_code": 0, "signal": null, "ended_at": 1.0, "stopped_by": null, '
+        f'"output_end": 0, "resources": {resources}}}'
+    )
+    with pytest.raises(CorruptFile, match="resources"):
+        read_end(tmp_path)
+
+
+def test_fields_a_newer_runner_adds_are_ignored(tmp_path: Path) -> None:
+    (tmp_path / layout.STATUS_NAME).write_text(
+        '{"exit_code": 0, "signal": null, "ended_at": 1.0, "stopped_by": null, '
+        '"output_end": 0, "from_the_future": true}'
+    )
+    end = read_end(tmp_path)
+    assert end is not None and end.exit_code == 0
+
+
+def test_a_request_carries_the_lowest_protocol_that_knows_its_fields() -> None:
+    from tether.keeper import protocol
+
+    assert protocol.version_for({"call_id": "x", "argv": []}) == 1
+    assert protocol.version_for({"limits": {}, "supervised": True}) == 2 == protocol.PROTOCOL

@@ -152,3 +152,28 @@ def test_rlimits_are_the_last_resort_and_apply_in_the_child() -> None:
         kill_group(group, proc.pid)
         assert proc.wait(10) < 0
     assert group.close()
+
+
+def test_the_join_step_puts_the_command_in_the_group_before_it_runs() -> None:
+    enforcer = _real_enforcer()
+    if enforcer is None:
+        pytest.skip("no writable cgroup hierarchy here")
+    group = enforcer.create("call-join", Limits(256, 16, None))
+    # The command reads its own membership: it is in the group from its first line.
+    argv = group.join_command([sys.executable, "-c", "print(open('/proc/self/cgroup').read())"])
+    assert argv is not None
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True)
+    assert "call-join" in done.stdout
+    assert group.close()
+    enforcer.close()
+
+
+def test_a_refused_join_never_runs_the_command(tmp_path: Path) -> None:
+    from tether.sandbox.groups import join_by_shell
+
+    ran = tmp_path / "ran"
+    argv = join_by_shell([tmp_path / "no" / "tasks"], ["/bin/sh", "-c", f"touch {ran}"])
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 125
+    assert "tasks" in done.stderr
+    assert not ran.exists()

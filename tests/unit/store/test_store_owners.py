@@ -107,3 +107,19 @@ def test_with_a_partial_directory_only_a_free_lock_proves_an_owner_gone(
         assert me.dead_among([None, "0123456789abcdef", other]) == {other}
     finally:
         me.release()
+
+
+def test_an_owner_that_leaves_work_for_a_successor_is_provably_gone(tmp_path: Path) -> None:
+    # A detached stop (the keeper) leaves calls and tasks unfinished on purpose: the
+    # next server must see that owner gone even where a missing file proves nothing.
+    detached, clean = OwnerLock.claim(tmp_path), OwnerLock.claim(tmp_path)
+    detached.release(left_unfinished=True)
+    clean.release()
+    successor = OwnerLock.claim(tmp_path, complete=False)
+    try:
+        assert successor.dead_among([detached.id, clean.id]) == {detached.id}
+        assert successor.abandoned() == {detached.id}
+        successor.forget({detached.id})
+        assert sorted(p.name for p in tmp_path.iterdir()) == [f"{successor.id}.lock"]
+    finally:
+        successor.release()

@@ -1,0 +1,209 @@
+"""An upgrade in the middle of a call: Tether installed with pip into a venv of its own,
+a call running under the keeper, a graceful stop, `pip install` of a wheel at another
+version string (whose protocol number is one higher), a start. The runner the older
+version left keeps the call and is spoken to at the protocol both know; the call runs
+on under its id, its stream resumes, the task completes; a later start finds the old
+runner idle and replaces it with one of the installed version."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from core_support import AppServer, FakeModel, Stack
+from helpers import register_mock_provider
+from keeper_restarts import through_a_restart
+
+import tether
+from tether.keeper import client, layout
+from tether.keeper.identity import ProcessIdentity
+
+pytestmark = pytest.mark.integration
+
+_PACKAGE = Path(tether.__file__).resolve().parent
+OLD, NEW = "0.1.0.dev1", "0.2.0.dev1"
+
+
+def build_wheel(out: Path, version: str, protocol_step: int = 0) -> Path:
+    """A wheel of this source tree at ``version`` (``__version__`` and the metadata),
+    its keeper protocol number raised by ``protocol_step``, as a release would be."""
+    wheel = out / f"tether-{version}-py3-none-any.whl"
+    dist_info = f"tether-{version}.dist-info"
+    record: list[str] = []
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+
+        def add(name: str, data: bytes) -> None:
+            zf.writestr(name, data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+            record.append(f"{name},sha256={digest.decode()},{len(data)}")
+
+        for path in sorted(_PACKAGE.rglob("*")):
+            if path.is_dir() or "__pycache__" in path.parts or path.suffix == ".pyc":
+                continue
+            name = f"tether/{path.relative_to(_PACKAGE).as_posix()}"
+            add(name, _patched(name, path.read_bytes(), version, protocol_step))
+        add(
+            f"{dist_info}/METADATA",
+            f"Metadata-Version: 2.1\nName: tether\nVersion: {version}\n".encode(),
+        )
+        add(
+            f"{dist_info}/WHEEL",
+            b"Wheel-Version: 1.0\nGenerator: tether-tests\n"
+            b"Root-Is-Purelib: true\nTag: py3-none-any\n",
+        )
+        zf.writestr(f"{dist_info}/RECORD", "\n".join([*record, f"{dist_info}/RECORD,,", ""]))
+    return wheel
+
+
+def _patched(name: str, data: bytes, version: str, protocol_step: int) -> bytes:
+    if name == "tether/__init__.py":
+        return _replace_once(
+            data, f'__version__ = "{tether.__version__}"', f'__version__ = "{version}"'
+        )
+    if name == "tether/keeper/protocol.py" and protocol_step:
+        from tether.keeper import protocol
+
+        newer = protocol.PROTOCOL + protocol_step
+        return _replace_once(data, f"PROTOCOL = {protocol.PROTOCOL}\n", f"PROTOCOL = {newer}\n")
+    return data
+
+
+def _replace_once(data: bytes, old: str, new: str) -> bytes:
+    text = data.decode()
+    assert text.count(old) == 1, f"{old!r} is not in the source once: update this test"
+    return text.replace(old, new).encode()
+
+
+class Install:
+    """A venv holding Tether as pip installs it (its dependencies are this test run's)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+        self.python = str(root / "bin" / "python")
+        site = subprocess.run(
+            [self.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        # The dependencies come from this interpreter's site-packages (listed after the
+        # venv's own, where pip puts Tether), not from the network.
+        (Path(site) / "tether_test_dependencies.pth").write_text(
+            sysconfig.get_paths()["purelib"] + "\n"
+        )
+
+    def pip_install(self, wheel: Path) -> None:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "--python",
+                self.python,
+                "install",
+                "--no-deps",
+                "--no-index",
+                "--disable-pip-version-check",
+                "--quiet",
+                str(wheel),
+            ],
+            check=True,
+            timeout=300,
+        )
+
+    def version(self) -> str:
+        shown = subprocess.run(
+            [self.python, "-c", "import tether; print(tether.__version__, tether.__file__)"],
+            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        assert Path(shown[1]).is_relative_to(self.root), f"tether imported from {shown[1]}"
+        return shown[0]
+
+
+@pytest.fixture(scope="module")
+def work() -> Iterator[Path]:
+    root = Path(tempfile.mkdtemp(prefix="tether-upgrade-"))
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def install(work: Path) -> Install:
+    made = Install(work / "venv")
+    made.pip_install(build_wheel(work, OLD))
+    assert made.version() == OLD
+    return made
+
+
+@pytest.fixture(scope="module")
+def stack(work: Path, install: Install) -> Iterator[Stack]:
+    model = FakeModel()
+    env = {
+        "TETHER_KEEPER": "1",
+        "TETHER_CANCEL_GRACE_SECONDS": "0.3",
+        "TETHER_LLM_MAX_RETRIES": "0",
+        "TETHER_DEFAULT_APPROVAL_LEVEL": "off",
+        "PYTHONPATH": "",  # Tether as installed, not this source tree
+    }
+    server = AppServer(work / "home", env)
+    server.python = install.python
+    try:
+        server.start()
+        register_mock_provider(server, model.url)
+        yield Stack(server, model)
+    finally:
+        server.close()
+        client.stop_runner(server.home)
+        model.close()
+
+
+def _runner(home: Path) -> dict[str, Any]:
+    """What ``runner.json`` says of the home's runner (version, protocol, pid)."""
+    data: dict[str, Any] = json.loads(layout.runner_file(home).read_bytes())
+    return data
+
+
+def test_a_call_survives_a_stop_a_reinstall_at_another_version_and_a_start(
+    work: Path, install: Install, stack: Stack
+) -> None:
+    old_runner = _runner(stack.server.home)
+    assert old_runner["version"] == OLD
+
+    def upgrade() -> None:
+        stack.server.stop()
+        install.pip_install(build_wheel(work, NEW, protocol_step=1))
+        assert install.version() == NEW
+        stack.server.start()
+
+    through_a_restart(stack, upgrade)
+    stack.model.assert_valid()
+    # The call ran on under the old runner, which the new server spoke to at its
+    # protocol; the log says so.
+    assert _runner(stack.server.home)["pid"] == old_runner["pid"]
+    spoken = old_runner["protocol"]
+    assert f"runs 1 call(s): kept, at protocol {spoken}" in stack.server.logs_tail(20000)
+    # Idle now: the next start retires it and starts a runner of the new version.
+    stack.server.restart()
+    new_runner = _runner(stack.server.home)
+    assert (new_runner["version"], new_runner["protocol"]) == (NEW, old_runner["protocol"] + 1)
+    assert new_runner["pid"] != old_runner["pid"]
+    assert not ProcessIdentity(old_runner["pid"], old_runner["create_time"]).is_alive()
+    assert "replacing the idle runner" in stack.server.logs_tail(20000)

@@ -1,0 +1,197 @@
+"""The Redis side of the cluster against a real Redis: live output streams keyed by
+chunk number, and requests between nodes with their answers and errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from redis_support import drop_prefix, keys_under, new_prefix, redis_url, require_redis
+from tether.cluster.node_requests import NodeRequests
+from tether.cluster.output_streams import OutputStreams
+from tether.cluster.redis_link import RedisLink, shown_redis_url
+from tether.cluster.signed import request_key, sign
+from tether.errors import Conflict, NotAnswering, NotFound, Unavailable
+from tether.store.records import OutputChunk
+
+
+@pytest.fixture
+async def link() -> AsyncIterator[RedisLink]:
+    require_redis()
+    prefix = new_prefix()
+    link = await RedisLink.connect(redis_url(), prefix)
+    try:
+        yield link
+    finally:
+        await link.close()
+        drop_prefix(prefix)
+
+
+async def test_a_stream_resumes_after_any_chunk_and_ends(link: RedisLink) -> None:
+    streams = OutputStreams(link)
+    streams.start()
+    for seq in range(1, 6):
+        streams.chunk("call_a", OutputChunk(seq, "stdout", f"line {seq}\n"))
+    # An adopted call replays its output from the start: chunks already sent are skipped.
+    streams.chunk("call_a", OutputChunk(2, "stdout", "line 2\n"))
+    streams.ended("call_a", 5)
+    await streams.close()
+    read = await streams.read("call_a", 2)
+    assert [c.seq for c in read.chunks] == [3, 4, 5]
+    assert read.ended
+    everything = await streams.read("call_a", 0)
+    assert "".join(c.text for c in everything.chunks) == "".join(f"line {n}\n" for n in range(1, 6))
+    # The stream of an ended call expires: it is a live copy, the store keeps the output.
+    ttl = await link.client.ttl(streams.key("call_a"))
+    assert 0 < ttl <= 600
+
+
+async def test_a_blocking_read_wakes_for_the_next_chunk(link: RedisLink) -> None:
+    streams = OutputStreams(link)
+    streams.start()
+    try:
+        reader = asyncio.create_task(streams.read("call_b", 0, block_ms=5000))
+        await asyncio.sleep(0)  # the reader is waiting before the chunk exists
+        started = time.monotonic()
+        streams.chunk("call_b", OutputChunk(1, "stderr", "boom"))
+        read = await reader
+        assert time.monotonic() - started < 4
+        assert read.chunks == [OutputChunk(1, "stderr", "boom")]
+        assert not read.ended
+        nothing = await streams.read("call_b", 1, block_ms=50)
+        assert nothing.chunks == [] and not nothing.ended
+    finally:
+        await streams.close()
+
+
+KEY = request_key("the cluster's shared secret key")
+
+
+async def _serving(link: RedisLink, owner: str, timeout: float = 2.0) -> NodeRequests:
+    requests = NodeRequests(link, owner, timeout, KEY)
+    requests.start()
+    return requests
+
+
+async def test_a_request_is_carried_out_by_its_owner_and_answered(link: RedisLink) -> None:
+    seen: list[dict[str, Any]] = []
+
+    async def cancel(args: dict[str, Any]) -> dict[str, Any]:
+        seen.append(args)
+        return {"cancelled": args["call_id"]}
+
+    owner = await _serving(link, "owner-1")
+    owner.handle("call.cancel", cancel)
+    asker = NodeRequests(link, "owner-2", 2.0, KEY)
+    try:
+        result = await asker.ask("owner-1", "call.cancel", {"call_id": "c1"}, "tool call c1")
+        assert result == {"cancelled": "c1"}
+        assert seen == [{"call_id": "c1"}]
+    finally:
+        await owner.close()
+
+
+async def test_the_owners_error_kinds_are_raised_on_the_asking_side(link: RedisLink) -> None:
+    async def not_found(args: dict[str, Any]) -> None:
+        raise NotFound("no such call")
+
+    async def conflict(args: dict[str, Any]) -> None:
+        raise Conflict("the tool call has already completed")
+
+    async def bug(args: dict[str, Any]) -> None:
+        raise RuntimeError("internal detail")
+
+    owner = await _serving(link, "owner-1")
+    for name, handler in (("nf", not_found), ("cf", conflict), ("bug", bug)):
+        owner.handle(name, handler)
+    asker = NodeRequests(link, "owner-2", 2.0, KEY)
+    try:
+        with pytest.raises(NotFound, match="no such call"):
+            await asker.ask("owner-1", "nf", {}, "x")
+        with pytest.raises(Conflict, match="already completed"):
+            await asker.ask("owner-1", "cf", {}, "x")
+        with pytest.raises(Unavailable, match="failed"):
+            await asker.ask("owner-1", "bug", {}, "x")
+        with pytest.raises(Unavailable, match="does not know"):
+            await asker.ask("owner-1", "no-such-action", {}, "x")
+    finally:
+        await owner.close()
+
+
+async def test_no_answer_in_time_is_503_and_the_late_request_is_dropped(
+    link: RedisLink, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "tether.cluster.node_requests")
+    ran: list[str] = []
+
+    async def act(args: dict[str, Any]) -> None:
+        ran.append("ran")
+
+    asker = NodeRequests(link, "owner-2", 0.3, KEY)
+    with pytest.raises(NotAnswering, match=re.escape("tool call c9 did not answer within 0.3 s")):
+        await asker.ask("owner-late", "act", {}, "tool call c9")
+    # The owner comes back after its asker gave up: the request is not carried out.
+    owner = await _serving(link, "owner-late")
+    owner.handle("act", act)
+    try:
+        deadline = time.monotonic() + 5
+        while "dropped a act request" not in caplog.text:
+            assert time.monotonic() < deadline, "the owner never dropped the late request"
+            await asyncio.sleep(0.02)
+        assert ran == []
+    finally:
+        await owner.close()
+    assert all(k.startswith(link.prefix) for k in keys_under(link.prefix))
+
+
+def test_a_redis_password_is_never_shown() -> None:
+    assert shown_redis_url("redis://:s3cret@redis.internal:6379/0") == (
+        "redis://***@redis.internal:6379/0"
+    )
+    assert shown_redis_url("redis://app:s3cret@h:6379") == "redis://app:***@h:6379"
+    assert shown_redis_url("redis://h:6379/0") == "redis://h:6379/0"
+
+
+async def test_an_unreachable_redis_is_a_clear_error() -> None:
+    with pytest.raises(Unavailable, match=re.escape("cannot reach Redis at redis://127.0.0.1:1/0")):
+        await RedisLink.connect("redis://127.0.0.1:1/0", "x")
+
+
+async def test_a_request_not_signed_by_the_cluster_is_dropped(
+    link: RedisLink, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "tether.cluster.node_requests")
+    ran: list[dict[str, Any]] = []
+
+    async def approve(args: dict[str, Any]) -> None:
+        ran.append(args)
+
+    owner = await _serving(link, "owner-1")
+    owner.handle("approval.resolve", approve)
+    queue = link.key("owner", "owner-1", "requests")
+    message = {
+        "id": "x",
+        "action": "approval.resolve",
+        "args": {"request_id": "r1", "approve": True},
+        "answer_to": link.key("answer", "x"),
+        "give_up_at": time.time() + 30,
+    }
+    try:
+        # Whoever can write to Redis, without the key: plain JSON, then another key.
+        await link.client.lpush(queue, json.dumps(message))
+        await link.client.lpush(queue, sign(request_key("another key"), message))
+        deadline = time.monotonic() + 5
+        while caplog.text.count("not signed by a node of this cluster") < 2:
+            assert time.monotonic() < deadline, "the forged requests were not dropped"
+            await asyncio.sleep(0.02)
+        assert ran == []
+        assert await link.client.llen(link.key("answer", "x")) == 0
+    finally:
+        await owner.close()
