@@ -12,6 +12,7 @@ import pytest
 from core_support import (
     Stack,
     keeper_stack,
+    marked,
     new_session,
     shell_call,
     start_server,
@@ -23,6 +24,7 @@ from keeper_restarts import (
     through_a_restart,
 )
 
+from database_support import change_stored
 from tether.keeper import layout
 
 pytestmark = pytest.mark.integration
@@ -51,6 +53,31 @@ def test_a_call_survives_a_graceful_stop_and_start(stack: Stack) -> None:
     through_a_restart(stack, stack.server.restart)
 
 
+def test_a_call_ended_for_its_node_meanwhile_is_killed_not_adopted(stack: Stack) -> None:
+    gate = f"gate-{time.monotonic_ns()}"
+    session, task_id, call_id = start_ticker(stack, gate)
+    wait_for(lambda: marked(call_id), what="the call's processes")
+    stack.server.kill()
+    # A survivor declared the node dead meanwhile and ended its call and task.
+    change_stored(
+        stack.server.home,
+        "UPDATE tool_calls SET status = 'completed', end_state = 'error', "
+        f"end_reason = 'node lost' WHERE id = '{call_id}'",
+    )
+    change_stored(
+        stack.server.home,
+        "UPDATE tasks SET status = 'finished', "
+        f"""result = '{{"status": "failed", "error": "node lost"}}' WHERE id = '{task_id}'""",
+    )
+    assert marked(call_id), "the runner kept the call"
+    stack.server.start()
+    wait_for(lambda: not marked(call_id), 10, "the runner's call killed")
+    assert stack.live_calls(session) == []
+    info = stack.call(session, call_id)
+    assert (info["end_state"], info["extra"]["end_reason"]) == ("error", "node lost")
+    assert "is stopped, not adopted" in stack.server.logs_tail(50_000)
+
+
 def test_a_call_that_ended_while_the_server_was_down_is_delivered(stack: Stack) -> None:
     gate = f"gate-{time.monotonic_ns()}"
     session = new_session()
@@ -58,6 +85,9 @@ def test_a_call_that_ended_while_the_server_was_down_is_delivered(stack: Stack) 
     stack.model.script(shell_call(command), {"text": "done"})
     task = stack.submit("run", session)
     call_id = stack.wait_call(session)["tool_call_id"]
+    # Listed is not yet started: the runner has the call once it wrote its spec.
+    spec = layout.call_dir(stack.server.home, call_id) / layout.SPEC_NAME
+    wait_for(spec.exists, what="the call to start under the runner")
     stack.server.kill()
     (stack.workspace / gate).touch()
     status = layout.call_dir(stack.server.home, call_id) / layout.STATUS_NAME

@@ -37,6 +37,30 @@ class ToolCallRepository:
                 sa.update(tool_calls).where(tool_calls.c.id == call_id).values(**values)
             )
 
+    async def record_end(self, call_id: str, **values: Any) -> bool:
+        """Record the call's end, unless an end is recorded already: a call ends once,
+        and the first end stands (a survivor may have ended it as "node lost" while the
+        node running it was cut off). False if it had ended."""
+        async with self._db.write() as conn:
+            result = await conn.execute(
+                sa.update(tool_calls)
+                .where(tool_calls.c.id == call_id, tool_calls.c.status.in_(UNFINISHED))
+                .values(status="completed", **values)
+            )
+            return bool(result.rowcount)
+
+    async def ended_among(self, call_ids: Collection[str]) -> set[str]:
+        """Which of ``call_ids`` the store shows as ended."""
+        if not call_ids:
+            return set()
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(tool_calls.c.id).where(
+                    tool_calls.c.id.in_(list(call_ids)), tool_calls.c.status == "completed"
+                )
+            )
+            return {r.id for r in rows}
+
     async def get(self, session_id: str, call_id: str) -> ToolCallRecord | None:
         async with self._db.read() as conn:
             row = (
@@ -88,10 +112,14 @@ class ToolCallRepository:
             return {r.owner for r in rows}
 
     async def interrupt_unfinished(
-        self, reason: str, owners: Collection[str | None], keep: Collection[str] = ()
+        self,
+        reason: str,
+        owners: Collection[str | None],
+        keep: Collection[str] = (),
+        end_state: str = "cancelled",
     ) -> list[tuple[int, float]]:
-        """Record the unfinished calls of ``owners`` (servers that are gone) as cancelled,
-        but those in ``keep`` (adopted: they run on).
+        """Record the unfinished calls of ``owners`` (servers that are gone) as ended in
+        ``end_state``, but those in ``keep`` (adopted: they run on).
 
         Returns (process group, start time) of each, so the caller can reap survivors.
         """
@@ -112,7 +140,7 @@ class ToolCallRepository:
                 .where(theirs)
                 .values(
                     status="completed",
-                    end_state="cancelled",
+                    end_state=end_state,
                     end_reason=reason,
                     finished_at=time.time(),
                 )

@@ -266,6 +266,9 @@ class TaskService:
         """How many tasks are running on this node."""
         return len(self._running)
 
+    def running_ids(self) -> list[str]:
+        return list(self._running)
+
     async def busy_sessions(self) -> set[str]:
         """Sessions a turn is running (or waiting to run) in, on this node and, in a
         cluster, on every node."""
