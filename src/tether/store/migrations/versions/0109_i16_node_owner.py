@@ -2,7 +2,7 @@
 node's calls, tasks and cron runs (whose ``owner`` is that id) can be found and ended,
 and an owner without a live lease is known to be gone (issue 16).
 
-Revision ID: 0104_i16_node_owner
+Revision ID: 0109_i16_node_owner
 Revises: 0108_i16_session_turns
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0104_i16_node_owner"
+revision = "0109_i16_node_owner"
 down_revision = "0108_i16_session_turns"
 branch_labels = None
 depends_on = None
