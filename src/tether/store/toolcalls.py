@@ -17,6 +17,17 @@ from tether.store.tables import tool_calls, tool_output
 #: Statuses of a call that has not ended.
 UNFINISHED = ("running", "offloaded", "awaiting_approval")
 
+# Built once: on several nodes every list of a session's calls runs this query, and
+# building the statement cost a fifth of its time.
+_UNFINISHED_IN_SESSION = (
+    sa.select(tool_calls)
+    .where(
+        tool_calls.c.session_id == sa.bindparam("session_id"),
+        tool_calls.c.status.in_(UNFINISHED),
+    )
+    .order_by(tool_calls.c.started_at)
+)
+
 
 class ToolCallRepository:
     def __init__(self, db: Database, owner: str | None = None) -> None:
@@ -170,11 +181,7 @@ class ToolCallRepository:
     async def unfinished_in_session(self, session_id: str) -> list[ToolCallRecord]:
         """A session's calls not yet completed, on any node, oldest first."""
         async with self._db.read() as conn:
-            rows = await conn.execute(
-                sa.select(tool_calls)
-                .where(tool_calls.c.session_id == session_id, tool_calls.c.status.in_(UNFINISHED))
-                .order_by(tool_calls.c.started_at)
-            )
+            rows = await conn.execute(_UNFINISHED_IN_SESSION, {"session_id": session_id})
             return [to_record(ToolCallRecord, r) for r in rows]
 
     async def take_over(self, call_ids: Collection[str]) -> None:
