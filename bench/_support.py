@@ -189,6 +189,12 @@ def median(samples: Sequence[float]) -> float:
     return statistics.median(samples)
 
 
+def load_note() -> str:
+    """The machine's 1-minute load average, to print beside a figure taken on a machine
+    that other people's test runs share."""
+    return f"load {os.getloadavg()[0]:.1f}"
+
+
 def report(metric: str, value: float, unit: str, target: str, ok: bool, note: str = "") -> None:
     """Print one result line for run_all.py (and a person)."""
     line = {"metric": metric, "value": round(value, 2), "unit": unit, "target": target, "ok": ok}

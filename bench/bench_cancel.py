@@ -33,7 +33,9 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def one_cancel(server: Server, model: FakeModel, force: bool) -> float:
+def one_cancel(server: Server, model: FakeModel, force: bool, via: Server | None = None) -> float:
+    """One round: a call on ``server`` cancelled through ``via`` (default: the same
+    server); milliseconds from the request to the tree gone."""
     session = f"console:cancel-{uuid.uuid4().hex[:8]}"
     pid_file = server.workspace / f"{session.split(':')[1]}.pids"
     # Written aside and renamed, so the reader never sees half a line (a cut pid named
@@ -48,9 +50,9 @@ def one_cancel(server: Server, model: FakeModel, force: bool) -> float:
     inside = [int(p) for p in pids_text.split()]
     pids = [wait_until(lambda p=p: host_pid(p, call["tool_call_id"])) for p in inside]
     started = time.perf_counter()
-    server.client.post(
+    (via or server).client.post(
         f"/api/tool-calls/{session}/{call['tool_call_id']}/cancel", json={"force": force}
-    )
+    ).raise_for_status()
     wait_until(lambda: not any(_alive(p) for p in pids), timeout=10, step=0.0005)
     elapsed = (time.perf_counter() - started) * 1000
     # Let the turn finish (it asks the model once more) before the next round's script.

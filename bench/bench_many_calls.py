@@ -8,6 +8,8 @@ Run: python bench/bench_many_calls.py   (target: p99 < 20 ms)
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import loadgen
 from _support import FakeModel, Server, chat_body, report, shell_reply, wait_until
@@ -16,36 +18,58 @@ SESSIONS = 100
 PER_SESSION = 10
 
 
+@dataclass
+class ManyCalls:
+    """The sessions' tasks, each submitted to one of the servers in turn."""
+
+    servers: Sequence[Server]
+    sessions: list[str]
+    tasks: list[tuple[Server, str]]
+
+    def in_flight(self) -> int:
+        """Calls not ended over all sessions, as the first server lists them."""
+        client = self.servers[0].client
+        return sum(client.get(f"/api/tool-calls/{s}").json()["total"] for s in self.sessions)
+
+    def stop(self) -> float:
+        """Stop every task (on the server it was submitted to); seconds until no call is
+        in flight."""
+        started = time.perf_counter()
+        for server, task_id in self.tasks:
+            server.client.post(f"/api/console/chat/task/{task_id}/stop")
+        wait_until(lambda: self.in_flight() == 0, timeout=300, step=0.2)
+        return time.perf_counter() - started
+
+
+def start_many(servers: Sequence[Server], model: FakeModel) -> tuple[ManyCalls, float]:
+    """Submit the sessions' turns round-robin over ``servers``; returns once all 1,000
+    calls run, with the seconds that took."""
+    model.script(*[shell_reply(*["sleep 300"] * PER_SESSION)] * SESSIONS)
+    sessions = [f"console:many-{i:03d}" for i in range(SESSIONS)]
+    started = time.perf_counter()
+    tasks = []
+    for i, session in enumerate(sessions):
+        server = servers[i % len(servers)]
+        task = server.client.post("/api/console/chat/task", json=chat_body("go", session))
+        tasks.append((server, task.json()["task_id"]))
+    many = ManyCalls(servers, sessions, tasks)
+    wait_until(lambda: many.in_flight() == SESSIONS * PER_SESSION, timeout=300, step=0.5)
+    return many, time.perf_counter() - started
+
+
 def main() -> None:
     model = FakeModel()
     server = Server(TETHER_MAX_CALLS_TOTAL="4096", TETHER_CANCEL_GRACE_SECONDS="0.5")
     try:
         server.start()
         server.register(model)
-        model.script(*[shell_reply(*["sleep 300"] * PER_SESSION)] * SESSIONS)
-        sessions = [f"console:many-{i:03d}" for i in range(SESSIONS)]
-        started = time.perf_counter()
-        tasks = [
-            server.client.post("/api/console/chat/task", json=chat_body("go", s)).json()
-            for s in sessions
-        ]
-
-        def in_flight() -> int:
-            return sum(server.client.get(f"/api/tool-calls/{s}").json()["total"] for s in sessions)
-
-        wait_until(lambda: in_flight() == SESSIONS * PER_SESSION, timeout=300, step=0.5)
-        ramp = time.perf_counter() - started
-        path = f"/api/tool-calls/{sessions[SESSIONS // 2]}"
+        many, ramp = start_many([server], model)
+        path = f"/api/tool-calls/{many.sessions[SESSIONS // 2]}"
         loadgen.run(server.port, path, seconds=1)
         load = loadgen.run(server.port, path, seconds=5)
         note = f"{load.tool}; {load.rps:.0f} req/s; all 1,000 running after {ramp:.1f} s"
         report("list p99 with 1,000 calls live", load.p99_ms, "ms", "< 20", load.p99_ms < 20, note)
-        stop_started = time.perf_counter()
-        for task in tasks:
-            server.client.post(f"/api/console/chat/task/{task['task_id']}/stop")
-        wait_until(lambda: in_flight() == 0, timeout=300, step=0.2)
-        stopped = time.perf_counter() - stop_started
-        report("stop 100 tasks / 1,000 calls", stopped, "s", "(info)", True)
+        report("stop 100 tasks / 1,000 calls", many.stop(), "s", "(info)", True)
     finally:
         server.close()
         model.close()

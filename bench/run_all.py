@@ -26,6 +26,7 @@ SCRIPTS = [
     "bench_sandbox.py",
     "bench_keeper.py",
     "bench_keeper_restart.py",
+    "bench_cluster.py",
 ]
 
 

@@ -91,6 +91,17 @@ def stored_rows(home: Path, table: str) -> str:
     return str([tuple(r.values()) for r in records])
 
 
+def change_stored(home: Path, statement: str) -> None:
+    """Run one SQL statement on the store of the server whose home is ``home`` (for
+    tests that stand in for another node writing to a shared store)."""
+    if not on_postgresql():
+        with sqlite3.connect(home / "tether.db") as conn:
+            conn.execute(statement)
+        conn.close()
+        return
+    _run_admin(statement, _database_name(str(home.resolve())))
+
+
 def shared_database_url(tmp_path: Any) -> str:
     """One store several server processes of a test open together."""
     return database_url_for(f"shared:{tmp_path}", str(tmp_path / "shared.db"))

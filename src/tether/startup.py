@@ -6,13 +6,14 @@ reads as the ordered list it is (:func:`recover_from_last_run`).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-from tether import __version__, recovery
+from tether import __version__, node_loss, recovery
 from tether.agent.ports import Gate
 from tether.agent.turn import Agent
 from tether.api import toolcalls as toolcalls_api
@@ -213,7 +214,7 @@ def build_services(
         memory,
         hooks,
         governance_gate,
-        _build_lease(settings, store, coordinator, tasks),
+        _build_lease(settings, store, governance_gate, coordinator, tasks),
         sandbox,
         calls,
         keeper,
@@ -235,13 +236,24 @@ def _session_turns(settings: Settings, store: Store, bus: ClusterBus | None) -> 
 
 
 def _build_lease(
-    settings: Settings, store: Store, coordinator: ToolCallCoordinator, tasks: TaskService
+    settings: Settings,
+    store: Store,
+    gate: GovernanceGate,
+    coordinator: ToolCallCoordinator,
+    tasks: TaskService,
 ) -> NodeLease:
     def load() -> Load:
         return Load(coordinator.live_count(), tasks.running_count())
 
     return NodeLease(
-        store.nodes, settings.resolved_node_id, __version__, settings.node_lease_seconds, load
+        store.nodes,
+        settings.resolved_node_id,
+        __version__,
+        settings.node_lease_seconds,
+        load,
+        functools.partial(node_loss.end_lost_node, store, gate),
+        owner=store.owner.id if store.owner is not None else None,
+        on_return=functools.partial(node_loss.drop_what_was_ended, store, coordinator, tasks),
     )
 
 
@@ -280,7 +292,7 @@ async def recover_from_last_run(services: Services) -> None:
     """
     store = services.store
     assert store.owner is not None, "the store was opened without an owner"
-    dead = await recovery.dead_owners(store, store.owner)
+    dead = await recovery.dead_owners(store, store.owner, services.lease)
     adoption = await _adopt_kept_calls(services)
     kept = adoption.adopted if adoption is not None else set()
     # Not reaped by marker with the keeper: its calls carry the marker too, and they
@@ -292,8 +304,8 @@ async def recover_from_last_run(services: Services) -> None:
     denied = await services.governance_gate.deny_leftovers()
     if denied:
         log.info("denied %d approval request(s) left pending by the last run", denied)
-    await services.tasks.recover(dead, adoption)
-    await services.cron.scheduler.recover(dead)
+    await services.tasks.recover(dead.all, adoption)
+    await services.cron.scheduler.recover(dead.all)
     await recovery.forget(store.owner, dead)
 
 

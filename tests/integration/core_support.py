@@ -25,6 +25,7 @@ import psutil
 from helpers import MockLLMHandler, default_http_timeout, register_mock_provider
 
 from strict_order import request_problems
+from tether.toolcalls.launcher import MARKER_VAR
 
 
 def _load_harness() -> Any:
@@ -292,6 +293,19 @@ def orphan_pid(directory: Path) -> int:
         return orphan.pid
 
     return wait_for(ready, what="the orphaned setsid'd process")
+
+
+def marked(call_id: str) -> list[int]:
+    """Pids of the processes carrying the marker of ``call_id``, whichever server started
+    them (the marker in their environment ends with the call id)."""
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if proc.environ().get(MARKER_VAR, "").endswith(f":{call_id}"):
+                found.append(proc.pid)
+        except (psutil.Error, OSError):
+            continue
+    return found
 
 
 def process_gone(pid: int) -> bool:

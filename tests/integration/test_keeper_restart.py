@@ -13,6 +13,7 @@ import pytest
 from core_support import (
     Stack,
     keeper_stack,
+    marked,
     new_session,
     shell_call,
     start_server,
@@ -24,6 +25,7 @@ from keeper_restarts import (
     through_a_restart,
 )
 
+from database_support import change_stored
 from tether.keeper import layout
 
 pytestmark = pytest.mark.integration
@@ -52,6 +54,31 @@ def test_a_call_survives_a_graceful_stop_and_start(stack: Stack) -> None:
     through_a_restart(stack, stack.server.restart)
 
 
+def test_a_call_ended_for_its_node_meanwhile_is_killed_not_adopted(stack: Stack) -> None:
+    gate = f"gate-{time.monotonic_ns()}"
+    session, task_id, call_id = start_ticker(stack, gate)
+    wait_for(lambda: marked(call_id), what="the call's processes")
+    stack.server.kill()
+    # A survivor declared the node dead meanwhile and ended its call and task.
+    change_stored(
+        stack.server.home,
+        "UPDATE tool_calls SET status = 'completed', end_state = 'error', "
+        f"end_reason = 'node lost' WHERE id = '{call_id}'",
+    )
+    change_stored(
+        stack.server.home,
+        "UPDATE tasks SET status = 'finished', "
+        f"""result = '{{"status": "failed", "error": "node lost"}}' WHERE id = '{task_id}'""",
+    )
+    assert marked(call_id), "the runner kept the call"
+    stack.server.start()
+    wait_for(lambda: not marked(call_id), 10, "the runner's call killed")
+    assert stack.live_calls(session) == []
+    info = stack.call(session, call_id)
+    assert (info["end_state"], info["extra"]["end_reason"]) == ("error", "node lost")
+    assert "is stopped, not adopted" in stack.server.logs_tail(50_000)
+
+
 def test_a_call_that_ended_while_the_server_was_down_is_delivered(stack: Stack) -> None:
     gate = f"gate-{time.monotonic_ns()}"
     session = new_session()
@@ -59,6 +86,9 @@ def test_a_call_that_ended_while_the_server_was_down_is_delivered(stack: Stack) 
     stack.model.script(shell_call(command), {"text": "done"})
     task = stack.submit("run", session)
     call_id = stack.wait_call(session)["tool_call_id"]
+    # Listed is not yet started: the runner has the call once it wrote its spec.
+    spec = layout.call_dir(stack.server.home, call_id) / layout.SPEC_NAME
+    wait_for(spec.exists, what="the call to start under the runner")
     stack.server.kill()
     (stack.workspace / gate).touch()
     status = layout.call_dir(stack.server.home, call_id) / layout.STATUS_NAME
@@ -203,3 +233,27 @@ def test_an_offloaded_call_delivers_its_result_after_a_restart(stack: Stack) -> 
         timeout=30,
         what="the wake-up turn to answer",
     )
+
+
+def test_stopping_a_resumed_task_ends_every_call_it_was_waiting_on(stack: Stack) -> None:
+    """The resumed turn waits on its adopted calls one by one; stopping it must not
+    cancel the follower of the one it is waiting on (that call stayed `running` for
+    ever while the runner had ended it)."""
+    session = new_session()
+    one = shell_call("exec sleep 300", timeout=120)["tool_calls"]
+    stack.model.script({"tool_calls": one * 2})
+    task = stack.submit("run two", session)
+    calls = wait_for(lambda: len(c := stack.live_calls(session)) == 2 and c)
+    ids = [c["tool_call_id"] for c in calls]
+    specs = [layout.call_dir(stack.server.home, i) / layout.SPEC_NAME for i in ids]
+    wait_for(lambda: all(s.exists() for s in specs), what="both calls under the runner")
+    stack.server.kill()
+    stack.server.start()
+    assert sorted(c["tool_call_id"] for c in stack.live_calls(session)) == sorted(ids)
+    resp = stack.api("POST", f"/api/console/chat/task/{task}/stop")
+    assert resp.status_code == 200, resp.text
+    wait_for(lambda: not stack.live_calls(session), timeout=30, what="both calls to end")
+    for call_id in ids:
+        info = stack.call(session, call_id)
+        assert (info["status"], info["end_state"]) == ("completed", "cancelled"), info
+    assert stack.wait_task(task, timeout=30)["result"]["status"] == "cancelled"

@@ -97,8 +97,11 @@ def _require_redis(settings: Settings) -> None:
     """With TETHER_REDIS_URL, refuse to start (saying why) when Redis does not answer."""
     if settings.redis_url is None:
         return
+    from tether.cluster.bus import NEEDS_SECRET_KEY
     from tether.cluster.redis_link import shown_redis_url
 
+    if settings.secret_key is None:
+        raise click.ClickException(f"refusing to start: {NEEDS_SECRET_KEY}")
     url = settings.redis_url.get_secret_value()
     try:
         import redis

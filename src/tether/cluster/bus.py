@@ -8,12 +8,19 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from tether.cluster import signed
 from tether.cluster.node_requests import NodeRequests
 from tether.cluster.output_streams import OutputStreams
 from tether.cluster.redis_link import RedisLink, shown_redis_url
 from tether.config import Settings
+from tether.errors import Invalid
 
 log = logging.getLogger(__name__)
+
+NEEDS_SECRET_KEY = (
+    "TETHER_REDIS_URL needs TETHER_SECRET_KEY, the same on every node: it opens the "
+    "secrets the nodes share and signs what they ask of each other"
+)
 
 
 @dataclass
@@ -27,12 +34,14 @@ class ClusterBus:
         """The bus, if the settings name a Redis (Unavailable if it cannot be reached)."""
         if settings.redis_url is None:
             return None
+        if settings.secret_key is None:
+            raise Invalid(NEEDS_SECRET_KEY, field="TETHER_SECRET_KEY")
         url = settings.redis_url.get_secret_value()
         link = await RedisLink.connect(url, settings.redis_prefix)
         log.info("cluster bus on %s (keys %s:*)", shown_redis_url(url), settings.redis_prefix)
-        return cls(
-            link, OutputStreams(link), NodeRequests(link, owner, settings.node_answer_seconds)
-        )
+        key = signed.request_key(settings.secret_key.get_secret_value())
+        requests = NodeRequests(link, owner, settings.node_answer_seconds, key)
+        return cls(link, OutputStreams(link), requests)
 
     def start(self) -> None:
         self.streams.start()

@@ -4,7 +4,10 @@ A node whose renewal is older than the lease time is dead to the others. The lea
 renewed on a timer of its own, so a node busy with turns still renews; a node that is
 stopped, killed or cut off from the database stops renewing. After each renewal a node
 looks for leases that ran out; the one survivor whose conditional delete removes such a
-lease declares that node dead and runs ``on_node_lost`` for it.
+lease declares that node dead and runs ``on_node_lost`` for it (tether/node_loss.py ends
+that node's calls, tasks, cron runs and approvals). A node that comes back and finds its
+lease gone runs ``on_return`` before it joins again, and once more at its next renewal:
+the survivor may still have been ending its rows when the lease was found gone.
 """
 
 from __future__ import annotations
@@ -43,19 +46,27 @@ class NodeLease:
         version: str,
         lease_seconds: float,
         load: Callable[[], Load],
-        # What a survivor does with a dead node's rows. None until the store records which
-        # node owns a call, task or cron run (issue 10's owner ids): then it ends them.
-        on_node_lost: Callable[[str], Awaitable[None]] | None = None,
+        # What a survivor does with a dead node's lease row (its ``owner`` names the rows).
+        on_node_lost: Callable[[NodeRecord], Awaitable[None]] | None = None,
         clock: Callable[[], float] = time.time,
+        *,
+        owner: str | None = None,
+        # What this node does when it finds it was declared dead: drop what was ended.
+        on_return: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._repo = repo
         self.node_id = node_id
+        #: The owner id of this process, recorded on the lease (store/owners.py).
+        self.owner = owner
         self._version = version
         self.lease_seconds = lease_seconds
         self._load = load
         self._on_node_lost = on_node_lost
+        self._on_return = on_return
         self._clock = clock
         self._task: asyncio.Task[None] | None = None
+        # Set when this node came back after being declared dead: on_return runs again.
+        self._settling = False
 
     @property
     def renew_every(self) -> float:
@@ -67,19 +78,38 @@ class NodeLease:
 
     async def join(self) -> None:
         """Take this node's lease (a restarted node takes its own back)."""
-        await self._repo.join(self.node_id, self._version, self._clock())
+        await self._repo.join(self.node_id, self.owner, self._version, self._clock())
 
     def start(self) -> None:
         """Renew on a timer until `stop`."""
         self._task = asyncio.create_task(self._renew_forever(), name="node-lease")
 
     async def renew(self) -> None:
-        """One renewal; a lease another node removed is taken again."""
+        """One renewal; a lease another node removed is taken again, once what was ended
+        for this node in the meantime is dropped (``on_return``)."""
         load = self._load()
         now = self._clock()
-        if not await self._repo.renew(self.node_id, now, load.live_calls, load.running_tasks):
-            log.warning("node %s: lease was gone (declared dead?); joining again", self.node_id)
-            await self.join()
+        if await self._repo.renew(self.node_id, now, load.live_calls, load.running_tasks):
+            if self._settling:
+                self._settling = False
+                await self._returned()
+            return
+        log.warning(
+            "node %s: lease was gone (declared dead by another node?); dropping what was "
+            "ended for it, then joining again",
+            self.node_id,
+        )
+        self._settling = True
+        await self._returned()
+        await self.join()
+
+    async def live_owners(self) -> set[str]:
+        """The owner ids on the other nodes' leases that have not run out."""
+        return await self._repo.live_owners(self._clock() - self.lease_seconds, self.node_id)
+
+    async def _returned(self) -> None:
+        if self._on_return is not None:
+            await self._on_return()
 
     async def sweep(self) -> list[str]:
         """Declare dead the nodes whose lease ran out (the ones this node won)."""
@@ -90,7 +120,12 @@ class NodeLease:
             silent = self._clock() - node.renewed_at
             log.warning("node %s declared dead (no renewal for %.0f s)", node.id, silent)
             if self._on_node_lost is not None:
-                await self._on_node_lost(node.id)
+                try:
+                    await self._on_node_lost(node)
+                except Exception:
+                    # Its rows stay unfinished; the next start of any node recovers them
+                    # (no live lease carries their owner).
+                    log.exception("ending the rows of lost node %s failed", node.id)
             lost.append(node.id)
         return lost
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from tether.cluster import signed
 from tether.cluster.redis_link import RedisLink
 from tether.errors import KINDS, NotAnswering, TetherError, Unavailable
 
@@ -42,8 +42,11 @@ def _kind_of(exc: BaseException) -> str | None:
 class NodeRequests:
     """Asks other nodes to act, and answers what they ask of this one."""
 
-    def __init__(self, link: RedisLink, owner: str, timeout: float) -> None:
+    def __init__(self, link: RedisLink, owner: str, timeout: float, key: bytes) -> None:
         self._link = link
+        # Signs what this node asks and answers, and checks what it is asked
+        # (see signed.py).
+        self._key = key
         self._owner = owner
         self._timeout = timeout
         self._handlers: dict[str, Handler] = {}
@@ -69,7 +72,7 @@ class NodeRequests:
         }
         client = self._link.client
         async with client.pipeline(transaction=False) as pipe:
-            pipe.lpush(self._queue(owner), json.dumps(message))
+            pipe.lpush(self._queue(owner), signed.sign(self._key, message))
             pipe.expire(self._queue(owner), _QUEUE_TTL_SECONDS)
             await pipe.execute()
         found = await client.blpop([answer_key], timeout=self._timeout)
@@ -79,7 +82,9 @@ class NodeRequests:
                 "it may be overloaded or gone (a node that is gone is declared dead "
                 "once its lease runs out)"
             )
-        answer = json.loads(found[1])
+        answer = signed.opened(self._key, found[1])
+        if answer is None:
+            raise Unavailable(f"the answer about {what} was not signed by a node of this cluster")
         if answer.get("ok"):
             return answer.get("result")
         kind = KINDS.get(answer.get("kind") or "")
@@ -121,7 +126,11 @@ class NodeRequests:
                 failing = False
             if found is None:
                 continue
-            task = asyncio.create_task(self._answer(json.loads(found[1])))
+            message = signed.opened(self._key, found[1])
+            if message is None:
+                log.warning("dropped a request that was not signed by a node of this cluster")
+                continue
+            task = asyncio.create_task(self._answer(message))
             self._work.add(task)
             task.add_done_callback(self._work.discard)
 
@@ -141,6 +150,6 @@ class NodeRequests:
                 log.exception("a %s request from another node failed", action)
             answer = {"ok": False, "kind": kind, "message": str(exc)}
         async with self._link.client.pipeline(transaction=False) as pipe:
-            pipe.rpush(message["answer_to"], json.dumps(answer))
+            pipe.rpush(message["answer_to"], signed.sign(self._key, answer))
             pipe.expire(message["answer_to"], _ANSWER_TTL_SECONDS)
             await pipe.execute()

@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 # call's stream stays once it ended.
 MAX_ENTRIES = 5000
 KEEP_AFTER_END_SECONDS = 600
+# Entries waiting to be sent while Redis is away; past this, chunks are not copied (a
+# reader elsewhere sees the gap and reads them from the store), ends still are.
+MAX_QUEUED = 100_000
 _END = "end"
 
 
@@ -60,8 +63,9 @@ class OutputStreams:
     # ------------------------------------------------------------ OutputMirror
 
     def chunk(self, call_id: str, chunk: OutputChunk) -> None:
-        self._queue.append((call_id, chunk))
-        self._wake.set()
+        if len(self._queue) < MAX_QUEUED:
+            self._queue.append((call_id, chunk))
+            self._wake.set()
 
     def ended(self, call_id: str, last_seq: int) -> None:
         self._queue.append((call_id, last_seq))

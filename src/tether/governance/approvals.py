@@ -21,7 +21,25 @@ from tether.store.governance import GovernanceRepository
 from tether.store.records import ApprovalRecord, RememberedRule
 from tether.toolcalls.call import Admission, Invocation
 
-RESTART_REASON = "server restarted"
+
+@dataclass(frozen=True)
+class LeftBehind:
+    """Why requests were left pending with nobody to answer for them, as recorded on
+    each request (``decided_by``, ``reason``) and said in the audit trail (``audit``)."""
+
+    decided_by: str
+    reason: str
+    audit: str
+
+
+#: The server that asked stopped (found at the next start).
+RESTARTED = LeftBehind(
+    "restart", "server restarted", "the server restarted while the call awaited approval"
+)
+#: The node that asked was declared dead by another (see tether/node_loss.py).
+NODE_LOST = LeftBehind(
+    "node_lost", "node lost", "the node running the call was lost while it awaited approval"
+)
 #: Tether runs one agent; QwenPaw's payloads name it.
 DEFAULT_AGENT_ID = "default"
 
@@ -276,6 +294,7 @@ class ApprovalService:
             records = [r for r in records if r.session_id == session_id]
         return sorted(records, key=lambda r: r.created_at)
 
-    async def deny_leftovers(self) -> list[ApprovalRecord]:
-        """At start-up: deny what a previous run left pending; returns those requests."""
-        return await self._repo.deny_pending_approvals("restart", RESTART_REASON)
+    async def deny_leftovers(self, why: LeftBehind = RESTARTED) -> list[ApprovalRecord]:
+        """Deny what a server that is gone left pending (at start-up, or when a node is
+        lost); returns those requests."""
+        return await self._repo.deny_pending_approvals(why.decided_by, why.reason)

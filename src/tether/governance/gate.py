@@ -10,7 +10,13 @@ from dataclasses import dataclass
 from tether import model_texts
 from tether.agent.ports import ATTENDED, Attendance, TurnEvents
 from tether.governance.analyzer import Analyzer
-from tether.governance.approvals import ApprovalService, approval_view, findings_data
+from tether.governance.approvals import (
+    RESTARTED,
+    ApprovalService,
+    LeftBehind,
+    approval_view,
+    findings_data,
+)
 from tether.governance.containment import escalation_findings, findings_to_judge
 from tether.governance.context import AnalysisContext
 from tether.governance.findings import Finding, Severity
@@ -184,11 +190,12 @@ class GovernanceGate:
         await self._audit(decision, "denied", answer.decided_by, text, record)
         return Admission(False, text, answer.decided_by)
 
-    async def deny_leftovers(self) -> int:
-        """At start-up: deny (and audit) approvals a previous run left pending."""
-        leftovers = await self._approvals.deny_leftovers()
+    async def deny_leftovers(self, why: LeftBehind = RESTARTED) -> int:
+        """Deny (and audit) approvals a server that is gone left pending: at start-up,
+        or when a node is lost (``why``)."""
+        leftovers = await self._approvals.deny_leftovers(why)
         for record in leftovers:
-            await self._write_audit(_restart_entry(record))
+            await self._write_audit(_left_behind_entry(record, why))
         return len(leftovers)
 
     async def _audit(
@@ -240,7 +247,7 @@ async def _remembered_approval() -> Admission:
     return Admission(True, decided_by="remembered")
 
 
-def _restart_entry(record: ApprovalRecord) -> AuditEntry:
+def _left_behind_entry(record: ApprovalRecord, why: LeftBehind) -> AuditEntry:
     return AuditEntry(
         session_id=record.session_id,
         tool_call_id=record.tool_call_id,
@@ -250,8 +257,8 @@ def _restart_entry(record: ApprovalRecord) -> AuditEntry:
         findings=record.findings,
         verdict="ask",
         outcome="denied",
-        decided_by="restart",
-        reason="the server restarted while the call awaited approval",
+        decided_by=why.decided_by,
+        reason=why.audit,
         request_id=record.request_id,
         rule_id=None,
         sandbox=None,

@@ -5,7 +5,8 @@ still running under the runner, or ended while no server was up, it becomes live
 under its id (the coordinator follows it to its end); lost (its runner died, a file is
 corrupt), it ends ``error`` saying what was lost, and the remains of its tree are
 killed. Calls without call files were not started under the keeper: they are left to
-the usual start-up recovery (recorded as interrupted, their groups reaped).
+the usual start-up recovery (recorded as interrupted, their groups reaped). A call the
+runner still runs whose row has already ended is killed, never adopted.
 """
 
 from __future__ import annotations
@@ -67,7 +68,12 @@ async def _adopt_one(
 ) -> None:
     record, spec = found.record, found.spec
     if record is None:
-        log.warning("call directory %s has no database row: %s", found.call_id, found.problem)
+        # The runner runs it, but its row has ended (a survivor ended it as "node lost"
+        # while this node was declared dead) or was never written: nobody would follow
+        # it, so its tree is killed, through the runner, rather than adopted.
+        log.warning("call %s is stopped, not adopted: %s", found.call_id, found.problem)
+        pid = spec.pid if spec is not None else 0
+        await launcher.stop([launcher.adopt(found.call_id, pid, running=True)], 0.0, force=True)
         return
     if found.fate == "not_kept":
         return  # the usual recovery handles it

@@ -82,6 +82,13 @@ class KeeperProcess:
                 f"byte {self.position} of {self.directory / layout.OUTPUT_NAME} is kept, "
                 "its exit status is lost"
             )
+        if self._end is None and self._signal.ended:
+            # The runner writes status.json before it says "ended": it could not.
+            raise CallLost(
+                f"the runner ended call {self.call_id} but could not record its end (see "
+                f"{layout.runner_log(self._hub.home)}); its output up to byte "
+                f"{self.position} is kept, its exit status is lost"
+            )
         if self._end is not None and self._end.output_end > self._size():
             raise CallLost(
                 f"{self.directory / layout.OUTPUT_NAME} is truncated: the status says "

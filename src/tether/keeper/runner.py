@@ -5,11 +5,8 @@ It holds ``runner.lock`` (one runner per home), publishes its identity in
 started in its own session, so it outlives the server that started it, whether that
 server stops gracefully or is killed. SIGTERM or SIGINT stop every call it runs
 (whole trees) and then the runner.
-
-With ``idle_exit``, it also exits on its own once it has run no call and had no
-connection for that long: a server leaves it behind on purpose while calls run, but a
-runner whose calls have all ended and that no server uses any more is only a process
-nobody asked for (the next server starts another in a fraction of a second).
+With ``idle_exit`` it also leaves once nothing has needed it for that long
+(:mod:`tether.keeper.idle`).
 """
 
 from __future__ import annotations
@@ -27,6 +24,7 @@ from typing import Any
 from tether import __version__
 from tether.keeper import layout, protocol
 from tether.keeper.identity import identify
+from tether.keeper.idle import IdleExit
 from tether.keeper.runner_call import RunningCall, spawn
 from tether.keeper.status import CallSpec, write_spec
 from tether.keeper.stopper import TreeStopper
@@ -41,6 +39,12 @@ log = logging.getLogger(__name__)
 # A watcher that lets this much of our events pile up unread is dropped (it reconnects
 # and re-lists; the files hold everything it missed).
 _WATCHER_BACKLOG = 1 << 20
+# After SIGTERM, a call still not ended this long past the longest grace is ended by
+# force (its end recorded if its root was reaped), so the runner always exits.
+_LAST_RESORT = 10.0
+# How long an exiting runner waits for its tree kills still under way (the SIGKILL
+# after the grace for what ignored SIGTERM).
+_SETTLE_TIMEOUT = 30.0
 
 
 class Runner:
@@ -50,14 +54,13 @@ class Runner:
     def __init__(self, home: Path, enforcer: Enforcer, idle_exit: float | None = None) -> None:
         self.home = home
         self.enforcer = enforcer
-        self.idle_exit = idle_exit
+        self.idle = IdleExit(idle_exit, self._needed, self._leave)
         self.watcher = Watcher()
         self.calls: dict[str, RunningCall] = {}
         self._watchers: set[asyncio.StreamWriter] = set()
+        self._connections: dict[asyncio.StreamWriter, asyncio.Task[Any]] = {}
         self._retiring = False
         self._stoppers: dict[float, TreeStopper] = {}
-        self._connections = 0
-        self._idle_timer: asyncio.TimerHandle | None = None
         #: The listening socket, closed at once when the runner decides to leave.
         self.listening: asyncio.Server | None = None
         self.done = asyncio.Event()
@@ -66,8 +69,10 @@ class Runner:
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Serve one connection: a request per line, or a watch stream."""
-        self._connections += 1
-        self._disarm_idle()
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections[writer] = task
+        self.idle.disarm()
         try:
             while line := await reader.readline():
                 answer = self._answer(line, writer)
@@ -79,10 +84,10 @@ class Runner:
         except (ConnectionError, asyncio.IncompleteReadError, ValueError):
             pass
         finally:
-            self._connections -= 1
+            self._connections.pop(writer, None)
             self._watchers.discard(writer)
             writer.close()
-            self.arm_idle()
+            self.idle.arm()
 
     def _answer(self, line: bytes, writer: asyncio.StreamWriter) -> dict[str, Any] | None:
         try:
@@ -109,7 +114,7 @@ class Runner:
             # A retiring runner takes no new call: a server that finds one waits for
             # it to go and starts another.
             "retiring": self._retiring,
-            "idle_exit": self.idle_exit,
+            "idle_exit": self.idle.seconds,
         }
 
     def _op_start(self, m: dict[str, Any]) -> dict[str, Any]:
@@ -218,9 +223,12 @@ class Runner:
 
     def _ended(self, call: RunningCall) -> None:
         self.calls.pop(call.call_id, None)
-        self._publish({"event": "ended", "call_id": call.call_id, "end": call.position})
+        try:
+            self._publish({"event": "ended", "call_id": call.call_id, "end": call.position})
+        except Exception:  # the watchers re-list when they reconnect
+            log.exception("telling the watchers that call %s ended failed", call.call_id)
         self._exit_if_idle()
-        self.arm_idle()
+        self.idle.arm()
 
     def _publish(self, event: dict[str, Any]) -> None:
         line = protocol.encode(event)
@@ -235,26 +243,10 @@ class Runner:
         if self._retiring and not self.calls:
             self.done.set()
 
-    # ------------------------------------------------------------------ idle exit
+    def _needed(self) -> bool:
+        return bool(self.calls or self._connections or self.done.is_set())
 
-    def arm_idle(self) -> None:
-        """Start counting ``idle_exit`` if the runner now runs nothing for nobody."""
-        if self.idle_exit is None or self.calls or self._connections or self.done.is_set():
-            return
-        self._disarm_idle()
-        loop = asyncio.get_running_loop()
-        self._idle_timer = loop.call_later(self.idle_exit, self._leave_if_idle)
-
-    def _disarm_idle(self) -> None:
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-            self._idle_timer = None
-
-    def _leave_if_idle(self) -> None:
-        self._idle_timer = None
-        if self.calls or self._connections:
-            return
-        log.info("no call and no server for %.0fs: the runner exits", self.idle_exit)
+    def _leave(self) -> None:
         self._retiring = True
         # Closed now, not once ``done`` is seen: no connection may slip in between.
         if self.listening is not None:
@@ -263,11 +255,45 @@ class Runner:
 
     def stop_everything(self) -> None:
         """Stop every call's tree; the runner exits once each has ended and been
-        recorded."""
+        recorded. The graces of stops asked before are cut short (what is left of
+        those trees is killed at once); whatever has still not ended ``_LAST_RESORT``
+        seconds after the longest grace is ended by force."""
         self._retiring = True
+        for stopper in self._stoppers.values():
+            stopper.hurry()
         for call in list(self.calls.values()):
-            call.stop("request", False)
+            try:
+                call.stop("request", False)
+            except Exception:
+                log.exception("stopping call %s failed", call.call_id)
         self._exit_if_idle()
+        if self.calls:
+            grace = max(self._stoppers, default=0.0)
+            asyncio.get_running_loop().call_later(grace + _LAST_RESORT, self._give_up)
+
+    def _give_up(self) -> None:
+        for call in list(self.calls.values()):
+            log.error("call %s did not end after SIGTERM: ending it by force", call.call_id)
+            call.abandon()
+        self._exit_if_idle()
+
+    async def hang_up(self) -> None:
+        """Close every connection and let its handler end by itself (one cancelled at
+        exit instead is logged as an error by Python 3.11's streams)."""
+        handlers = list(self._connections.values())
+        for writer in list(self._connections):
+            writer.close()
+        if handlers:
+            await asyncio.wait(handlers, timeout=5.0)
+
+    async def settle(self) -> None:
+        """Wait (a while at most) for the tree kills still under way."""
+        try:
+            async with asyncio.timeout(_SETTLE_TIMEOUT):
+                for stopper in self._stoppers.values():
+                    await stopper.settled()
+        except TimeoutError:
+            log.error("tree kills still running after %.0f s; exiting anyway", _SETTLE_TIMEOUT)
 
 
 def _optional_float(value: object) -> float | None:
@@ -340,9 +366,11 @@ async def _serve(runner: Runner, ready_fd: int | None) -> None:
     loop.add_signal_handler(signal.SIGHUP, lambda: None)
     _signal_ready(ready_fd, b"ready\n")
     log.info("runner %s serving %s on %s", me.pid, home, sock)
-    runner.arm_idle()  # if the server that started it never connects
+    runner.idle.arm()  # if the server that started it never connects
     await runner.done.wait()
     server.close()
+    await runner.settle()
+    await runner.hang_up()
     await runner.watcher.close()
     # Groups the watcher could not release yet (a zombie held them a moment longer).
     await asyncio.to_thread(enforcers.sweep, runner.enforcer)

@@ -16,9 +16,10 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from tether.keeper import layout, records
+from tether.keeper.call_descriptors import CallDescriptors
 from tether.keeper.identity import identify
 from tether.keeper.status import CallEnd, CallSpec, StoppedBy, write_end, write_spec
 from tether.keeper.stopper import TreeStopper
@@ -50,23 +51,21 @@ class RunningCall:
         self.spec, self.directory, self._stopper = spec, directory, stopper
         self._proc, self._on_output, self._on_end = proc, on_output, on_end
         self._loop = asyncio.get_running_loop()
-        self._out = os.open(
-            directory / layout.OUTPUT_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600
+        self._fds = CallDescriptors(self._loop)
+        self._out = self._fds.adopt(
+            os.open(directory / layout.OUTPUT_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         )
         self.position = 0
         self._kept = 0
         self.dropped = 0
         self._pending: dict[int, bytes] = {}
         self._streams: dict[int, str] = {}
-        # The pipes' file objects own their descriptors: a stream is closed through
-        # them, or their finaliser would close the number again later, when it may
-        # belong to another call's pipe.
-        self._pipes: dict[int, IO[bytes]] = {}
         self.stopped_by: StoppedBy | None = None
         self._stop_asked = False
         self._exit_status: int | None = None
         self._deadline: asyncio.TimerHandle | None = None
         self._drain: asyncio.TimerHandle | None = None
+        self._failures = 0
         self.ended = False
         # The root only supervises the command (the sandbox's bwrap): spared by a
         # graceful stop, as the server's own launcher spares it.
@@ -74,13 +73,18 @@ class RunningCall:
         self._tree: LimitedTree | None = None
         self._recording: asyncio.Task[None] | None = None
         assert proc.stdout is not None and proc.stderr is not None
-        for pipe, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
-            fd = pipe.fileno()
-            os.set_blocking(fd, False)
-            self._streams[fd], self._pending[fd], self._pipes[fd] = name, b"", pipe
-            self._loop.add_reader(fd, self._readable, fd)
-        self._pidfd = os.pidfd_open(proc.pid)
-        self._loop.add_reader(self._pidfd, self._exited)
+        try:
+            for pipe, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
+                fd = self._fds.adopt_pipe(pipe)
+                self._streams[fd], self._pending[fd] = name, b""
+                self._fds.watch(fd, self._guarded, self._readable, fd)
+            self._pidfd = self._fds.adopt(os.pidfd_open(proc.pid))
+            self._fds.watch(self._pidfd, self._guarded, self._exited)
+        except BaseException:
+            # Nobody could follow it (out of descriptors?): it must not run unowned.
+            self._fds.close_all()
+            os.kill(proc.pid, signal.SIGKILL)
+            raise
         self._arm_deadline()
 
     @property
@@ -111,9 +115,8 @@ class RunningCall:
         self._write(self._streams[fd], data[:cut])
 
     def _close_stream(self, fd: int) -> None:
-        self._loop.remove_reader(fd)
+        self._fds.close(fd)
         self._write(self._streams.pop(fd), self._pending.pop(fd))
-        self._pipes.pop(fd).close()
         self._maybe_end()
 
     def _write(self, stream: str, data: bytes) -> None:
@@ -164,7 +167,9 @@ class RunningCall:
             self._deadline = None
         if self.spec.kill_at is not None and not self.ended:
             delay = max(0.0, self.spec.kill_at - time.time())
-            self._deadline = self._loop.call_later(delay, self.stop, "deadline", False)
+            self._deadline = self._loop.call_later(
+                delay, self._guarded, self.stop, "deadline", False
+            )
 
     # ------------------------------------------------------------------ stopping
 
@@ -191,38 +196,49 @@ class RunningCall:
 
     # ------------------------------------------------------------------ the end
 
-    def _exited(self) -> None:
+    def _reap(self) -> int | None:
+        """The root's wait status if it has exited (it is reaped now), else None."""
         try:
             pid, status = os.waitpid(self._proc.pid, os.WNOHANG)
         except ChildProcessError:  # reaped already: nothing more can be learnt
             pid, status = self._proc.pid, 255 << 8
-        if pid == 0:  # a spurious wake-up: it still runs
+        if pid == 0:
+            return None
+        self._proc.returncode = 0  # reaped here; keeps Popen from reaping or warning
+        return status
+
+    def _exited(self) -> None:
+        status = self._reap()
+        if status is None:  # a spurious wake-up: it still runs
             return
         self._exit_status = status
-        self._proc.returncode = 0  # reaped here; keeps Popen from reaping or warning
-        self._loop.remove_reader(self._pidfd)
-        os.close(self._pidfd)
+        self._fds.close(self._pidfd)
         if self._deadline is not None:
             self._deadline.cancel()
-        self._drain = self._loop.call_later(DRAIN_AFTER_EXIT, self._stop_draining)
+        self._drain = self._loop.call_later(DRAIN_AFTER_EXIT, self._guarded, self._stop_draining)
         self._maybe_end()
 
     def _stop_draining(self) -> None:
         if self._streams:
             for fd in list(self._streams):
-                self._loop.remove_reader(fd)
+                self._fds.close(fd)
                 self._write(self._streams.pop(fd), self._pending.pop(fd))
-                self._pipes.pop(fd).close()
             self._append("stderr", b"\n[tether: background processes kept the output open]\n")
         self._maybe_end()
 
     def _maybe_end(self) -> None:
         if self.ended or self._exit_status is None or self._streams:
             return
+        self._end()
+
+    def _end(self) -> None:
+        """Release the call's descriptors and timers, then record its end (see
+        :meth:`_record_end`)."""
         self.ended = True
-        if self._drain is not None:
-            self._drain.cancel()
-        os.close(self._out)
+        for timer in (self._deadline, self._drain):
+            if timer is not None:
+                timer.cancel()
+        self._fds.close_all()
         if self._tree is None:
             self._record_end(None)
         else:
@@ -245,9 +261,21 @@ class RunningCall:
         return replace(used, killed_by="deadline" if self.stopped_by == "deadline" else "cancel")
 
     def _record_end(self, resources: dict[str, Any] | None) -> None:
+        """Write status.json (when the exit status is known) and tell the runner. Never
+        raises: whatever went wrong, the call must leave the runner's list, or the
+        runner would wait for it forever (and so ignore SIGTERM)."""
         status = self._exit_status
-        assert status is not None
-        end = CallEnd(
+        if status is None:
+            log.error("call %s ended with its exit status unknown: no status.json", self.call_id)
+        else:
+            try:
+                write_end(self.directory, self._end_record(status, resources))
+            except Exception:
+                log.exception("the end of call %s could not be recorded", self.call_id)
+        self._on_end(self)
+
+    def _end_record(self, status: int, resources: dict[str, Any] | None) -> CallEnd:
+        return CallEnd(
             exit_code=os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
             signal=os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
             ended_at=time.time(),
@@ -256,8 +284,56 @@ class RunningCall:
             dropped_bytes=self.dropped,
             resources=resources,
         )
-        write_end(self.directory, end)
-        self._on_end(self)
+
+    # ------------------------------------------------------------------ errors
+
+    def _guarded(self, step: Callable[..., None], *args: Any) -> None:
+        """Run one of the loop's callbacks for this call. An error in it must not reach
+        the loop: a reader's callback would run again at once and fail again, and the
+        call would never end. It ends the call instead (see :meth:`_fail`)."""
+        try:
+            step(*args)
+        except Exception:
+            log.exception("call %s: %s failed", self.call_id, getattr(step, "__name__", step))
+            self._fail()
+
+    def _fail(self) -> None:
+        """After an error: keep no more output, kill the tree, and end once the root is
+        reaped. A second error, or one after the root was reaped, ends it at once."""
+        self._failures += 1
+        if self._failures > 1 or self._exit_status is not None:
+            self.abandon()
+            return
+        for fd in list(self._streams):
+            self._fds.close(fd)
+            del self._streams[fd], self._pending[fd]
+        self._kill_tree()
+
+    def _kill_tree(self) -> None:
+        self._stop_asked = True
+        try:
+            if self._exit_status is None:
+                # Not reaped yet, so the pid is still the root's: no scan needed for it.
+                os.kill(self._proc.pid, signal.SIGKILL)
+            self._stopper.request(self, True)
+        except Exception:
+            log.exception("killing the tree of call %s failed", self.call_id)
+
+    def abandon(self) -> None:
+        """End the call now, whatever state it is in (the last resort): its tree is
+        killed, its descriptors released, its end recorded if the root has exited, and
+        the runner forgets it."""
+        if self.ended:
+            return
+        self._kill_tree()
+        if self._exit_status is None:
+            try:
+                self._exit_status = self._reap()
+            except Exception:
+                log.exception("reaping call %s failed", self.call_id)
+        self._streams.clear()
+        self._pending.clear()
+        self._end()
 
 
 def spawn(

@@ -8,6 +8,7 @@ arrive while a scan runs wait and go together in the next one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 from collections.abc import Coroutine
@@ -33,16 +34,31 @@ class TreeStopper:
 
     def __init__(self, grace: float) -> None:
         self._grace = grace
-        self._pending: dict[str, tuple[Stoppable, bool]] = {}
+        # Per call: force, and the era it was asked in (see hurry).
+        self._pending: dict[str, tuple[Stoppable, bool, int]] = {}
         self._busy = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self._era = 0
+        self._hurried = asyncio.Event()
 
     def request(self, call: Stoppable, force: bool) -> None:
         """Stop ``call``'s tree soon (with the calls asked for meanwhile)."""
-        _, forced = self._pending.get(call.call_id, (call, False))
-        self._pending[call.call_id] = (call, force or forced)
+        _, forced, _ = self._pending.get(call.call_id, (call, False, 0))
+        self._pending[call.call_id] = (call, force or forced, self._era)
         if not self._busy:
             self._spawn(self._drain())
+
+    def hurry(self) -> None:
+        """End now the graces of the stops asked so far: what is left of those trees is
+        killed at once (the runner is exiting; a stop asked later gets its grace)."""
+        self._era += 1
+        self._hurried.set()
+        self._hurried = asyncio.Event()
+
+    async def settled(self) -> None:
+        """Return once no stop is under way (the kills after the grace included)."""
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -58,9 +74,10 @@ class TreeStopper:
         finally:
             self._busy = False
 
-    async def _signal(self, batch: dict[str, tuple[Stoppable, bool]]) -> None:
-        forced = [c.target() for c, force in batch.values() if force]
-        graceful = [c for c, force in batch.values() if not force]
+    async def _signal(self, batch: dict[str, tuple[Stoppable, bool, int]]) -> None:
+        forced = [c.target() for c, force, _ in batch.values() if force]
+        graceful = [c for c, force, _ in batch.values() if not force]
+        era = max(e for _, _, e in batch.values())
         try:
             if forced:
                 procs = await asyncio.to_thread(process_tree.find_trees, forced)
@@ -69,12 +86,16 @@ class TreeStopper:
                 targets = [c.target() for c in graceful]
                 procs = await asyncio.to_thread(process_tree.find_trees, targets)
                 process_tree.ask_to_end(procs, targets)
-                self._spawn(self._kill_after_grace(graceful))
+                self._spawn(self._kill_after_grace(graceful, era))
         except Exception:
             log.exception("stopping %d call(s) failed", len(batch))
 
-    async def _kill_after_grace(self, calls: list[Stoppable]) -> None:
-        await asyncio.sleep(self._grace)
+    async def _kill_after_grace(self, calls: list[Stoppable], era: int) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._grace
+        while self._era == era and (left := deadline - loop.time()) > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._hurried.wait(), left)
         # Targets are taken again: a root reaped meanwhile is no longer named by pid.
         targets = [c.target() for c in calls]
         try:

@@ -14,9 +14,11 @@ class NodeRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def join(self, node_id: str, version: str, now: float) -> None:
-        """Take (or take back, after a restart) the lease of ``node_id``."""
+    async def join(self, node_id: str, owner: str | None, version: str, now: float) -> None:
+        """Take (or take back, after a restart) the lease of ``node_id``, held by the
+        process whose owner id is ``owner``."""
         values = {
+            "owner": owner,
             "version": version,
             "started_at": now,
             "renewed_at": now,
@@ -50,6 +52,20 @@ class NodeRepository:
         async with self._db.read() as conn:
             rows = await conn.execute(sa.select(nodes).where(nodes.c.renewed_at < renewed_before))
             return [to_record(NodeRecord, r) for r in rows]
+
+    async def live_owners(self, renewed_since: float, except_node: str) -> set[str]:
+        """The owner ids held by leases renewed at or after ``renewed_since``, but that of
+        ``except_node`` (the asking node's row holds its last run's owner until it
+        joins)."""
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(nodes.c.owner).where(
+                    nodes.c.renewed_at >= renewed_since,
+                    nodes.c.id != except_node,
+                    nodes.c.owner.is_not(None),
+                )
+            )
+            return {r.owner for r in rows}
 
     async def claim_dead(self, node: NodeRecord) -> bool:
         """Remove a dead node's lease, unless it renewed since it was read; True for the one

@@ -250,3 +250,5 @@ class NodeRecord:
     renewed_at: float
     live_calls: int
     running_tasks: int
+    #: The owner id of the process holding the lease (None: taken before it was recorded).
+    owner: str | None = None

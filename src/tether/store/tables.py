@@ -143,7 +143,7 @@ approvals = sa.Table(
     sa.Column("findings", sa.JSON, nullable=False),
     # pending | approved | denied
     sa.Column("status", sa.String(16), nullable=False, index=True),
-    # user | timeout | cancel | restart
+    # user | timeout | cancel | restart | node_lost
     sa.Column("decided_by", sa.String(32), nullable=True),
     sa.Column("reason", sa.Text, nullable=True),
     sa.Column("created_at", sa.Float, nullable=False),
@@ -316,4 +316,7 @@ nodes = sa.Table(
     # What the node reported at its last renewal, so any node can show every node's load.
     sa.Column("live_calls", sa.Integer, nullable=False),
     sa.Column("running_tasks", sa.Integer, nullable=False),
+    # The owner id (store/owners.py) of the process holding the lease: the ``owner`` of
+    # the calls and tasks it runs. NULL on leases taken before it was recorded.
+    sa.Column("owner", sa.String(64), nullable=True),
 )

@@ -47,12 +47,26 @@ class TaskRepository:
             )
 
     async def finish(self, task_id: str, result: dict[str, Any]) -> None:
+        """Record the task's result, unless it has one: the first end stands (a survivor
+        may have failed it as "node lost" while its node was cut off)."""
         async with self._db.write() as conn:
             await conn.execute(
                 sa.update(tasks)
-                .where(tasks.c.id == task_id)
+                .where(tasks.c.id == task_id, tasks.c.status != "finished")
                 .values(status="finished", result=result, finished_at=time.time())
             )
+
+    async def finished_among(self, task_ids: Collection[str]) -> set[str]:
+        """Which of ``task_ids`` the store shows as finished."""
+        if not task_ids:
+            return set()
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(tasks.c.id).where(
+                    tasks.c.id.in_(list(task_ids)), tasks.c.status == "finished"
+                )
+            )
+            return {r.id for r in rows}
 
     async def get(self, task_id: str) -> TaskRecord | None:
         async with self._db.read() as conn:

@@ -17,6 +17,17 @@ from tether.store.tables import tool_calls, tool_output
 #: Statuses of a call that has not ended.
 UNFINISHED = ("running", "offloaded", "awaiting_approval")
 
+# Built once: on several nodes every list of a session's calls runs this query, and
+# building the statement cost a fifth of its time.
+_UNFINISHED_IN_SESSION = (
+    sa.select(tool_calls)
+    .where(
+        tool_calls.c.session_id == sa.bindparam("session_id"),
+        tool_calls.c.status.in_(UNFINISHED),
+    )
+    .order_by(tool_calls.c.started_at)
+)
+
 
 class ToolCallRepository:
     def __init__(self, db: Database, owner: str | None = None) -> None:
@@ -36,6 +47,30 @@ class ToolCallRepository:
             await conn.execute(
                 sa.update(tool_calls).where(tool_calls.c.id == call_id).values(**values)
             )
+
+    async def record_end(self, call_id: str, **values: Any) -> bool:
+        """Record the call's end, unless an end is recorded already: a call ends once,
+        and the first end stands (a survivor may have ended it as "node lost" while the
+        node running it was cut off). False if it had ended."""
+        async with self._db.write() as conn:
+            result = await conn.execute(
+                sa.update(tool_calls)
+                .where(tool_calls.c.id == call_id, tool_calls.c.status.in_(UNFINISHED))
+                .values(status="completed", **values)
+            )
+            return bool(result.rowcount)
+
+    async def ended_among(self, call_ids: Collection[str]) -> set[str]:
+        """Which of ``call_ids`` the store shows as ended."""
+        if not call_ids:
+            return set()
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(tool_calls.c.id).where(
+                    tool_calls.c.id.in_(list(call_ids)), tool_calls.c.status == "completed"
+                )
+            )
+            return {r.id for r in rows}
 
     async def get(self, session_id: str, call_id: str) -> ToolCallRecord | None:
         async with self._db.read() as conn:
@@ -88,10 +123,14 @@ class ToolCallRepository:
             return {r.owner for r in rows}
 
     async def interrupt_unfinished(
-        self, reason: str, owners: Collection[str | None], keep: Collection[str] = ()
+        self,
+        reason: str,
+        owners: Collection[str | None],
+        keep: Collection[str] = (),
+        end_state: str = "cancelled",
     ) -> list[tuple[int, float]]:
-        """Record the unfinished calls of ``owners`` (servers that are gone) as cancelled,
-        but those in ``keep`` (adopted: they run on).
+        """Record the unfinished calls of ``owners`` (servers that are gone) as ended in
+        ``end_state``, but those in ``keep`` (adopted: they run on).
 
         Returns (process group, start time) of each, so the caller can reap survivors.
         """
@@ -112,7 +151,7 @@ class ToolCallRepository:
                 .where(theirs)
                 .values(
                     status="completed",
-                    end_state="cancelled",
+                    end_state=end_state,
                     end_reason=reason,
                     finished_at=time.time(),
                 )
@@ -142,11 +181,7 @@ class ToolCallRepository:
     async def unfinished_in_session(self, session_id: str) -> list[ToolCallRecord]:
         """A session's calls not yet completed, on any node, oldest first."""
         async with self._db.read() as conn:
-            rows = await conn.execute(
-                sa.select(tool_calls)
-                .where(tool_calls.c.session_id == session_id, tool_calls.c.status.in_(UNFINISHED))
-                .order_by(tool_calls.c.started_at)
-            )
+            rows = await conn.execute(_UNFINISHED_IN_SESSION, {"session_id": session_id})
             return [to_record(ToolCallRecord, r) for r in rows]
 
     async def take_over(self, call_ids: Collection[str]) -> None:

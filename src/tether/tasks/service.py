@@ -266,6 +266,9 @@ class TaskService:
         """How many tasks are running on this node."""
         return len(self._running)
 
+    def running_ids(self) -> list[str]:
+        return list(self._running)
+
     async def busy_sessions(self) -> set[str]:
         """Sessions a turn is running (or waiting to run) in, on this node and, in a
         cluster, on every node."""
@@ -350,7 +353,10 @@ class TaskService:
             self._running[task.id] = run
 
             async def answer_open_calls(run: Running, waits: dict[str, Any] = waits) -> None:
-                outcomes = {cid: (await t).model_text for cid, t in waits.items()}
+                # Shielded: stopping the task cancels this wait, and a task awaited
+                # bare is cancelled with its waiter: the adopted call it was waiting on
+                # would never be concluded (it stayed listed running for ever).
+                outcomes = {cid: (await asyncio.shield(t)).model_text for cid, t in waits.items()}
                 await self._answer_open_calls(run, outcomes)
 
             run.job = asyncio.create_task(

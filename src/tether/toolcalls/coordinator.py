@@ -167,6 +167,10 @@ class ToolCallCoordinator:
         """How many calls are in flight on this node."""
         return len(self._index.all())
 
+    def live_ids(self) -> list[tuple[str, str]]:
+        """(session id, call id) of every call in flight on this node."""
+        return [(c.session_id, c.call_id) for c in self._index.all()]
+
     def begin_shutdown(self, detach: bool = False) -> None:
         """From now on, calls stopped with their task are recorded as stopped by shutdown;
         with ``detach`` and a durable launcher, calls with a process are left running

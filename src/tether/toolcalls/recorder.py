@@ -145,9 +145,8 @@ class CallRecorder:
         call.buffer.close()
         model_text = describe_end(call, summary, where, limit)
         await self.persist_output(call)
-        await self._repo.update(
+        await self._repo.record_end(
             call.call_id,
-            status="completed",
             end_state=end_state,
             end_reason=summary or None,
             force_cancelled=call.force_cancelled,

@@ -4,6 +4,7 @@ chunk number, and requests between nodes with their answers and errors."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 import time
@@ -16,6 +17,7 @@ from redis_support import drop_prefix, keys_under, new_prefix, redis_url, requir
 from tether.cluster.node_requests import NodeRequests
 from tether.cluster.output_streams import OutputStreams
 from tether.cluster.redis_link import RedisLink, shown_redis_url
+from tether.cluster.signed import request_key, sign
 from tether.errors import Conflict, NotAnswering, NotFound, Unavailable
 from tether.store.records import OutputChunk
 
@@ -69,8 +71,11 @@ async def test_a_blocking_read_wakes_for_the_next_chunk(link: RedisLink) -> None
         await streams.close()
 
 
+KEY = request_key("the cluster's shared secret key")
+
+
 async def _serving(link: RedisLink, owner: str, timeout: float = 2.0) -> NodeRequests:
-    requests = NodeRequests(link, owner, timeout)
+    requests = NodeRequests(link, owner, timeout, KEY)
     requests.start()
     return requests
 
@@ -84,7 +89,7 @@ async def test_a_request_is_carried_out_by_its_owner_and_answered(link: RedisLin
 
     owner = await _serving(link, "owner-1")
     owner.handle("call.cancel", cancel)
-    asker = NodeRequests(link, "owner-2", 2.0)
+    asker = NodeRequests(link, "owner-2", 2.0, KEY)
     try:
         result = await asker.ask("owner-1", "call.cancel", {"call_id": "c1"}, "tool call c1")
         assert result == {"cancelled": "c1"}
@@ -106,7 +111,7 @@ async def test_the_owners_error_kinds_are_raised_on_the_asking_side(link: RedisL
     owner = await _serving(link, "owner-1")
     for name, handler in (("nf", not_found), ("cf", conflict), ("bug", bug)):
         owner.handle(name, handler)
-    asker = NodeRequests(link, "owner-2", 2.0)
+    asker = NodeRequests(link, "owner-2", 2.0, KEY)
     try:
         with pytest.raises(NotFound, match="no such call"):
             await asker.ask("owner-1", "nf", {}, "x")
@@ -129,7 +134,7 @@ async def test_no_answer_in_time_is_503_and_the_late_request_is_dropped(
     async def act(args: dict[str, Any]) -> None:
         ran.append("ran")
 
-    asker = NodeRequests(link, "owner-2", 0.3)
+    asker = NodeRequests(link, "owner-2", 0.3, KEY)
     with pytest.raises(NotAnswering, match=re.escape("tool call c9 did not answer within 0.3 s")):
         await asker.ask("owner-late", "act", {}, "tool call c9")
     # The owner comes back after its asker gave up: the request is not carried out.
@@ -157,3 +162,36 @@ def test_a_redis_password_is_never_shown() -> None:
 async def test_an_unreachable_redis_is_a_clear_error() -> None:
     with pytest.raises(Unavailable, match=re.escape("cannot reach Redis at redis://127.0.0.1:1/0")):
         await RedisLink.connect("redis://127.0.0.1:1/0", "x")
+
+
+async def test_a_request_not_signed_by_the_cluster_is_dropped(
+    link: RedisLink, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "tether.cluster.node_requests")
+    ran: list[dict[str, Any]] = []
+
+    async def approve(args: dict[str, Any]) -> None:
+        ran.append(args)
+
+    owner = await _serving(link, "owner-1")
+    owner.handle("approval.resolve", approve)
+    queue = link.key("owner", "owner-1", "requests")
+    message = {
+        "id": "x",
+        "action": "approval.resolve",
+        "args": {"request_id": "r1", "approve": True},
+        "answer_to": link.key("answer", "x"),
+        "give_up_at": time.time() + 30,
+    }
+    try:
+        # Whoever can write to Redis, without the key: plain JSON, then another key.
+        await link.client.lpush(queue, json.dumps(message))
+        await link.client.lpush(queue, sign(request_key("another key"), message))
+        deadline = time.monotonic() + 5
+        while caplog.text.count("not signed by a node of this cluster") < 2:
+            assert time.monotonic() < deadline, "the forged requests were not dropped"
+            await asyncio.sleep(0.02)
+        assert ran == []
+        assert await link.client.llen(link.key("answer", "x")) == 0
+    finally:
+        await owner.close()

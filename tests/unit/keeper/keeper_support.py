@@ -11,26 +11,57 @@ from typing import Any
 import psutil
 
 from tether.config import Settings
-from tether.keeper import client
+from tether.keeper import client, layout, records
+from tether.keeper.client import KeeperClient
 from tether.keeper.identity import ProcessIdentity
 from tether.sandbox.service import Sandbox
 from tether.sandbox.setup import sandbox_for
 from tether.toolcalls.launcher import MARKER_VAR
 
 MARKER_PREFIX = f"keeper-test-{os.getpid()}"
+SH = "/bin/sh"
 
 
 def start_fields(call_id: str, command: str, **extra: Any) -> dict[str, Any]:
-    """A ``start`` request's fields for ``/bin/sh -c command``, marked as these tests'."""
+    """A ``start`` request's fields for ``sh -c command``, marked as these tests'."""
     return {
         "call_id": call_id,
-        "argv": ["/bin/sh", "-c", command],
+        "argv": [SH, "-c", command],
         "cwd": "/",
         "env": {"PATH": os.environ["PATH"]},
         "marker": f"{MARKER_PREFIX}:{call_id}",
         "grace": 0.5,
         **extra,
     }
+
+
+async def run_to_end(keeper: KeeperClient, call_id: str, command: str, **extra: Any) -> None:
+    """Start a call and return once the runner says it ended."""
+    watch = await keeper.watch()
+    try:
+        await keeper.request("start", **start_fields(call_id, command, **extra))
+        async for event in watch:
+            if event["event"] == "ended" and event["call_id"] == call_id:
+                return
+    finally:
+        watch.close()
+    raise AssertionError("the watch closed before the call ended")
+
+
+def output_of(home: Path, call_id: str) -> list[records.Record]:
+    """The call's output records so far."""
+    got, _ = records.read_records(layout.call_dir(home, call_id) / layout.OUTPUT_NAME, 0)
+    return got
+
+
+def wait_for(probe: Any, timeout: float = 15.0, what: str = "it") -> Any:
+    """Poll ``probe`` until it gives something true (returned), or fail at ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := probe():
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def marked_processes() -> list[psutil.Process]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import time
 from collections.abc import AsyncIterator
@@ -181,23 +182,36 @@ async def test_a_new_call_after_the_runner_died_gets_a_new_runner(
         kill_marked()
 
 
+async def test_a_call_whose_end_the_runner_could_not_record_is_lost_not_awaited(
+    runner_home: Path, hub: KeeperHub
+) -> None:
+    gate = runner_home / "gate"
+    launcher = KeeperLauncher(hub, output_limit=None, grace=0.5)
+    process = await launcher.start(Spec("k", f'until [ -e "{gate}" ]; do sleep 0.02; done'))
+    # Its directory goes while it runs: the runner says "ended" with no status.json.
+    shutil.rmtree(layout.call_dir(runner_home, "k"))
+    gate.touch()
+    with pytest.raises(CallLost, match=r"could not record its end .* exit status is lost"):
+        await asyncio.wait_for(process.wait(), 30)
+
+
 async def test_a_start_cancelled_in_flight_leaves_no_tree_and_no_stray_answer(
     runner_home: Path, hub: KeeperHub
 ) -> None:
     """A turn stopped while its call starts: the runner may start the tree anyway, so
     it is killed once the answer comes; and the next request gets its own answer."""
     launcher = KeeperLauncher(hub, output_limit=None, grace=0.5)
-    starting = asyncio.create_task(launcher.start(Spec("k", "exec sleep 300")))
+    starting = asyncio.create_task(launcher.start(Spec("cancelled", "exec sleep 300")))
     await asyncio.sleep(0)  # let it send the request
     starting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await starting
-    status = layout.call_dir(runner_home, "k") / layout.STATUS_NAME
+    status = layout.call_dir(runner_home, "cancelled") / layout.STATUS_NAME
     deadline = time.monotonic() + 15
     while not status.exists():
         assert time.monotonic() < deadline, "the cancelled start's tree was not stopped"
         await asyncio.sleep(0.02)
-    end = read_end(layout.call_dir(runner_home, "k"))
+    end = read_end(layout.call_dir(runner_home, "cancelled"))
     assert end is not None and end.signal == signal.SIGKILL
     assert await launcher.running() == {}
     assert marked_processes() == []

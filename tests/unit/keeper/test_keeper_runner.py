@@ -10,38 +10,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from keeper_support import MARKER_PREFIX, runner_of, start_fields
+from keeper_support import (
+    MARKER_PREFIX,
+    SH,
+    output_of,
+    run_to_end,
+    runner_of,
+    start_fields,
+    wait_for,
+)
 
-from tether.keeper import client, layout, protocol, records
+from tether.keeper import client, layout, protocol
 from tether.keeper.client import KeeperClient
 from tether.keeper.identity import ProcessIdentity, identify
 from tether.keeper.status import read_end, read_spec
-
-
-async def run_to_end(keeper: KeeperClient, call_id: str, command: str, **extra: Any) -> None:
-    watch = await keeper.watch()
-    try:
-        await keeper.request("start", **start_fields(call_id, command, **extra))
-        async for event in watch:
-            if event["event"] == "ended" and event["call_id"] == call_id:
-                return
-    finally:
-        watch.close()
-    raise AssertionError("the watch closed before the call ended")
-
-
-def output_of(home: Path, call_id: str) -> list[records.Record]:
-    got, _ = records.read_records(layout.call_dir(home, call_id) / layout.OUTPUT_NAME, 0)
-    return got
-
-
-def wait_for(probe: Any, timeout: float = 15.0, what: str = "it") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := probe():
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def test_a_call_runs_and_its_output_and_end_are_on_disk(
@@ -70,7 +52,7 @@ async def test_a_call_runs_and_its_output_and_end_are_on_disk(
     assert (end.exit_code, end.signal, end.stopped_by) == (3, None, None)
     assert end.output_end == got[-1].end
     spec = read_spec(layout.call_dir(runner_home, "c1"))
-    assert spec is not None and spec.argv == ["/bin/sh", "-c", command]
+    assert spec is not None and spec.argv == [SH, "-c", command]
 
 
 async def test_the_runner_kills_at_the_deadline_with_no_client(

@@ -27,6 +27,10 @@ class SlowWritingStore:
     async def update(self, call_id: str, **values: Any) -> None:
         await asyncio.sleep(0)
 
+    async def record_end(self, call_id: str, **values: Any) -> bool:
+        await asyncio.sleep(0)
+        return True
+
     async def append_output(self, call_id: str, chunks: Any) -> None:
         await asyncio.sleep(0)
 

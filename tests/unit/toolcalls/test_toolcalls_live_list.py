@@ -24,9 +24,12 @@ class HeldEndStore:
         return None
 
     async def update(self, call_id: str, **values: Any) -> None:
-        if values.get("status") == "completed":
-            self.saving_end.set()
-            await self.release.wait()
+        return None
+
+    async def record_end(self, call_id: str, **values: Any) -> bool:
+        self.saving_end.set()
+        await self.release.wait()
+        return True
 
     async def append_output(self, call_id: str, chunks: Any) -> None:
         return None

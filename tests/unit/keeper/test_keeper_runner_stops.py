@@ -1,0 +1,156 @@
+"""Stopping calls with a real runner: many at once, while others start, after an error,
+and on SIGTERM, the runner's descriptors stay its own and it always ends and exits."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
+
+import psutil
+from keeper_support import output_of, runner_of, start_fields, wait_for
+
+from tether.keeper import layout
+from tether.keeper.client import KeeperClient, Watch
+from tether.keeper.identity import ProcessIdentity, identify
+from tether.keeper.status import read_end
+
+# A call that leaves a child ignoring SIGTERM and holding none of the call's pipes: the
+# call ends as soon as its root dies, but the stopper keeps it until the SIGKILL it
+# sends after the grace (the child's death shows when that happened).
+_LEAVES_A_SURVIVOR = (
+    "sh -c \"trap '' TERM; exec sleep 300\" </dev/null >/dev/null 2>&1 & echo $!; exec sleep 300"
+)
+
+
+@contextlib.asynccontextmanager
+async def _watching(keeper: KeeperClient) -> AsyncIterator[Watch]:
+    watch = await keeper.watch()
+    try:
+        yield watch
+    finally:
+        watch.close()
+
+
+async def _until_ended(watch: Watch, call_ids: Iterable[str], timeout: float = 60.0) -> None:
+    left = set(call_ids)
+    async with asyncio.timeout(timeout):
+        async for event in watch:
+            if event["event"] == "ended":
+                left.discard(event["call_id"])
+                if not left:
+                    return
+    raise AssertionError(f"the watch closed before {sorted(left)} ended")
+
+
+def _survivor_of(home: Path, call_id: str) -> ProcessIdentity:
+    """The TERM-ignoring child of a `_LEAVES_A_SURVIVOR` call, once it ignores TERM
+    (it has exec'd sleep, so the trap ran)."""
+    got = wait_for(lambda: output_of(home, call_id), what=f"{call_id}'s output")
+    pid = int(got[0].text)
+    wait_for(lambda: psutil.Process(pid).cmdline() == ["sleep", "300"], what=f"{pid} to sleep")
+    return identify(pid)
+
+
+def _runner_log(home: Path) -> str:
+    return layout.runner_log(home).read_text(errors="replace")
+
+
+async def test_calls_started_while_stopped_ones_are_let_go_keep_their_descriptors(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
+    """Wave one is stopped together and ends; wave two starts on the descriptor numbers
+    wave one freed, before the stopper lets wave one go. Letting it go must not close
+    any of them again: wave two's output and ends must all arrive."""
+    wave, grace = 50, 5.0
+    old = [f"old{i}" for i in range(wave)]
+    new = [f"new{i}" for i in range(wave)]
+    gate = runner_home / "gate"
+    async with _watching(keeper) as watch:
+        for call_id in old:
+            fields = start_fields(call_id, _LEAVES_A_SURVIVOR, grace=grace)
+            await keeper.request("start", **fields)
+        survivors = [_survivor_of(runner_home, call_id) for call_id in old]
+        await keeper.request("signal", call_ids=old, force=False)
+        await _until_ended(watch, old)
+
+        command = f'until [ -e "{gate}" ]; do sleep 0.02; done; echo after'
+        for call_id in new:
+            await keeper.request("start", **start_fields(call_id, command))
+        # Otherwise this test would show nothing (the machine was too slow for the grace).
+        assert all(s.is_alive() for s in survivors), "wave two started after the grace"
+        wait_for(lambda: not any(s.is_alive() for s in survivors), what="the post-grace kill")
+        gate.touch()
+        await _until_ended(watch, new)
+
+    for call_id in new:
+        assert [r.text for r in output_of(runner_home, call_id)] == ["after\n"], call_id
+        end = read_end(layout.call_dir(runner_home, call_id))
+        assert end is not None and end.exit_code == 0, (call_id, end)
+    for call_id in old:
+        end = read_end(layout.call_dir(runner_home, call_id))
+        assert end is not None and end.stopped_by == "request", (call_id, end)
+    assert (await keeper.request("list"))["calls"] == []
+    assert "Traceback" not in _runner_log(runner_home)
+
+
+async def test_a_call_whose_end_cannot_be_recorded_still_ends_and_sigterm_still_works(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
+    gate = runner_home / "gate"
+    async with _watching(keeper) as watch:
+        lost = start_fields("lost", f'until [ -e "{gate}" ]; do sleep 0.02; done')
+        await keeper.request("start", **lost)
+        other = await keeper.request("start", **start_fields("other", "exec sleep 300"))
+        # Its directory goes while it runs: status.json cannot be written at its end.
+        shutil.rmtree(layout.call_dir(runner_home, "lost"))
+        gate.touch()
+        await _until_ended(watch, ["lost"], timeout=15)
+    listed = (await keeper.request("list"))["calls"]
+    assert [c["call_id"] for c in listed] == ["other"]
+    assert "the end of call lost could not be recorded" in _runner_log(runner_home)
+
+    runner = runner_of(runner_home)
+    os.kill(runner.pid, signal.SIGTERM)
+    wait_for(lambda: not runner.is_alive(), what="the runner to exit")
+    assert not ProcessIdentity(other["pid"], other["create_time"]).is_alive()
+    end = read_end(layout.call_dir(runner_home, "other"))
+    assert end is not None and end.stopped_by == "request"
+
+
+async def test_sigterm_kills_at_once_a_call_already_asked_to_stop(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
+    """A call that ignores SIGTERM, asked to stop with a minute's grace: the runner's
+    own SIGTERM does not wait for that minute."""
+    stubborn = "trap '' TERM; echo up; exec sleep 300"
+    runner = runner_of(runner_home)
+    async with _watching(keeper) as watch:
+        await keeper.request("start", **start_fields("stubborn", stubborn, grace=60.0))
+        wait_for(lambda: output_of(runner_home, "stubborn"), what="the trap")
+        await keeper.request("signal", call_id="stubborn", force=False)
+        os.kill(runner.pid, signal.SIGTERM)
+        await _until_ended(watch, ["stubborn"], timeout=15)
+    wait_for(lambda: not runner.is_alive(), what="the runner to exit")
+    end = read_end(layout.call_dir(runner_home, "stubborn"))
+    assert end is not None
+    assert (end.signal, end.stopped_by) == (signal.SIGKILL, "request")
+
+
+async def test_sigterm_waits_for_the_kill_after_the_grace_before_the_runner_exits(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
+    """The root dies at SIGTERM and the call ends at once, but a child ignoring SIGTERM
+    is only killed after the grace: the runner must not exit before that."""
+    await keeper.request("start", **start_fields("leaves", _LEAVES_A_SURVIVOR, grace=1.0))
+    survivor = _survivor_of(runner_home, "leaves")
+    runner = runner_of(runner_home)
+    os.kill(runner.pid, signal.SIGTERM)
+    wait_for(lambda: not runner.is_alive(), what="the runner to exit")
+    assert not survivor.is_alive(), "the runner exited before killing what its call left"
+    end = read_end(layout.call_dir(runner_home, "leaves"))
+    assert end is not None and end.stopped_by == "request"

@@ -1,0 +1,184 @@
+"""Node loss over a real store: the survivor ends exactly the lost owner's rows (calls
+``error`` "node lost", tasks failed, cron runs closed, requests denied and audited); a
+node that comes back stops only what the store shows ended for it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tether import node_loss
+from tether.governance.analyzer import Analyzer
+from tether.governance.approvals import ApprovalService
+from tether.governance.context import AnalysisContext
+from tether.governance.gate import GovernanceGate
+from tether.store.database import Database
+from tether.store.owners import OwnerLock
+from tether.store.records import NodeRecord, ToolCallRecord
+from tether.store.store import Store
+from tether.toolcalls.call import Invocation
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[Database]:
+    database = Database(database_url)
+    await database.migrate()
+    try:
+        yield database
+    finally:
+        await database.close()
+
+
+@pytest.fixture
+def servers(db: Database, tmp_path: Path) -> Iterator[Callable[[], Store]]:
+    """Makes the store of one more server on ``db``, with an owner id of its own."""
+    claimed: list[OwnerLock] = []
+
+    def server() -> Store:
+        claimed.append(OwnerLock.claim(tmp_path / "owners"))
+        return Store(db, claimed[-1])
+
+    yield server
+    for owner in claimed:
+        owner.release()
+
+
+def owner_of(store: Store) -> str:
+    assert store.owner is not None
+    return store.owner.id
+
+
+def call(call_id: str, status: str = "running", task_id: str | None = None) -> ToolCallRecord:
+    return ToolCallRecord(
+        call_id, "s", task_id, "default", "shell", {}, status, None, None, False, None,
+        None, None, 1.0, None,
+    )  # fmt: skip
+
+
+def gate_over(store: Store) -> GovernanceGate:
+    context = AnalysisContext(Path("/w"), Path("/h"), Path("/h/.tether"))
+    approvals = ApprovalService(store.governance, 300)
+    return GovernanceGate(Analyzer(), context, approvals, store.governance)
+
+
+def lease_of(owner: str | None) -> NodeRecord:
+    return NodeRecord("node-a", "1.0", 1.0, 2.0, 1, 1, owner)
+
+
+async def test_the_survivor_ends_only_the_lost_owners_rows(
+    servers: Callable[[], Store],
+) -> None:
+    lost, live, survivor = servers(), servers(), servers()
+    await lost.tasks.create("t-lost", "s", "u", "user", None)
+    await live.tasks.create("t-live", "s", "u", "user", None)
+    await lost.tool_calls.insert(call("running", task_id="t-lost"))
+    await lost.tool_calls.insert(call("asking", "awaiting_approval"))
+    await live.tool_calls.insert(call("theirs", "awaiting_approval", task_id="t-live"))
+    inv = Invocation("asking", "s", "t-lost", "default", "shell", {"command": "ls"})
+    asked = await ApprovalService(lost.governance, 300).open(inv, "strict", [])
+    theirs = Invocation("theirs", "s", "t-live", "default", "shell", {"command": "ls"})
+    kept = await ApprovalService(live.governance, 300).open(theirs, "strict", [])
+    await lost.cron.create("job", {}, True, 1.0, None)
+    assert await lost.cron.start_manual("job", "run-lost", 1.0, owner_of(lost)) == "started"
+
+    await node_loss.end_lost_node(survivor, gate_over(survivor), lease_of(owner_of(lost)))
+
+    for call_id in ("running", "asking"):
+        record = await survivor.tool_calls.get("s", call_id)
+        assert record is not None
+        assert (record.status, record.end_state, record.end_reason) == (
+            "completed",
+            "error",
+            "node lost",
+        )
+    task = await survivor.tasks.get("t-lost")
+    assert task is not None and task.result == {"status": "failed", "error": "node lost"}
+    run = await survivor.cron.get_run("run-lost")
+    assert run is not None and (run.status, run.error) == ("error", "node lost")
+    request = await survivor.governance.get_approval(asked.request_id)
+    assert request is not None
+    assert (request.status, request.decided_by, request.reason) == (
+        "denied",
+        "node_lost",
+        "node lost",
+    )
+    (entry,) = await survivor.governance.list_audit("s", 10)
+    assert (entry.request_id, entry.outcome, entry.decided_by) == (
+        asked.request_id,
+        "denied",
+        "node_lost",
+    )
+    # The live node's call, task and request are not touched.
+    theirs_now = await survivor.tool_calls.get("s", "theirs")
+    assert theirs_now is not None and theirs_now.status == "awaiting_approval"
+    live_task = await survivor.tasks.get("t-live")
+    assert live_task is not None and live_task.status == "pending"
+    still = await survivor.governance.get_approval(kept.request_id)
+    assert still is not None and still.status == "pending"
+
+
+async def test_a_lost_lease_without_an_owner_ends_nothing(db: Database) -> None:
+    old = Store(db)  # rows from before owners were recorded
+    await old.tool_calls.insert(call("old"))
+    await node_loss.end_lost_node(old, gate_over(old), lease_of(None))
+    record = await old.tool_calls.get("s", "old")
+    assert record is not None and record.status == "running"
+
+
+async def test_the_first_recorded_end_stands(servers: Callable[[], Store]) -> None:
+    store = servers()
+    await store.tool_calls.insert(call("c"))
+    await store.tasks.create("t", "s", "u", "user", None)
+    await node_loss.end_lost_node(store, gate_over(store), lease_of(owner_of(store)))
+    # The node that ran them, back, records its own ends: they do not replace the first.
+    assert not await store.tool_calls.record_end("c", end_state="cancelled", end_reason="x")
+    await store.tasks.finish("t", {"status": "failed", "error": "the task was stopped"})
+    record, task = await store.tool_calls.get("s", "c"), await store.tasks.get("t")
+    assert record is not None and record.end_reason == "node lost"
+    assert task is not None and task.result == {"status": "failed", "error": "node lost"}
+
+
+@dataclass
+class FakeCalls:
+    live: list[tuple[str, str]]
+    cancelled: list[tuple[str, bool]] = field(default_factory=list)
+
+    def live_ids(self) -> list[tuple[str, str]]:
+        return list(self.live)
+
+    async def cancel(self, session_id: str, call_id: str, force: bool) -> None:
+        self.cancelled.append((call_id, force))
+
+
+@dataclass
+class FakeTasks:
+    running: list[str]
+    stopped: list[str] = field(default_factory=list)
+
+    def running_ids(self) -> list[str]:
+        return list(self.running)
+
+    async def stop(self, task_id: str) -> bool:
+        self.stopped.append(task_id)
+        return True
+
+
+async def test_a_returning_node_stops_only_what_was_ended_for_it(
+    servers: Callable[[], Store],
+) -> None:
+    store = servers()
+    for call_id in ("ended", "going"):
+        await store.tool_calls.insert(call(call_id))
+    for task_id in ("failed", "going"):
+        await store.tasks.create(task_id, "s", "u", "user", None)
+    assert await store.tool_calls.record_end("ended", end_state="error", end_reason="node lost")
+    await store.tasks.finish("failed", {"status": "failed", "error": "node lost"})
+
+    calls = FakeCalls([("s", "ended"), ("s", "going")])
+    tasks = FakeTasks(["failed", "going"])
+    await node_loss.drop_what_was_ended(store, calls, tasks)
+    assert calls.cancelled == [("ended", True)]
+    assert tasks.stopped == ["failed"]
