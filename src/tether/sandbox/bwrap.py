@@ -30,6 +30,9 @@ class Confinement:
     hidden: tuple[Path, ...]
     cwd: Path
     network: bool
+    # Paths under /tmp shown read-only over the private /tmp (what a server's own
+    # command names, see servers.py); Tether's state stays hidden over them.
+    shown: tuple[Path, ...] = ()
 
 
 def _namespace_args(network: bool) -> list[str]:
@@ -45,6 +48,8 @@ def _namespace_args(network: bool) -> list[str]:
 
 def _mount_args(conf: Confinement) -> list[str]:
     args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    for path in conf.shown:
+        args += ["--ro-bind", str(path), str(path)]
     inside: list[Path] = []
     outside: list[Path] = []
     for path in conf.hidden:

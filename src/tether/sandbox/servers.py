@@ -16,7 +16,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tether.sandbox import bwrap
@@ -80,6 +80,29 @@ def wrap_server(
     command: Sequence[str],
 ) -> SandboxedServer:
     """The argv that starts ``command`` under ``group``'s limits inside bwrap."""
+    confinement = replace(confinement, shown=named_under_tmp(command))
     inner = bwrap.wrap(bwrap_path, confinement, command)
     argv = [sys.executable, "-I", "-S", _ENTER, *enter_args(group), "--", *inner]
     return SandboxedServer(argv, confinement.network, group)
+
+
+_TMP = Path("/tmp")
+
+
+def named_under_tmp(command: Sequence[str]) -> tuple[Path, ...]:
+    """What the server's command names under /tmp, to show read-only in the sandbox
+    (whose /tmp is private): the program's virtual environment when it runs from one,
+    and the directory of each file it names. A server installed or checked out under
+    /tmp would otherwise not find its own program (blocking: stats the words)."""
+    shown: list[Path] = []
+    for word in command:
+        path = Path(word)
+        if not path.is_absolute() or not path.is_relative_to(_TMP) or not path.exists():
+            continue
+        directory = path if path.is_dir() else path.parent
+        venv = directory.parent
+        if directory.name == "bin" and (venv / "pyvenv.cfg").exists():
+            directory = venv  # its interpreter needs the environment's packages
+        if directory != _TMP and directory not in shown:
+            shown.append(directory)
+    return tuple(shown)

@@ -165,7 +165,7 @@ class Sandbox:
             cwd=cwd,
             network=(network or self._config.network) == "full",
         )
-        return wrap_server(self._probe.path, conf, group, command)
+        return await asyncio.to_thread(wrap_server, self._probe.path, conf, group, command)
 
 
 async def build_sandbox(

@@ -4,8 +4,10 @@ joins the limits before the command runs (a real process)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from tether.sandbox.cgroup_v1 import CgroupV1Group
 from tether.sandbox.cgroup_v2 import CgroupV2Group
 from tether.sandbox.limits import MIB, Limits
 from tether.sandbox.rlimits import RlimitGroup
-from tether.sandbox.servers import enter_args, server_limits, wrap_server
+from tether.sandbox.servers import enter_args, named_under_tmp, server_limits, wrap_server
 
 ENTER = str(Path(__file__).parents[3] / "src" / "tether" / "sandbox" / "enter_limits.py")
 
@@ -88,3 +90,21 @@ def test_the_exec_step_refuses_what_it_cannot_do(args: list[str], said: str) -> 
 def test_a_group_that_cannot_be_joined_stops_the_start(tmp_path: Path) -> None:
     done = _enter("--procs", str(tmp_path / "absent" / "cgroup.procs"), "--", "true")
     assert done.returncode != 0 and "FileNotFoundError" in done.stderr
+
+
+def test_what_a_server_command_names_under_tmp_is_shown(tmp_path: Path) -> None:
+    # A checkout and its virtual environment under /tmp, as CI or a user may have them.
+    root = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        (root / "venv" / "bin").mkdir(parents=True)
+        (root / "venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+        python = root / "venv" / "bin" / "python"
+        python.write_text("")
+        script = root / "tests" / "server.py"
+        script.parent.mkdir()
+        script.write_text("")
+        command = [str(python), str(script), "stdio", "/tmp", "relative.py", "/usr/bin/env"]
+        assert named_under_tmp(command) == (root / "venv", root / "tests")
+        assert named_under_tmp(["/usr/bin/python3", "-m", "server"]) == ()
+    finally:
+        shutil.rmtree(root)
