@@ -90,19 +90,19 @@ _TMP = Path("/tmp")
 
 
 def named_under_tmp(command: Sequence[str]) -> tuple[Path, ...]:
-    """What the server's command names under /tmp, to show read-only in the sandbox
-    (whose /tmp is private): the program's virtual environment when it runs from one,
-    and the directory of each file it names. A server installed or checked out under
-    /tmp would otherwise not find its own program (blocking: stats the words)."""
+    """What the server's program is made of under /tmp, to show read-only in the sandbox
+    (whose /tmp is private): the virtual environment its interpreter runs from, and the
+    directory of each file its command names (a script). A server installed or checked
+    out under /tmp would otherwise not find its own program. Directories it names are
+    left private: a server may be given one to write in (blocking: stats the words)."""
     shown: list[Path] = []
     for word in command:
         path = Path(word)
-        if not path.is_absolute() or not path.is_relative_to(_TMP) or not path.exists():
+        if not path.is_absolute() or not path.is_relative_to(_TMP) or not path.is_file():
             continue
-        directory = path if path.is_dir() else path.parent
-        venv = directory.parent
-        if directory.name == "bin" and (venv / "pyvenv.cfg").exists():
-            directory = venv  # its interpreter needs the environment's packages
+        directory = path.parent
+        if directory.name == "bin" and (directory.parent / "pyvenv.cfg").exists():
+            directory = directory.parent  # its interpreter needs the environment's packages
         if directory != _TMP and directory not in shown:
             shown.append(directory)
     return tuple(shown)

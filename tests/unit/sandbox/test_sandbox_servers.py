@@ -103,7 +103,9 @@ def test_what_a_server_command_names_under_tmp_is_shown(tmp_path: Path) -> None:
         script = root / "tests" / "server.py"
         script.parent.mkdir()
         script.write_text("")
-        command = [str(python), str(script), "stdio", "/tmp", "relative.py", "/usr/bin/env"]
+        state = root / "state"  # a directory the server is given to write in stays private
+        state.mkdir()
+        command = [str(python), str(script), "stdio", str(state), "relative.py", "/usr/bin/env"]
         assert named_under_tmp(command) == (root / "venv", root / "tests")
         assert named_under_tmp(["/usr/bin/python3", "-m", "server"]) == ()
     finally:
