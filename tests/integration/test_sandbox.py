@@ -14,6 +14,7 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -305,21 +306,27 @@ def test_a_sandboxed_tree_dies_with_the_server() -> None:
     """With calls as the server's children (TETHER_KEEPER=0): bwrap's parent-death
     signal takes the tree with a kill -9 of the server. Under the keeper it dies with
     the runner instead (below)."""
+    with _a_sandboxed_tree("sandbox-crash", TETHER_KEEPER="0") as (server, procs):
+        server.kill()
+        wait_for(lambda: _all_gone(procs), 10, "the tree to die with the server")
+
+
+@contextmanager
+def _a_sandboxed_tree(prefix: str, **env: str) -> Iterator[tuple[Any, list[psutil.Process]]]:
+    """A server running one sandboxed call of two sleepers: (the server, the call's
+    processes: bwrap, its pid 1, the shell and both sleepers)."""
     model = FakeModel()
     try:
-        with temporary_server("sandbox-crash", TETHER_KEEPER="0", **QUIET) as server:
+        with temporary_server(prefix, **env, **QUIET) as server:
             register_mock_provider(server, model.url)
-            crashed = Stack(server, model)
-            _session, _task, call = crashed.start_shell("sleep 300 & sleep 301 & wait")
-            # bwrap, its pid 1, the shell and both sleepers.
+            _session, _task, call = Stack(server, model).start_shell("sleep 300 & sleep 301 & wait")
             procs = wait_for(
                 lambda: (
                     (found := _call_processes(call["tool_call_id"])) and len(found) >= 5 and found
                 ),
                 what="the sandboxed tree",
             )
-            server.kill()
-            wait_for(lambda: _all_gone(procs), 10, "the tree to die with the server")
+            yield server, procs
     finally:
         model.close()
 
@@ -380,21 +387,8 @@ def test_a_call_that_hit_its_limit_with_no_server_up_says_so(keeper: Stack) -> N
 
 
 def test_a_sandboxed_tree_dies_with_its_keeper() -> None:
-    model = FakeModel()
-    try:
-        with temporary_server("sandbox-keeper-crash", TETHER_KEEPER="1", **QUIET) as server:
-            register_mock_provider(server, model.url)
-            crashed = Stack(server, model)
-            _session, _task, call = crashed.start_shell("sleep 300 & sleep 301 & wait")
-            procs = wait_for(
-                lambda: (
-                    (found := _call_processes(call["tool_call_id"])) and len(found) >= 5 and found
-                ),
-                what="the sandboxed tree",
-            )
-            runner = client.recorded_runner(server.home)
-            assert runner is not None
-            os.kill(runner.pid, signal.SIGKILL)
-            wait_for(lambda: _all_gone(procs), 10, "the tree to die with its runner")
-    finally:
-        model.close()
+    with _a_sandboxed_tree("sandbox-keeper-crash", TETHER_KEEPER="1") as (server, procs):
+        runner = client.recorded_runner(server.home)
+        assert runner is not None
+        os.kill(runner.pid, signal.SIGKILL)
+        wait_for(lambda: _all_gone(procs), 10, "the tree to die with its runner")
