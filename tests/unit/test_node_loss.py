@@ -4,7 +4,7 @@ node that comes back stops only what the store shows ended for it."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,16 +20,6 @@ from tether.store.owners import OwnerLock
 from tether.store.records import NodeRecord, ToolCallRecord
 from tether.store.store import Store
 from tether.toolcalls.call import Invocation
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[Database]:
-    database = Database(database_url)
-    await database.migrate()
-    try:
-        yield database
-    finally:
-        await database.close()
 
 
 @pytest.fixture
