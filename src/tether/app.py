@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from tether import __version__
+from tether import __version__, heap
 from tether.api import (
     approvals,
     chats,
@@ -62,6 +62,7 @@ def create_app(
         services.webhooks.start()
         services.cron.scheduler.start()
         await services.mcp.start()
+        heap.settle()
         try:
             async with serving(mcp_endpoint):
                 yield

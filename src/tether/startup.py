@@ -75,7 +75,7 @@ async def start_services(
     # The keeper's runner is found or started before anything can launch a call.
     keeper = await start_keeper(settings, sandbox) if settings.keeper else None
     assert store.owner is not None
-    bus = await ClusterBus.connect(settings, store.owner.id)
+    bus = await ClusterBus.connect(settings, store.owner.id, store.tool_calls)
     services = build_services(settings, store, sandbox, factory, gate, clock, keeper, bus)
     await services.webhooks.load()
     await services.rules.load()
@@ -156,13 +156,7 @@ def build_services(
         launcher=_launcher(keeper, sandbox),
         mirror=bus.streams if bus is not None else None,
     )
-    calls = ClusterCalls(
-        coordinator,
-        store.tool_calls,
-        owner,
-        bus.streams if bus is not None else None,
-        elsewhere,
-    )
+    calls = ClusterCalls(coordinator, store.tool_calls, owner, bus)
     tools = _tools(settings, mcp, sandbox.available)
     active_gate = gate or governance_gate
     agent = Agent(

@@ -9,10 +9,8 @@ this node's, and each method is the coordinator's own.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tether.cluster.node_requests import NodeRequests
-from tether.cluster.output_streams import OutputStreams
 from tether.store.records import OutputChunk, ToolCallRecord
 from tether.store.toolcalls import UNFINISHED, ToolCallRepository
 from tether.toolcalls import deadlines as dl
@@ -20,6 +18,9 @@ from tether.toolcalls.call import CallInfo
 from tether.toolcalls.coordinator import ToolCallCoordinator
 from tether.toolcalls.errors import ToolCallNotFound
 from tether.toolcalls.index import stored_info
+
+if TYPE_CHECKING:
+    from tether.cluster.bus import ClusterBus
 
 # How long one wait on another node's output stream lasts before the store is asked
 # whether the call ended without a word on the stream (its node died, say).
@@ -34,26 +35,26 @@ class ClusterCalls:
         coordinator: ToolCallCoordinator,
         repo: ToolCallRepository,
         owner: str | None,
-        streams: OutputStreams | None = None,
-        requests: NodeRequests | None = None,
+        bus: ClusterBus | None = None,
     ) -> None:
         self._local = coordinator
         self._repo = repo
         self._owner = owner
-        self._streams = streams
-        self._requests = requests
+        self._streams = bus.streams if bus is not None else None
+        self._requests = bus.requests if bus is not None else None
+        self._unfinished = bus.unfinished if bus is not None else None
 
     # ----------------------------------------------------------------- looking
 
     async def list_live(self, session_id: str) -> list[CallInfo]:
         """The session's calls in flight on every node, oldest first."""
         here = self._local.list_live(session_id)
-        if self._requests is None:
+        if self._unfinished is None:
             return here
         mine = {i.tool_call_id for i in here}
         elsewhere = [
             stored_info(r)
-            for r in await self._repo.unfinished_in_session(session_id)
+            for r in await self._unfinished.in_session(session_id)
             if r.id not in mine and not self._is_mine(r)
         ]
         return sorted([*here, *elsewhere], key=lambda i: i.started_at)

@@ -17,8 +17,11 @@ from tether.keeper.status import CallEnd, CorruptFile, read_end
 from tether.sandbox.limits import Resources
 
 OutputSink = Callable[[str, str], None]
-# A quiet call's files are looked at this often even with no event (a safety net).
-_LOOK_ANYWAY = 5.0
+# A quiet call's files are looked at this often even with no event: a safety net for an
+# event sent before anyone listened (every end and every runner loss comes as an event).
+# Each look is a trip to a worker thread, so a thousand idle calls looked at every 5 s
+# cost a server a sixth of a core.
+_LOOK_ANYWAY = 20.0
 
 
 class CallLost(Exception):

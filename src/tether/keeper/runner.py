@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tether import __version__
+from tether import __version__, heap
 from tether.keeper import layout, protocol
 from tether.keeper.identity import identify
 from tether.keeper.idle import IdleExit
@@ -348,6 +348,7 @@ async def _serve(runner: Runner, ready_fd: int | None) -> None:
         sock.unlink()  # a stale socket of a dead runner (we hold the lock)
     server = await asyncio.start_unix_server(runner.handle, path=sock, limit=protocol.MAX_LINE)
     runner.listening = server
+    heap.settle()
     sock.chmod(0o600)
     me = identify(os.getpid())
     layout.write_atomically(

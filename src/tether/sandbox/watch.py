@@ -15,12 +15,16 @@ from tether.sandbox.limits import KilledBy, Limits, Resources, Usage, exceeded
 
 log = logging.getLogger(__name__)
 
-# Seconds between readings: short enough that a CPU limit overshoots little, while each
-# reading of many calls is one trip to a worker thread. With many calls in flight the
-# pause grows by this much per call, so a thousand sleeping calls cost a reading of each
-# per second, not ten.
+# How often the loop looks for calls due a reading, and the shortest gap between two
+# readings of one call. A call is read again after this while its process count moves;
+# while it stays still (a build waiting on I/O, a `sleep`), each gap doubles up to
+# _MAX_GAP, so a thousand idle calls cost a few hundred readings a second, not ten
+# thousand. Memory and process limits are the kernel's to enforce at once; a reading
+# only ends the rest of the call after. A CPU limit is the watcher's own, so a call
+# with one is read again before it could have used what it has left, on every core.
 _INTERVAL = 0.1
-_INTERVAL_PER_CALL = 0.001
+_MAX_GAP = 2.0
+_CORES = max(1, len(os.sched_getaffinity(0)))
 # A fork bomb forks while it is being killed; give up after this many sweeps.
 _KILL_SWEEPS = 50
 # Groups still held (by a zombie not yet reaped, or by what a command left running in
@@ -40,7 +44,22 @@ class CallWatch:
     cpu_seconds: float | None = None
     killed_by: KilledBy | None = None
     ended: bool = False
+    # When the next reading is due (loop time), and the gap before it.
+    due: float = 0.0
+    gap: float = _INTERVAL
+    _processes: int | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def schedule(self, usage: Usage, now: float, shortest: float = _INTERVAL) -> None:
+        """Set when to read again after ``usage``, read at ``now``."""
+        moving = usage.processes != self._processes
+        self._processes = usage.processes
+        self.gap = shortest if moving else min(max(self.gap, shortest) * 2, _MAX_GAP)
+        gap = self.gap
+        cpu = self.limits.cpu_seconds
+        if cpu is not None and usage.cpu_seconds is not None:
+            gap = min(gap, max(shortest, (cpu - usage.cpu_seconds) / _CORES))
+        self.due = now + gap
 
     def record(self, usage: Usage) -> None:
         if usage.peak_memory_bytes is not None:
@@ -141,12 +160,14 @@ class Watcher:
 
     async def _run(self) -> None:
         tick = 0
+        loop = asyncio.get_running_loop()
         while self._watches or self._lingering:
-            await asyncio.sleep(max(self._interval, len(self._watches) * _INTERVAL_PER_CALL))
+            await asyncio.sleep(self._interval)
             tick += 1
             if self._lingering and tick % _RETRY_EVERY == 0:
                 await self._retry_lingering()
-            watches = list(self._watches)
+            now = loop.time()
+            watches = [w for w in self._watches if w.due <= now]
             if not watches:
                 continue
             try:
@@ -154,8 +175,10 @@ class Watcher:
             except Exception:
                 log.exception("reading call resources failed")
                 continue
+            now = loop.time()
             for watch, usage in zip(watches, readings, strict=True):
                 watch.record(usage)
+                watch.schedule(usage, now, self._interval)
                 await self._enforce(watch, usage)
 
     async def _enforce(self, watch: CallWatch, usage: Usage) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -29,10 +29,25 @@ _UNFINISHED_IN_SESSION = (
 )
 
 
+# Columns whose change no list of calls shows (so no other node needs to hear of it).
+_UNLISTED = frozenset({"pgid"})
+
+
+def _nobody_listens(session_id: str | None) -> None:
+    return None
+
+
 class ToolCallRepository:
     def __init__(self, db: Database, owner: str | None = None) -> None:
         self._db = db
         self._owner = owner
+        self._changed: Callable[[str | None], None] = _nobody_listens
+
+    def report_changes(self, changed: Callable[[str | None], None]) -> None:
+        """Call ``changed(session_id)`` after every committed write that changes what a
+        list of the session's unfinished calls shows (None: possibly any session's).
+        With several nodes, this is how the others hear of it."""
+        self._changed = changed
 
     async def insert(self, record: ToolCallRecord) -> None:
         async with self._db.write() as conn:
@@ -41,24 +56,34 @@ class ToolCallRepository:
                     **record_values(record, exclude=("owner",)), owner=self._owner
                 )
             )
+        self._changed(record.session_id)
 
     async def update(self, call_id: str, **values: Any) -> None:
         async with self._db.write() as conn:
-            await conn.execute(
-                sa.update(tool_calls).where(tool_calls.c.id == call_id).values(**values)
+            session_id = await conn.scalar(
+                sa.update(tool_calls)
+                .where(tool_calls.c.id == call_id)
+                .values(**values)
+                .returning(tool_calls.c.session_id)
             )
+        if session_id is not None and not values.keys() <= _UNLISTED:
+            self._changed(session_id)
 
     async def record_end(self, call_id: str, **values: Any) -> bool:
         """Record the call's end, unless an end is recorded already: a call ends once,
         and the first end stands (a survivor may have ended it as "node lost" while the
         node running it was cut off). False if it had ended."""
         async with self._db.write() as conn:
-            result = await conn.execute(
+            session_id = await conn.scalar(
                 sa.update(tool_calls)
                 .where(tool_calls.c.id == call_id, tool_calls.c.status.in_(UNFINISHED))
                 .values(status="completed", **values)
+                .returning(tool_calls.c.session_id)
             )
-            return bool(result.rowcount)
+        if session_id is None:
+            return False
+        self._changed(session_id)
+        return True
 
     async def ended_among(self, call_ids: Collection[str]) -> set[str]:
         """Which of ``call_ids`` the store shows as ended."""
@@ -146,7 +171,7 @@ class ToolCallRepository:
                 )
             )
             pgids = [(int(r.pgid), float(r.started_at)) for r in rows]
-            await conn.execute(
+            ended = await conn.execute(
                 sa.update(tool_calls)
                 .where(theirs)
                 .values(
@@ -156,7 +181,9 @@ class ToolCallRepository:
                     finished_at=time.time(),
                 )
             )
-            return pgids
+        if ended.rowcount:
+            self._changed(None)
+        return pgids
 
     async def last_output_seq(self, call_id: str) -> int:
         """The number of the last output chunk stored for the call (0: none)."""
@@ -195,6 +222,7 @@ class ToolCallRepository:
                 .where(tool_calls.c.id.in_(list(call_ids)))
                 .values(owner=self._owner)
             )
+        self._changed(None)
 
     async def list_for_task(self, task_id: str) -> list[ToolCallRecord]:
         """Every call a task started, oldest first."""

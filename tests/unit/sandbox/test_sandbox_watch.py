@@ -73,3 +73,30 @@ async def test_a_held_group_is_released_later() -> None:
     assert resources.killed_by is None and resources.limit_note() is None
     await asyncio.wait_for(group.closed.wait(), 5)
     await watcher.close()
+
+
+async def test_an_idle_call_is_read_less_and_less_often_up_to_a_cap() -> None:
+    watch = CallWatch(FakeGroup([]), Limits())
+    gaps = []
+    for step in range(8):
+        watch.schedule(Usage(processes=1), now=100.0 * step)
+        gaps.append(round(watch.due - 100.0 * step, 3))
+    assert gaps == [0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0, 2.0]
+
+
+async def test_a_call_whose_processes_change_is_read_soon_again() -> None:
+    watch = CallWatch(FakeGroup([]), Limits())
+    for step in range(6):
+        watch.schedule(Usage(processes=1), now=float(step))
+    watch.schedule(Usage(processes=4), now=10.0)
+    assert watch.due == 10.1
+
+
+async def test_a_call_near_its_cpu_limit_is_read_before_it_could_pass_it() -> None:
+    watch = CallWatch(FakeGroup([]), Limits(cpu_seconds=60.0))
+    for step in range(10):
+        watch.schedule(Usage(processes=1, cpu_seconds=1.0), now=float(step))
+    assert watch.due - 9.0 == 2.0  # far from the limit: the cap
+    watch.schedule(Usage(processes=1, cpu_seconds=59.5), now=20.0)
+    # Half a CPU second left: at most that long on one core, less on several.
+    assert 20.1 <= watch.due <= 20.5
