@@ -37,7 +37,9 @@ class Settings(BaseSettings):
     )
     node_lease_seconds: float = Field(
         # With a renewal every fifth of it, a silent node is declared dead within 14.4 s.
-        12.0, ge=1, description="A node that has not renewed its lease for this long is dead."
+        12.0,
+        ge=1,
+        description="A node that has not renewed its lease for this long is dead.",
     )
     redis_url: SecretStr | None = Field(
         None,
