@@ -192,6 +192,7 @@ class RunningCall:
             self.spec.marker,
             since=self.spec.create_time,
             spare_root=self.supervised,
+            members=self._tree.members if self._tree is not None else None,
         )
 
     # ------------------------------------------------------------------ the end

@@ -48,6 +48,7 @@ class CgroupV1Group:
     memory: Path
     pids: Path
     cpuacct: Path | None
+    knows_members = True
 
     def _dirs(self) -> list[Path]:
         return [d for d in (self.memory, self.pids, self.cpuacct) if d is not None]

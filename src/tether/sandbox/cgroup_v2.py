@@ -41,6 +41,7 @@ def mount_point(mounts: str) -> Path | None:
 @dataclass
 class CgroupV2Group:
     path: Path
+    knows_members = True
 
     def join(self) -> None:
         join_procs([self.path / "cgroup.procs"])

@@ -27,6 +27,9 @@ class CallGroup(Protocol):
     def read(self) -> Usage:
         """What the call's processes use now (blocking file reads: call from a thread)."""
 
+    #: Whether :meth:`members` is the whole tree (a cgroup, which a process cannot leave).
+    knows_members: bool
+
     def members(self) -> list[int]:
         """Every process the group holds (empty when the mechanism cannot tell)."""
 

@@ -4,6 +4,7 @@ limits and, unless the call runs outside it, inside bubblewrap."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from tether.sandbox.limits import Resources
 from tether.sandbox.service import Launch, Sandbox
@@ -19,6 +20,8 @@ class SandboxedProcess(LocalProcess):
 
     def __init__(self, proc: asyncio.subprocess.Process, spec: LaunchSpec, launch: Launch):
         super().__init__(proc, spec, supervised=launch.supervised)
+        # Its processes are read from its limits group where that can tell.
+        self.target = dataclasses.replace(self.target, members=launch.tree.members)
         self._launch = launch
         self._finished: asyncio.Future[Resources] | None = None
 

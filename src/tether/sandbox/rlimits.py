@@ -42,6 +42,7 @@ class RlimitGroup:
     _peak_count: int = 0
     _cpu: float = 0.0
     _members: list[int] = field(default_factory=list)
+    knows_members = False
 
     def join(self) -> None:
         if self.limits.memory_mb is not None:

@@ -44,6 +44,11 @@ class LimitedTree:
 
         return run
 
+    @property
+    def members(self) -> Callable[[], list[int]] | None:
+        """How to read every process of the tree, if its group can tell."""
+        return self.group.members if self.group.knows_members else None
+
     def started(self, pid: int) -> None:
         """The root process exists (its own process group): start watching it."""
         self.group.attach(pid)

@@ -3,7 +3,10 @@
 A call's processes are found three ways, since each alone can miss some: the members of
 its process group, the descendants of its root process, and any process carrying the
 call's marker in its environment (a child that called setsid and was orphaned is still
-found that way).
+found that way). A call in a limits group that knows its members (a cgroup, which no
+process of the call can leave) is found by reading the group instead: the other ways
+scan every process on the machine, and with a thousand calls live that scan cost a
+stop about half a second.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import psutil
@@ -36,6 +39,9 @@ class Target:
     # The root only supervises (the sandbox's bwrap, which ends when the command does
     # and whose death would SIGKILL the command at once): a graceful stop spares it.
     spare_root: bool = False
+    # Every process of the call, read from its limits group (blocking; None: the call
+    # has no group that can tell, so the process table is scanned).
+    members: Callable[[], list[int]] | None = None
 
 
 def find_trees(targets: Sequence[Target]) -> list[psutil.Process]:
@@ -45,6 +51,28 @@ def find_trees(targets: Sequence[Target]) -> list[psutil.Process]:
     costs one scan, not one per call. The environment (the costly read) is only looked
     at for processes young enough to belong to a call.
     """
+    me = os.getpid()
+    found = _grouped([t for t in targets if t.members is not None])
+    scanned = [t for t in targets if t.members is None]
+    if scanned:
+        found.update(_scanned(scanned))
+    found.pop(me, None)
+    return list(found.values())
+
+
+def _grouped(targets: Sequence[Target]) -> dict[int, psutil.Process]:
+    found: dict[int, psutil.Process] = {}
+    for target in targets:
+        assert target.members is not None
+        # The root too: it joins the group in its first step, and may not have yet.
+        roots = [target.root_pid] if target.root_pid is not None else []
+        for pid in [*roots, *target.members()]:
+            with contextlib.suppress(psutil.Error):
+                found[pid] = psutil.Process(pid)
+    return found
+
+
+def _scanned(targets: Sequence[Target]) -> dict[int, psutil.Process]:
     me = os.getpid()
     table = list(psutil.process_iter(["ppid", "create_time"]))
     found = _descendants_of({t.root_pid for t in targets if t.root_pid is not None}, table)
@@ -64,8 +92,7 @@ def find_trees(targets: Sequence[Target]) -> list[psutil.Process]:
                 continue
             if proc.environ().get(MARKER_VAR) in markers:
                 found[proc.pid] = proc
-    found.pop(me, None)
-    return list(found.values())
+    return found
 
 
 def _descendants_of(roots: set[int], table: list[psutil.Process]) -> dict[int, psutil.Process]:
