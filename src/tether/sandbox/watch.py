@@ -19,11 +19,14 @@ log = logging.getLogger(__name__)
 # readings of one call. A call is read again after this while its process count moves;
 # while it stays still (a build waiting on I/O, a `sleep`), each gap doubles up to
 # _MAX_GAP, so a thousand idle calls cost a few hundred readings a second, not ten
-# thousand. Memory and process limits are the kernel's to enforce at once; a reading
+# thousand. With many calls in flight even the shortest gap grows, by _GAP_PER_CALL per
+# call (a thousand calls just started would otherwise cost ten thousand readings a
+# second). Memory and process limits are the kernel's to enforce at once; a reading
 # only ends the rest of the call after. A CPU limit is the watcher's own, so a call
 # with one is read again before it could have used what it has left, on every core.
 _INTERVAL = 0.1
 _MAX_GAP = 2.0
+_GAP_PER_CALL = 0.001
 _CORES = max(1, len(os.sched_getaffinity(0)))
 # A fork bomb forks while it is being killed; give up after this many sweeps.
 _KILL_SWEEPS = 50
@@ -50,15 +53,19 @@ class CallWatch:
     _processes: int | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
-    def schedule(self, usage: Usage, now: float, shortest: float = _INTERVAL) -> None:
-        """Set when to read again after ``usage``, read at ``now``."""
+    def schedule(
+        self, usage: Usage, now: float, tick: float = _INTERVAL, shortest: float = _INTERVAL
+    ) -> None:
+        """Set when to read again after ``usage``, read at ``now`` (``tick``: how often
+        the loop looks; ``shortest``: the gap after a move)."""
         moving = usage.processes != self._processes
         self._processes = usage.processes
-        self.gap = shortest if moving else min(max(self.gap, shortest) * 2, _MAX_GAP)
+        longest = max(_MAX_GAP, shortest)
+        self.gap = shortest if moving else min(max(self.gap, shortest) * 2, longest)
         gap = self.gap
         cpu = self.limits.cpu_seconds
         if cpu is not None and usage.cpu_seconds is not None:
-            gap = min(gap, max(shortest, (cpu - usage.cpu_seconds) / _CORES))
+            gap = min(gap, max(tick, (cpu - usage.cpu_seconds) / _CORES))
         self.due = now + gap
 
     def record(self, usage: Usage) -> None:
@@ -176,9 +183,10 @@ class Watcher:
                 log.exception("reading call resources failed")
                 continue
             now = loop.time()
+            shortest = max(self._interval, len(self._watches) * _GAP_PER_CALL)
             for watch, usage in zip(watches, readings, strict=True):
                 watch.record(usage)
-                watch.schedule(usage, now, self._interval)
+                watch.schedule(usage, now, self._interval, shortest)
                 await self._enforce(watch, usage)
 
     async def _enforce(self, watch: CallWatch, usage: Usage) -> None:

@@ -100,3 +100,12 @@ async def test_a_call_near_its_cpu_limit_is_read_before_it_could_pass_it() -> No
     watch.schedule(Usage(processes=1, cpu_seconds=59.5), now=20.0)
     # Half a CPU second left: at most that long on one core, less on several.
     assert 20.1 <= watch.due <= 20.5
+
+
+async def test_with_many_calls_even_a_moving_one_waits_longer_but_not_past_its_cpu() -> None:
+    watch = CallWatch(FakeGroup([]), Limits(cpu_seconds=60.0))
+    # A thousand calls in flight: the loop reads a moving call once a second.
+    watch.schedule(Usage(processes=2, cpu_seconds=1.0), now=0.0, tick=0.1, shortest=1.0)
+    assert watch.due == 1.0
+    watch.schedule(Usage(processes=2, cpu_seconds=59.9), now=5.0, tick=0.1, shortest=1.0)
+    assert watch.due == 5.1
