@@ -1,0 +1,49 @@
+"""Finding a call's processes: from its limits group when the group can tell, else by
+group, descendants and marker from a scan of the process table."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tether.toolcalls.launcher import MARKER_VAR
+from tether.toolcalls.process_tree import Target, find_trees
+
+
+@pytest.fixture
+def marked() -> Iterator[subprocess.Popen[bytes]]:
+    """A process in a session of its own, carrying a call's marker."""
+    env = {**os.environ, MARKER_VAR: "test-find-trees:call"}
+    proc = subprocess.Popen(["sleep", "30"], env=env, start_new_session=True)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_a_call_without_a_group_is_found_by_its_marker(marked: subprocess.Popen[bytes]) -> None:
+    target = Target(None, None, "test-find-trees:call", since=time.time() - 60)
+    assert marked.pid in {p.pid for p in find_trees([target])}
+
+
+def test_a_call_with_a_group_is_what_the_group_holds(marked: subprocess.Popen[bytes]) -> None:
+    # The group's word is the whole tree: the same marker is not looked for (no scan).
+    empty = Target(None, None, "test-find-trees:call", members=lambda: [])
+    assert find_trees([empty]) == []
+    held = Target(None, None, None, members=lambda: [marked.pid])
+    assert [p.pid for p in find_trees([held])] == [marked.pid]
+
+
+def test_a_root_not_yet_in_its_group_is_found_too(marked: subprocess.Popen[bytes]) -> None:
+    target = Target(marked.pid, marked.pid, None, members=lambda: [])
+    assert [p.pid for p in find_trees([target])] == [marked.pid]
+
+
+def test_a_member_that_has_gone_is_skipped(marked: subprocess.Popen[bytes]) -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    target = Target(None, None, None, members=lambda: [gone.pid, marked.pid])
+    assert [p.pid for p in find_trees([target])] == [marked.pid]
