@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from tether import __version__, heap
+from tether import __version__
 from tether.api import (
     approvals,
     chats,
@@ -36,11 +36,17 @@ from tether.web.routes import mount_console
 
 
 def create_app(
-    settings: Settings, factory: ModelFactory | None = None, clock: Clock | None = None
+    settings: Settings,
+    factory: ModelFactory | None = None,
+    clock: Clock | None = None,
+    *,
+    settle_heap: bool = False,
 ) -> Any:
     """The ASGI application: the FastAPI app behind the perimeter middleware.
 
-    ``clock`` (tests) replaces the real one for the cron scheduler."""
+    ``clock`` (tests) replaces the real one for the cron scheduler. ``settle_heap`` (the
+    ``tether serve`` process, which runs one app for its whole life): exempt what start-up
+    built from later garbage collections (see heap.py)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -54,7 +60,7 @@ def create_app(
 
     @asynccontextmanager
     async def _serving(app: FastAPI) -> AsyncIterator[None]:
-        services = await start_services(settings, factory, clock=clock)
+        services = await start_services(settings, factory, clock=clock, settle_heap=settle_heap)
         app.state.services = services
         await join_cluster(services)
         if services.bus is not None:
@@ -62,7 +68,6 @@ def create_app(
         services.webhooks.start()
         services.cron.scheduler.start()
         await services.mcp.start()
-        heap.settle()
         try:
             async with serving(mcp_endpoint):
                 yield

@@ -15,6 +15,7 @@ import gc
 
 def settle() -> None:
     """Collect once, then exempt everything alive now from later collections (call
-    once start-up is done)."""
+    once, when start-up has built what lives as long as the process, in a process that
+    runs one server for its whole life: what is frozen is never collected)."""
     gc.collect()
     gc.freeze()

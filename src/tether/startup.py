@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tether import __version__, node_loss, recovery
+from tether import __version__, heap, node_loss, recovery
 from tether.agent.ports import Gate
 from tether.agent.turn import Agent
 from tether.api import toolcalls as toolcalls_api
@@ -68,8 +68,12 @@ async def start_services(
     factory: ModelFactory | None = None,
     gate: Gate | None = None,
     clock: Clock | None = None,
+    settle_heap: bool = False,
 ) -> Services:
-    """Open the store, build every service, load what is configured, recover."""
+    """Open the store, build every service, load what is configured, recover.
+
+    ``settle_heap``: once built and loaded, and before recovery (whose adopted calls
+    and resumed turns end in time), what exists is exempted from later collections."""
     store = await open_store(settings)
     sandbox = await sandbox_for(settings, store.chats.sandbox_settings, home_tag(settings.home))
     # The keeper's runner is found or started before anything can launch a call.
@@ -81,6 +85,8 @@ async def start_services(
     await services.rules.load()
     await services.memory.load()
     await services.providers.bootstrap_from_env(os.environ)
+    if settle_heap:
+        heap.settle()
     await recover_from_last_run(services)
     return services
 

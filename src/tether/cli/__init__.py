@@ -55,7 +55,7 @@ def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> 
     check_schema(settings)
     _require_sandbox(settings)
     _require_redis(settings)
-    app = create_app(settings)
+    app = create_app(settings, settle_heap=True)
     shown = "localhost" if settings.host in ("127.0.0.1", "::1") else settings.host
     url = f"http://{shown}:{settings.port}/"
     if not settings.no_auth:

@@ -7,10 +7,11 @@ call's row (start, state, deadlines, end, a dead node's calls ended, adoption) s
 one Redis channel after the change is committed. A node that hears of a session forgets
 what it kept of it, and the next list reads the store again.
 
-Nothing here is the record: the store is. What is kept is dropped when the channel is
-not heard (Redis away: every list reads the store until it is back), when a node joins
-(its recovery changed rows before it listened), and after ``MAX_AGE_SECONDS`` in any
-case, so that a change made outside a node (by hand, say) shows within that time.
+Nothing here is the record: the store is. What is kept is dropped when the subscription
+is lost (then every list reads the store until it is back), when a node joins (its
+recovery changed rows before it listened), and after ``MAX_AGE_SECONDS`` in any case: a
+change made outside a node (by hand, say), or lost on a connection that died without
+closing, shows within that time.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ MAX_SESSIONS = 2000
 # Changes waiting to be sent while Redis is away; past this, one "every session" is sent.
 MAX_QUEUED = 10_000
 _RETRY_SECONDS = (0.2, 1.0, 5.0)
+_LAST_SEND_SECONDS = 1.0
 
 
 @dataclass
@@ -114,8 +116,9 @@ class UnfinishedView:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        # What is left, once, briefly: a stop does not wait on a Redis that is away.
         with contextlib.suppress(Exception):
-            await self._send(self._take())
+            await asyncio.wait_for(self._send(self._take()), _LAST_SEND_SECONDS)
 
     # ------------------------------------------------------------ inside
 
@@ -155,6 +158,9 @@ class UnfinishedView:
             batch = self._take()
             try:
                 await self._send(batch)
+            except asyncio.CancelledError:
+                self._outbox[:0] = batch  # for close() to send
+                raise
             except Exception as exc:
                 if not failing:
                     log.warning("cannot tell other nodes of call changes (%s)", exc)

@@ -118,7 +118,7 @@ class KeeperLauncher:
     def adopt(self, call_id: str, pgid: int, running: bool) -> KeeperProcess:
         """A handle on a call started before this server did; ``running`` False if the
         runner no longer runs it (it ended while the server was down, or was lost)."""
-        process = KeeperProcess(self.hub, call_id, pgid)
+        process = KeeperProcess(self.hub, call_id, pgid, adopted=True)
         if not running:
             process.mark_ended_already()
         return process

@@ -32,11 +32,14 @@ class CallLost(Exception):
 class KeeperProcess:
     """A call's tree under the runner, led by process group ``pgid``."""
 
-    def __init__(self, hub: KeeperHub, call_id: str, pgid: int) -> None:
+    def __init__(self, hub: KeeperHub, call_id: str, pgid: int, adopted: bool = False) -> None:
         self.call_id = call_id
         self.pgid = pgid
         self._hub = hub
         self._signal = hub.signal_of(call_id)
+        # An adopted call may have ended between the runner's list and this handle (its
+        # event then went unheard): its files are looked at once before any wait.
+        self._look_first = adopted
         self.directory = layout.call_dir(hub.home, call_id)
         self._end: CallEnd | None = None
         self.position = 0
@@ -48,7 +51,7 @@ class KeeperProcess:
         went away without recording the end.
         """
         path = self.directory / layout.OUTPUT_NAME
-        checked = False
+        checked = self._look_first
         try:
             while True:
                 seen = self._signal.changed
@@ -107,7 +110,7 @@ class KeeperProcess:
 
     async def wait(self) -> int:
         """Await the end: the exit code, or minus the signal number that ended it."""
-        look = False
+        look = self._look_first
         while True:
             seen = self._signal.changed
             end = await self._ended(look)

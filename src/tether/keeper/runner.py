@@ -348,8 +348,8 @@ async def _serve(runner: Runner, ready_fd: int | None) -> None:
         sock.unlink()  # a stale socket of a dead runner (we hold the lock)
     server = await asyncio.start_unix_server(runner.handle, path=sock, limit=protocol.MAX_LINE)
     runner.listening = server
-    heap.settle()
     sock.chmod(0o600)
+    heap.settle()
     me = identify(os.getpid())
     layout.write_atomically(
         layout.runner_file(home),

@@ -99,7 +99,7 @@ class TreeStopper:
         # Targets are taken again: a root reaped meanwhile is no longer named by pid.
         targets = [c.target() for c in calls]
         try:
-            survivors = await asyncio.to_thread(process_tree.find_trees, targets)
+            survivors = await asyncio.to_thread(process_tree.find_trees, targets, True)
             process_tree.signal_all(survivors, signal.SIGKILL)
         except Exception:
             log.exception("killing what was left of %d call(s) failed", len(calls))

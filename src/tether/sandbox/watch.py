@@ -16,8 +16,9 @@ from tether.sandbox.limits import KilledBy, Limits, Resources, Usage, exceeded
 log = logging.getLogger(__name__)
 
 # How often the loop looks for calls due a reading, and the shortest gap between two
-# readings of one call. A call is read again after this while its process count moves;
-# while it stays still (a build waiting on I/O, a `sleep`), each gap doubles up to
+# readings of one call. A call is read again after this while it moves (its process
+# count changes, or it used CPU since the last reading); while it stays still (a
+# `sleep`, a command waiting on the network), each gap doubles up to
 # _MAX_GAP, so a thousand idle calls cost a few hundred readings a second, not ten
 # thousand. With many calls in flight even the shortest gap grows, by _GAP_PER_CALL per
 # call (a thousand calls just started would otherwise cost ten thousand readings a
@@ -27,6 +28,8 @@ log = logging.getLogger(__name__)
 _INTERVAL = 0.1
 _MAX_GAP = 2.0
 _GAP_PER_CALL = 0.001
+# CPU seconds between two readings below which a call counts as still.
+_STILL_CPU = 0.01
 _CORES = max(1, len(os.sched_getaffinity(0)))
 # A fork bomb forks while it is being killed; give up after this many sweeps.
 _KILL_SWEEPS = 50
@@ -51,6 +54,7 @@ class CallWatch:
     due: float = 0.0
     gap: float = _INTERVAL
     _processes: int | None = None
+    _cpu: float | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def schedule(
@@ -58,8 +62,10 @@ class CallWatch:
     ) -> None:
         """Set when to read again after ``usage``, read at ``now`` (``tick``: how often
         the loop looks; ``shortest``: the gap after a move)."""
-        moving = usage.processes != self._processes
-        self._processes = usage.processes
+        cpu_now = usage.cpu_seconds
+        busy = cpu_now is not None and cpu_now - (self._cpu or 0.0) >= _STILL_CPU
+        moving = busy or usage.processes != self._processes
+        self._processes, self._cpu = usage.processes, cpu_now
         longest = max(_MAX_GAP, shortest)
         self.gap = shortest if moving else min(max(self.gap, shortest) * 2, longest)
         gap = self.gap
@@ -173,6 +179,7 @@ class Watcher:
             tick += 1
             if self._lingering and tick % _RETRY_EVERY == 0:
                 await self._retry_lingering()
+            # The reading's time is taken before it: a CPU limit's bound counts from there.
             now = loop.time()
             watches = [w for w in self._watches if w.due <= now]
             if not watches:
@@ -182,7 +189,6 @@ class Watcher:
             except Exception:
                 log.exception("reading call resources failed")
                 continue
-            now = loop.time()
             shortest = max(self._interval, len(self._watches) * _GAP_PER_CALL)
             for watch, usage in zip(watches, readings, strict=True):
                 watch.record(usage)

@@ -49,41 +49,48 @@ class ToolCallRepository:
         With several nodes, this is how the others hear of it."""
         self._changed = changed
 
+    # A change is announced even when the write failed or was cancelled mid-commit: an
+    # announcement too many costs a read, one too few a stale list.
+
     async def insert(self, record: ToolCallRecord) -> None:
-        async with self._db.write() as conn:
-            await conn.execute(
-                tool_calls.insert().values(
-                    **record_values(record, exclude=("owner",)), owner=self._owner
+        try:
+            async with self._db.write() as conn:
+                await conn.execute(
+                    tool_calls.insert().values(
+                        **record_values(record, exclude=("owner",)), owner=self._owner
+                    )
                 )
-            )
-        self._changed(record.session_id)
+        finally:
+            self._changed(record.session_id)
 
-    async def update(self, call_id: str, **values: Any) -> None:
-        async with self._db.write() as conn:
-            session_id = await conn.scalar(
-                sa.update(tool_calls)
-                .where(tool_calls.c.id == call_id)
-                .values(**values)
-                .returning(tool_calls.c.session_id)
-            )
-        if session_id is not None and not values.keys() <= _UNLISTED:
-            self._changed(session_id)
+    async def update(self, call_id: str, *, session_id: str | None = None, **values: Any) -> None:
+        """Set ``values`` on the call's row (``session_id``: the call's session, for the
+        announcement; None announces a change to any session)."""
+        try:
+            async with self._db.write() as conn:
+                await conn.execute(
+                    sa.update(tool_calls).where(tool_calls.c.id == call_id).values(**values)
+                )
+        finally:
+            if not values.keys() <= _UNLISTED:
+                self._changed(session_id)
 
-    async def record_end(self, call_id: str, **values: Any) -> bool:
+    async def record_end(
+        self, call_id: str, *, session_id: str | None = None, **values: Any
+    ) -> bool:
         """Record the call's end, unless an end is recorded already: a call ends once,
         and the first end stands (a survivor may have ended it as "node lost" while the
         node running it was cut off). False if it had ended."""
-        async with self._db.write() as conn:
-            session_id = await conn.scalar(
-                sa.update(tool_calls)
-                .where(tool_calls.c.id == call_id, tool_calls.c.status.in_(UNFINISHED))
-                .values(status="completed", **values)
-                .returning(tool_calls.c.session_id)
-            )
-        if session_id is None:
-            return False
-        self._changed(session_id)
-        return True
+        try:
+            async with self._db.write() as conn:
+                result = await conn.execute(
+                    sa.update(tool_calls)
+                    .where(tool_calls.c.id == call_id, tool_calls.c.status.in_(UNFINISHED))
+                    .values(status="completed", **values)
+                )
+                return bool(result.rowcount)
+        finally:
+            self._changed(session_id)
 
     async def ended_among(self, call_ids: Collection[str]) -> set[str]:
         """Which of ``call_ids`` the store shows as ended."""

@@ -44,8 +44,12 @@ class Target:
     members: Callable[[], list[int]] | None = None
 
 
-def find_trees(targets: Sequence[Target]) -> list[psutil.Process]:
+def find_trees(targets: Sequence[Target], scan_all: bool = False) -> list[psutil.Process]:
     """Every live process that belongs to any of ``targets``, the server excluded.
+
+    ``scan_all``: scan for grouped targets too (the last pass of a stop, off the stop's
+    critical path: a process moved out of its group by a service manager that the
+    sandbox could reach, ``systemd-run --user`` say, still carries the marker).
 
     One pass over the process table serves all targets, so stopping many calls at once
     costs one scan, not one per call. The environment (the costly read) is only looked
@@ -53,7 +57,7 @@ def find_trees(targets: Sequence[Target]) -> list[psutil.Process]:
     """
     me = os.getpid()
     found = _grouped([t for t in targets if t.members is not None])
-    scanned = [t for t in targets if t.members is None]
+    scanned = list(targets) if scan_all else [t for t in targets if t.members is None]
     if scanned:
         found.update(_scanned(scanned))
     found.pop(me, None)
@@ -144,7 +148,7 @@ def terminate_many(targets: Sequence[Target], grace: float, force: bool) -> None
     _, alive = psutil.wait_procs(procs, timeout=grace)
     # Look again: a process may have forked while being told to stop.
     survivors = {p.pid: p for p in alive}
-    survivors.update({p.pid: p for p in find_trees(targets)})
+    survivors.update({p.pid: p for p in find_trees(targets, scan_all=True)})
     if survivors:
         signal_all(list(survivors.values()), signal.SIGKILL)
         psutil.wait_procs(list(survivors.values()), timeout=1.0)

@@ -117,6 +117,7 @@ class CallRecorder:
         call.status = target
         await self._repo.update(
             call.call_id,
+            session_id=call.session_id,
             status=target,
             offload_reason=call.offload_reason,
             **_wall_deadlines(call),
@@ -124,7 +125,7 @@ class CallRecorder:
 
     async def store_deadlines(self, call: LiveCall) -> None:
         """Store the call's deadlines as they are now (after an extend, say)."""
-        await self._repo.update(call.call_id, **_wall_deadlines(call))
+        await self._repo.update(call.call_id, session_id=call.session_id, **_wall_deadlines(call))
 
     async def record_process(self, call: LiveCall) -> None:
         """Store the call's process group, so a later start can reap it after a crash."""
@@ -147,6 +148,7 @@ class CallRecorder:
         await self.persist_output(call)
         await self._repo.record_end(
             call.call_id,
+            session_id=call.session_id,
             end_state=end_state,
             end_reason=summary or None,
             force_cancelled=call.force_cancelled,

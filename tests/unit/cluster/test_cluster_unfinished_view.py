@@ -76,11 +76,11 @@ async def test_a_change_on_one_node_reaches_the_next_list_on_another(
         assert await view_a.in_session("s") == []
         await repo_b.insert(call("c1"))
         await _until(view_a, "s", ["c1"])
-        await repo_b.update("c1", status="offloaded", offload_reason="user")
+        await repo_b.update("c1", session_id="s", status="offloaded", offload_reason="user")
         async with asyncio.timeout(10):
             while (await view_a.in_session("s"))[0].status != "offloaded":
                 await asyncio.sleep(0.005)
-        assert await repo_b.record_end("c1", end_state="completed")
+        assert await repo_b.record_end("c1", session_id="s", end_state="completed")
         await _until(view_a, "s", [])
     finally:
         await view_a.close()

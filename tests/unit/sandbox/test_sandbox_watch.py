@@ -109,3 +109,11 @@ async def test_with_many_calls_even_a_moving_one_waits_longer_but_not_past_its_c
     assert watch.due == 1.0
     watch.schedule(Usage(processes=2, cpu_seconds=59.9), now=5.0, tick=0.1, shortest=1.0)
     assert watch.due == 5.1
+
+
+async def test_a_call_using_cpu_is_read_at_the_shortest_gap() -> None:
+    # cgroup v2 may report the peak process count, which stops changing: CPU use moves too.
+    watch = CallWatch(FakeGroup([]), Limits())
+    for step in range(6):
+        watch.schedule(Usage(processes=3, cpu_seconds=0.5 * step), now=float(step))
+    assert watch.due == 5.1

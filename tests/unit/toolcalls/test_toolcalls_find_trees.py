@@ -47,3 +47,12 @@ def test_a_member_that_has_gone_is_skipped(marked: subprocess.Popen[bytes]) -> N
     gone.wait()
     target = Target(None, None, None, members=lambda: [gone.pid, marked.pid])
     assert [p.pid for p in find_trees([target])] == [marked.pid]
+
+
+def test_the_last_pass_of_a_stop_scans_for_grouped_calls_too(
+    marked: subprocess.Popen[bytes],
+) -> None:
+    # A process moved out of its group (by a service manager, say) still has the marker.
+    target = Target(None, None, "test-find-trees:call", since=time.time() - 60, members=list)
+    assert find_trees([target]) == []
+    assert marked.pid in {p.pid for p in find_trees([target], scan_all=True)}
