@@ -56,7 +56,12 @@ class AppServer:
         #: The interpreter `tether serve` runs under (an upgrade test installs Tether
         #: into a venv of its own).
         self.python = sys.executable
-        self._client = httpx.Client(base_url=self.base_url, timeout=15.0)
+        # Idle connections are dropped before the server drops them (uvicorn: after 5 s,
+        # as httpx's default): with both at 5 s a request could go out on a connection
+        # the server was closing, and meet "Server disconnected" (seen on a loaded run).
+        self._client = httpx.Client(
+            base_url=self.base_url, timeout=15.0, limits=httpx.Limits(keepalive_expiry=2.0)
+        )
 
     def _env(self) -> dict[str, str]:
         env = {
