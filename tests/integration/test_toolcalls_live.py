@@ -297,8 +297,11 @@ def test_an_orphaned_setsid_descendant_dies_with_its_call(plain_stack: Stack, ho
 
 def test_extend_deadline_keeps_a_call_alive_past_its_timeout(stack: Stack) -> None:
     gate = f"g-{uuid.uuid4().hex[:8]}"
-    # Wide enough for the test to extend the call before it passes on a loaded machine.
-    timeout = scaled(3)
+    # Wide enough for the extend to reach the keeper's runner, which enforces the kill
+    # deadline on its own, before the deadline passes on a loaded machine. (This test
+    # found that an extend made while the runner was still starting the tree never
+    # reached it: tests/unit/toolcalls/test_toolcalls_extend_while_starting.py.)
+    timeout = scaled(6)
     command = gated(gate, "echo up", "echo survived")
     session, task_id, call = stack.start_shell(command, timeout=timeout)
     call_id = call["tool_call_id"]

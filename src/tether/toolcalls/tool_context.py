@@ -59,6 +59,12 @@ class ToolContext:
             session_id=call.session_id,
             arguments=call.invocation.arguments,
         )
+        asked = call.deadlines.kill_at
         call.process = await self._start(spec)
         self._launched(call)
+        if call.deadlines.kill_at != asked:
+            # Extended while the tree was starting: the launcher (the keeper's runner,
+            # which enforces it on its own) has the deadline the spec carried.
+            _, kill_after = call.deadlines.remaining(time.monotonic())
+            await call.process.set_kill_deadline(kill_after)
         return call.process
