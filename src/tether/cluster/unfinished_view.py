@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from tether.cluster.redis_link import RedisLink
 from tether.store.records import ToolCallRecord
 from tether.store.toolcalls import ToolCallRepository
+from tether.waits import within
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,7 @@ class UnfinishedView:
                 await task
         # What is left, once, briefly: a stop does not wait on a Redis that is away.
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._send(self._take()), _LAST_SEND_SECONDS)
+            await within(self._send(self._take()), _LAST_SEND_SECONDS)
 
     # ------------------------------------------------------------ inside
 

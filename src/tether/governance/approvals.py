@@ -20,6 +20,7 @@ from tether.governance.patterns import exact_text, pattern_text
 from tether.store.governance import GovernanceRepository
 from tether.store.records import ApprovalRecord, RememberedRule
 from tether.toolcalls.call import Admission, Invocation
+from tether.waits import within
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,7 @@ class ApprovalService:
         entry = self._pending[request_id]
         delay = max(0.0, entry.record.expires_at - time.time())
         try:
-            return await asyncio.wait_for(asyncio.shield(entry.answer), delay)
+            return await within(asyncio.shield(entry.answer), delay)
         except TimeoutError:
             reason = f"no one approved it within {self.timeout_seconds:g} seconds"
             return await self._settle_unless_decided(entry, Admission(False, reason, "timeout"))

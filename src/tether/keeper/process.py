@@ -15,6 +15,7 @@ from tether.keeper import layout, records
 from tether.keeper.hub import KeeperHub
 from tether.keeper.status import CallEnd, CorruptFile, read_end
 from tether.sandbox.limits import Resources
+from tether.waits import event_within
 
 OutputSink = Callable[[str, str], None]
 # A quiet call's files are looked at this often even with no event: a safety net for an
@@ -142,8 +143,4 @@ class KeeperProcess:
 async def _changed(seen: asyncio.Event) -> bool:
     """Wait for an event; True if none came for a while (then the files are looked at
     anyway: an event sent before anyone listened is not lost for good)."""
-    try:
-        await asyncio.wait_for(seen.wait(), _LOOK_ANYWAY)
-    except TimeoutError:
-        return True
-    return False
+    return not await event_within(seen, _LOOK_ANYWAY)

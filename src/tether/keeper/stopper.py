@@ -8,13 +8,13 @@ arrive while a scan runs wait and go together in the next one.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
 from tether.toolcalls import process_tree
+from tether.waits import event_within
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +94,7 @@ class TreeStopper:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._grace
         while self._era == era and (left := deadline - loop.time()) > 0:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._hurried.wait(), left)
+            await event_within(self._hurried, left)
         # Targets are taken again: a root reaped meanwhile is no longer named by pid.
         targets = [c.target() for c in calls]
         try:

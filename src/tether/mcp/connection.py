@@ -26,6 +26,7 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
 from tether.mcp.spec import McpClientSpec, SandboxNetwork, Status
+from tether.waits import event_within, within
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +118,7 @@ class McpConnection:
 
     async def wait_settled(self, seconds: float) -> Status:
         """The status once the attempt under way is ready or has failed (or time is up)."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._settled.wait(), seconds)
+        await event_within(self._settled, seconds)
         return self.status
 
     async def _supervise(self) -> None:
@@ -176,7 +176,7 @@ class McpConnection:
                     message_handler=self._on_message,
                 ) as session,
             ):
-                await asyncio.wait_for(session.initialize(), self._timing.connect_timeout)
+                await within(session.initialize(), self._timing.connect_timeout)
                 await self._list_tools(session)
                 self._session = session
                 self.status, self.error = "ready", None
@@ -221,12 +221,12 @@ class McpConnection:
                 self._on_tools_changed()
                 continue
             try:
-                await asyncio.wait_for(session.send_ping(), self._timing.connect_timeout)
+                await within(session.send_ping(), self._timing.connect_timeout)
             except (MCPError, TimeoutError):
                 return
 
     async def _list_tools(self, session: ClientSession) -> None:
-        listed = await asyncio.wait_for(session.list_tools(), self._timing.connect_timeout)
+        listed = await within(session.list_tools(), self._timing.connect_timeout)
         self.tools = list(listed.tools)
 
     def _describe_failure(self, exc: BaseException) -> str:

@@ -30,6 +30,7 @@ from tether.store.records import OutputChunk
 from tether.toolcalls.call import CallInfo, Invocation
 from tether.toolcalls.errors import ToolCallConflict, ToolCallNotFound
 from tether.toolcalls.ids import new_call_id
+from tether.waits import within
 
 PATH = "/mcp"
 DEFAULT_SESSION = "mcp:shell"
@@ -76,7 +77,7 @@ class _Progress:
     async def close(self) -> None:
         self._queue.put_nowait(None)
         with contextlib.suppress(BaseException):
-            await asyncio.wait_for(self._pump, 5)
+            await within(self._pump, 5)
 
 
 def build_endpoint(services_of: Callable[[], Services]) -> MCPServer[Any]:

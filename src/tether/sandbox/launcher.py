@@ -10,6 +10,7 @@ from tether.sandbox.limits import Resources
 from tether.sandbox.service import Launch, Sandbox
 from tether.toolcalls.launcher import LaunchSpec, OutputSink
 from tether.toolcalls.local_launcher import LocalLauncher, LocalProcess, spawn
+from tether.waits import within
 
 # How long a call's end waits for its tree to be reaped before giving up on its figures.
 _END_WAIT = 5.0
@@ -47,7 +48,7 @@ class SandboxedProcess(LocalProcess):
         try:
             # The tree has been told to end when anyone asks; never hang a call's end on
             # a tree that somehow outlives its stop.
-            await asyncio.wait_for(super().wait(), _END_WAIT)
+            await within(super().wait(), _END_WAIT)
         except TimeoutError:
             return None
         return await asyncio.shield(self._finish())

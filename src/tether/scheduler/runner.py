@@ -13,6 +13,7 @@ from tether.scheduler.models import JobSpec
 from tether.store.chats import ChatRepository
 from tether.store.cron import CronRepository
 from tether.store.toolcalls import ToolCallRepository
+from tether.waits import within
 from tether.webhooks.events import Notify, ignore
 
 log = logging.getLogger(__name__)
@@ -132,7 +133,7 @@ class RunExecutor:
         await self._runs.set_run_task(run_id, task_id)
         timeout = spec.runtime.timeout_seconds
         try:
-            result = await asyncio.wait_for(self._tasks.wait(task_id), timeout)
+            result = await within(self._tasks.wait(task_id), timeout)
         except TimeoutError:
             # Stopping the task cancels its turn and kills its tool processes.
             await self._tasks.stop(task_id)

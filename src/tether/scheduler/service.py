@@ -21,6 +21,7 @@ from tether.scheduler.runner import RunExecutor
 from tether.scheduler.timing import CatchUp, next_fire, plan_catch_up
 from tether.store.cron import CronRepository, NewRun, TickClaim
 from tether.store.records import CronJobRecord
+from tether.waits import event_within
 
 log = logging.getLogger(__name__)
 
@@ -188,8 +189,7 @@ class CronScheduler:
                 delay = MAX_SLEEP_SECONDS
             if self._tick_failed:
                 delay = max(delay, ERROR_BACKOFF_SECONDS)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), delay)
+            await event_within(self._wake, delay)
 
     async def _delay(self) -> float:
         earliest = await self._repo.earliest_next_run()

@@ -6,7 +6,6 @@ Every stop (a person's cancel, a deadline, a stopped task, shutdown) goes throug
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import replace
 
@@ -20,6 +19,7 @@ from tether.toolcalls.live_call import LiveCall, live_info
 from tether.toolcalls.owned_tasks import OwnedTasks
 from tether.toolcalls.recorder import CallRecorder
 from tether.toolcalls.state import TransitionError, is_active
+from tether.waits import event_within
 
 
 class CallActions:
@@ -121,12 +121,9 @@ class CallActions:
         while is_active(call.status):
             due = call.deadlines.next_due()
             delay = None if due is None else max(0.0, due - time.monotonic())
-            try:
-                await asyncio.wait_for(call.deadline_changed.wait(), delay)
+            if await event_within(call.deadline_changed, delay):
                 call.deadline_changed.clear()
                 continue
-            except TimeoutError:
-                pass
             now = time.monotonic()
             kill_at, offload_at = call.deadlines.kill_at, call.deadlines.offload_at
             if kill_at is not None and now >= kill_at:

@@ -16,6 +16,7 @@ from tether import model_texts
 from tether.sandbox.limits import Resources
 from tether.toolcalls import process_tree
 from tether.toolcalls.launcher import MARKER_VAR, LaunchedProcess, LaunchSpec, OutputSink
+from tether.waits import within
 
 _READ_SIZE = 64 * 1024
 # After the root exits, how long a background child may keep its pipes open before we
@@ -94,7 +95,7 @@ class LocalProcess:
         try:
             await proc.wait()
             try:
-                await asyncio.wait_for(asyncio.shield(readers), _DRAIN_AFTER_EXIT)
+                await within(asyncio.shield(readers), _DRAIN_AFTER_EXIT)
             except TimeoutError:
                 readers.cancel()
                 sink("stderr", model_texts.OUTPUT_KEPT_OPEN)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import time
@@ -21,6 +20,7 @@ from tether.toolcalls.outcome import describe_end
 from tether.toolcalls.output import OutputBuffer
 from tether.toolcalls.state import EndState, Status, check_transition
 from tether.tools.base import Tool
+from tether.waits import event_within
 
 log = logging.getLogger(__name__)
 
@@ -184,9 +184,7 @@ class CallRecorder:
             await call.buffer.wait(flushed)
             if call.buffer.closed:
                 return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(call.finished.wait(), _FLUSH_INTERVAL)
-            if call.finished.is_set():
+            if await event_within(call.finished, _FLUSH_INTERVAL):
                 return
             flushed = call.buffer.last_seq
             try:

@@ -26,6 +26,7 @@ import httpx
 from tether.security.keybox import KeyBox
 from tether.store.records import WebhookAttemptRecord, WebhookDeliveryRecord, WebhookRecord
 from tether.store.webhooks import WebhookRepository
+from tether.waits import event_within
 from tether.webhooks.backoff import RetryPolicy
 from tether.webhooks.events import EventType
 from tether.webhooks.signing import new_secret, signed_headers
@@ -197,8 +198,7 @@ class WebhookService:
             except Exception:
                 log.exception("the webhook delivery worker failed; retrying")
                 delay = self.policy.first_delay
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), delay)
+            await event_within(self._wake, delay)
 
     async def _start_due(self) -> float | None:
         """Start every due delivery; returns how long until the next one (None: none)."""

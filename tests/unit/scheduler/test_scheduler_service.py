@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from cron_parts import CronNode, FakeClock, FakeTasks
 
+from tether.scheduler.runner import RunExecutor
+from tether.scheduler.service import CronScheduler
 from tether.store import cron as cron_store
 from tether.store.cron import BUSY
 
@@ -224,3 +226,32 @@ async def test_history_keeps_the_newest_runs_only(
         await node.scheduler.idle()
 
     assert [r.id for r in await node.jobs.history("chatty")] == run_ids[:1:-1]
+
+
+class ToldWhenAsked(cron_store.CronRepository):
+    """The real repository; says when the loop has asked for its next sleep."""
+
+    def __init__(self, db: Any) -> None:
+        super().__init__(db)
+        self.asked = asyncio.Event()
+
+    async def earliest_next_run(self) -> float | None:
+        earliest = await super().earliest_next_run()
+        self.asked.set()
+        return earliest
+
+
+@pytest.mark.timeout(20)  # the failure this guards against is a hang
+async def test_a_stop_that_comes_as_the_loop_is_woken_still_stops_it(
+    node: CronNode, clock: FakeClock
+) -> None:
+    # The loop parks on its wake-up event right after asking for the earliest tick; a
+    # job change wakes it in the same turn as the server's shutdown cancels it. With
+    # asyncio.wait_for (Python 3.11) the cancel was lost and the shutdown hung.
+    repo = ToldWhenAsked(node.db)
+    executor = RunExecutor(repo, node.store.chats, node.store.tool_calls, node.tasks, clock)
+    scheduler = CronScheduler(repo, executor, clock)
+    scheduler.start()
+    await repo.asked.wait()
+    scheduler.wake()
+    await scheduler.shutdown()  # cancels the loop in this same turn

@@ -1,0 +1,42 @@
+"""Waiting with a time limit (tether.waits): a cancel that arrives in the same turn of the
+event loop as the awaited event is never lost, which ``asyncio.wait_for`` on 3.11 does."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tether.waits import event_within, within
+
+
+async def _parked(event: asyncio.Event) -> asyncio.Task[bool]:
+    """A task waiting on ``event`` through event_within, once it is waiting."""
+    task = asyncio.create_task(event_within(event, 3600))
+    for _ in range(5):  # no I/O in between: the task is parked after a few turns
+        await asyncio.sleep(0)
+    return task
+
+
+async def test_a_cancel_that_arrives_with_the_event_is_not_lost() -> None:
+    event = asyncio.Event()
+    task = await _parked(event)
+    event.set()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_event_within_says_whether_the_event_came() -> None:
+    event = asyncio.Event()
+    assert await event_within(event, 0.01) is False
+    asyncio.get_running_loop().call_soon(event.set)
+    assert await event_within(event, None) is True
+
+
+async def test_within_returns_the_result_or_times_out() -> None:
+    assert await within(asyncio.sleep(0, "done"), 1) == "done"
+    never = asyncio.get_running_loop().create_future()
+    with pytest.raises(TimeoutError):
+        await within(never, 0.01)
+    assert never.cancelled()
