@@ -61,7 +61,7 @@ async def end_lost_node(store: Store, gate: GovernanceGate, node: NodeRecord) ->
     tasks = await store.tasks.fail_unfinished(NODE_LOST, owners)
     runs = await store.cron.fail_running(NODE_LOST, time.time(), owners)
     # Its calls are ended now, so its requests are among those nobody waits for.
-    denied = await gate.deny_leftovers(approvals.NODE_LOST)
+    denied = await gate.deny_leftovers(approvals.NODE_LOST, owners)
     log.warning(
         "node %s lost: its calls ended, %d task(s) failed, %d cron run(s) closed, "
         "%d approval request(s) denied",

@@ -172,3 +172,20 @@ async def test_a_returning_node_stops_only_what_was_ended_for_it(
     await node_loss.drop_what_was_ended(store, calls, tasks)
     assert calls.cancelled == [("ended", True)]
     assert tasks.stopped == ["failed"]
+
+
+async def test_a_live_nodes_request_whose_call_just_ended_is_left_to_it(
+    servers: Callable[[], Store],
+) -> None:
+    # The live node's call has ended and it is about to settle the call's request
+    # itself: the survivor of another node's loss must not decide it for it.
+    lost, live, survivor = servers(), servers(), servers()
+    await live.tool_calls.insert(call("ended", "completed"))
+    inv = Invocation("ended", "s", None, "default", "shell", {"command": "ls"})
+    theirs = await ApprovalService(live.governance, 300).open(inv, "strict", [])
+
+    await node_loss.end_lost_node(survivor, gate_over(survivor), lease_of(owner_of(lost)))
+
+    still = await survivor.governance.get_approval(theirs.request_id)
+    assert still is not None and still.status == "pending"
+    assert await survivor.governance.list_audit("s", 10) == []

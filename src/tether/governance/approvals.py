@@ -8,7 +8,7 @@ import asyncio
 import dataclasses
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -295,7 +295,9 @@ class ApprovalService:
             records = [r for r in records if r.session_id == session_id]
         return sorted(records, key=lambda r: r.created_at)
 
-    async def deny_leftovers(self, why: LeftBehind = RESTARTED) -> list[ApprovalRecord]:
+    async def deny_leftovers(
+        self, why: LeftBehind = RESTARTED, owners: Collection[str] | None = None
+    ) -> list[ApprovalRecord]:
         """Deny what a server that is gone left pending (at start-up, or when a node is
-        lost); returns those requests."""
-        return await self._repo.deny_pending_approvals(why.decided_by, why.reason)
+        lost: then only what its ``owners`` left); returns those requests."""
+        return await self._repo.deny_pending_approvals(why.decided_by, why.reason, owners)

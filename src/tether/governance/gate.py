@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from tether import model_texts
@@ -190,10 +190,12 @@ class GovernanceGate:
         await self._audit(decision, "denied", answer.decided_by, text, record)
         return Admission(False, text, answer.decided_by)
 
-    async def deny_leftovers(self, why: LeftBehind = RESTARTED) -> int:
+    async def deny_leftovers(
+        self, why: LeftBehind = RESTARTED, owners: Collection[str] | None = None
+    ) -> int:
         """Deny (and audit) approvals a server that is gone left pending: at start-up,
-        or when a node is lost (``why``)."""
-        leftovers = await self._approvals.deny_leftovers(why)
+        or when a node is lost (``why``; only what its ``owners`` left)."""
+        leftovers = await self._approvals.deny_leftovers(why, owners)
         for record in leftovers:
             await self._write_audit(_left_behind_entry(record, why))
         return len(leftovers)

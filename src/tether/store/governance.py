@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Collection
 from typing import Any
 
 import sqlalchemy as sa
@@ -66,17 +67,24 @@ class GovernanceRepository:
             owner = await conn.scalar(query)
             return str(owner) if owner is not None else None
 
-    async def deny_pending_approvals(self, decided_by: str, reason: str) -> list[ApprovalRecord]:
+    async def deny_pending_approvals(
+        self, decided_by: str, reason: str, owners: Collection[str] | None = None
+    ) -> list[ApprovalRecord]:
         """Deny the requests left pending by a server that is gone, and return them as
         they were.
 
         A request whose call is still unfinished belongs to a live server (start-up
-        recovery has already ended the calls of the dead ones) and is left alone.
+        recovery has already ended the calls of the dead ones) and is left alone. With
+        ``owners`` (a lost node's), only the requests of their calls are denied: a live
+        node whose call has just ended settles that call's request itself.
         """
         live_calls = sa.select(tool_calls.c.id).where(tool_calls.c.status.in_(UNFINISHED))
         leftover = sa.and_(
             approvals.c.status == "pending", approvals.c.tool_call_id.not_in(live_calls)
         )
+        if owners is not None:
+            theirs = sa.select(tool_calls.c.id).where(tool_calls.c.owner.in_(list(owners)))
+            leftover = sa.and_(leftover, approvals.c.tool_call_id.in_(theirs))
         async with self._db.write() as conn:
             rows = await conn.execute(sa.select(approvals).where(leftover))
             pending = [to_record(ApprovalRecord, r) for r in rows]
@@ -84,6 +92,7 @@ class GovernanceRepository:
                 await conn.execute(
                     sa.update(approvals)
                     .where(approvals.c.request_id.in_([p.request_id for p in pending]))
+                    .where(approvals.c.status == "pending")
                     .values(
                         status="denied",
                         decided_by=decided_by,
