@@ -156,7 +156,7 @@ class ProviderService:
         model = self._models.get(cache_key)
         if model is None:
             # Decrypted only to build the client: a turn with the model cached needs no key.
-            key = self._keybox.open(record.api_key_encrypted) if record.api_key_encrypted else ""
+            key = self._key_of(record)
             model = self._factory(record.base_url, key, active["model"])
             self._models = {cache_key: model}  # one active model at a time
         return model
@@ -176,8 +176,26 @@ class ProviderService:
             model = record.chat_model or next((m["id"] for m in record.models), "")
         if not model:
             return ProbeResult(False, "", 0, "the provider lists no model to try")
-        key = self._keybox.open(record.api_key_encrypted) if record.api_key_encrypted else ""
+        try:
+            key = self._key_of(record)
+        except ModelError as exc:
+            return ProbeResult(False, model, 0, str(exc))
         return await probe_model(record.base_url, key, model, time_limit)
+
+    def _key_of(self, record: ProviderRecord) -> str:
+        """The provider's API key, decrypted (empty when it has none)."""
+        if not record.api_key_encrypted:
+            return ""
+        try:
+            return self._keybox.open(record.api_key_encrypted)
+        except ValueError as exc:
+            # Most often a server with another key than the one that sealed it: a second
+            # TETHER_HOME on the same database, or a lost secret.key.
+            raise ModelError(
+                f"the API key of provider {record.id!r} cannot be decrypted with this "
+                "server's key: servers sharing a database must share TETHER_SECRET_KEY "
+                "(or enter the key again)"
+            ) from exc
 
     async def bootstrap_from_env(self, env: Mapping[str, str]) -> None:
         """Register the provider given by OPENAI_API_KEY / OPENAI_BASE_URL / TETHER_MODEL."""
