@@ -8,11 +8,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from test_toolcalls_limits import SlowWritingStore, _no_delivery
+from coordinator_parts import no_delivery, small_config
+from test_toolcalls_limits import SlowWritingStore
 
 from tether.sandbox.limits import Resources
 from tether.toolcalls.call import Invocation
-from tether.toolcalls.coordinator import CoordinatorConfig, ToolCallCoordinator
+from tether.toolcalls.coordinator import ToolCallCoordinator
 from tether.toolcalls.launcher import LaunchedProcess, LaunchSpec, OutputSink
 from tether.tools.base import RunContext, Tool, ToolResult
 
@@ -61,18 +62,9 @@ class SlowStartLauncher:
 
 async def test_an_extend_during_the_start_is_passed_to_the_launcher(tmp_path: Path) -> None:
     launcher = SlowStartLauncher()
-    config = CoordinatorConfig(
-        offload_after=None,
-        cancel_grace=1.0,
-        model_output_chars=1000,
-        output_memory_bytes=10_000,
-        max_per_session=4,
-        max_total=4,
-        marker_prefix="test",
-        output_location="/out/{session_id}/{call_id}",
-    )
+    config = small_config(max_total=4)
     store: Any = SlowWritingStore()
-    coordinator = ToolCallCoordinator(store, config, tmp_path, (), _no_delivery, launcher=launcher)
+    coordinator = ToolCallCoordinator(store, config, tmp_path, (), no_delivery, launcher=launcher)
 
     async def run(args: Mapping[str, Any], ctx: RunContext) -> ToolResult:
         process = await ctx.launch(("/bin/true",), tmp_path, {})

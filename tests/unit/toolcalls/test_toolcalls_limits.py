@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from coordinator_parts import no_delivery, small_config
 
 from tether.toolcalls.call import Invocation
-from tether.toolcalls.coordinator import CoordinatorConfig, ToolCallCoordinator
+from tether.toolcalls.coordinator import ToolCallCoordinator
 from tether.tools.base import RunContext, Tool, ToolInputError, ToolResult
 
 
@@ -35,22 +36,9 @@ class SlowWritingStore:
         await asyncio.sleep(0)
 
 
-async def _no_delivery(session_id: str, call_id: str, text: str) -> None:
-    return None
-
-
 def _coordinator(tmp_path: Path, per_session: int, total: int) -> ToolCallCoordinator:
-    config = CoordinatorConfig(
-        offload_after=None,
-        cancel_grace=1.0,
-        model_output_chars=1000,
-        output_memory_bytes=10_000,
-        max_per_session=per_session,
-        max_total=total,
-        marker_prefix="test",
-        output_location="/out/{session_id}/{call_id}",
-    )
-    return ToolCallCoordinator(SlowWritingStore(), config, tmp_path, (), _no_delivery)  # type: ignore[arg-type]
+    config = small_config(max_per_session=per_session, max_total=total)
+    return ToolCallCoordinator(SlowWritingStore(), config, tmp_path, (), no_delivery)  # type: ignore[arg-type]
 
 
 async def _burst(

@@ -8,8 +8,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from coordinator_parts import no_delivery, small_config
+
 from tether.toolcalls.call import Invocation
-from tether.toolcalls.coordinator import CoordinatorConfig, ToolCallCoordinator
+from tether.toolcalls.coordinator import ToolCallCoordinator
 from tether.tools.base import RunContext, Tool, ToolResult
 
 
@@ -39,23 +41,10 @@ async def _instant(args: Mapping[str, Any], ctx: RunContext) -> ToolResult:
     return ToolResult()
 
 
-async def _no_delivery(session_id: str, call_id: str, text: str) -> None:
-    return None
-
-
 async def test_an_ended_call_leaves_the_list_before_its_end_is_saved(tmp_path: Path) -> None:
     store = HeldEndStore()
-    config = CoordinatorConfig(
-        offload_after=None,
-        cancel_grace=1.0,
-        model_output_chars=1000,
-        output_memory_bytes=10_000,
-        max_per_session=4,
-        max_total=8,
-        marker_prefix="test",
-        output_location="/out/{session_id}/{call_id}",
-    )
-    coordinator = ToolCallCoordinator(store, config, tmp_path, (), _no_delivery)  # type: ignore[arg-type]
+    config = small_config()
+    coordinator = ToolCallCoordinator(store, config, tmp_path, (), no_delivery)  # type: ignore[arg-type]
     tool = Tool("instant", "", {"type": "object"}, _instant)
     run = asyncio.ensure_future(
         coordinator.run(Invocation("c1", "s1", "t1", "default", "instant", {}), tool)

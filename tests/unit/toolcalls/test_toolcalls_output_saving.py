@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from coordinator_parts import small_config
+
 from tether.store.records import OutputChunk
 from tether.toolcalls import deadlines
 from tether.toolcalls.call import Invocation
-from tether.toolcalls.config import CoordinatorConfig
 from tether.toolcalls.index import CallIndex
 from tether.toolcalls.live_call import LiveCall
 from tether.toolcalls.output import OutputBuffer
@@ -28,16 +29,7 @@ class SlowOutputStore:
 
 
 def _recorder(repo: Any) -> CallRecorder:
-    config = CoordinatorConfig(
-        offload_after=None,
-        cancel_grace=1.0,
-        model_output_chars=1000,
-        output_memory_bytes=10_000,
-        max_per_session=4,
-        max_total=8,
-        marker_prefix="test",
-        output_location="/out/{session_id}/{call_id}",
-    )
+    config = small_config()
     return CallRecorder(repo, CallIndex(repo, 4, 8), config)
 
 
