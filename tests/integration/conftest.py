@@ -7,11 +7,14 @@ standard test tooling.
 Tool calls outlive their server by default (the keeper, TETHER_KEEPER): a server's
 graceful stop leaves its runner and the calls it runs, and a `kill -9` leaves them too.
 So closing an `AppServer` also stops its home's runner and whatever its calls left, and
-no test leaves a process behind.
+no test leaves a process behind. A run killed outright (SIGKILL, a CI time-out) cannot
+close its servers: each server is recorded under `_REGISTRY` while it may run, and the
+next run reaps what a run that is gone left there.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -34,6 +37,16 @@ from tether.keeper import client as keeper_client
 
 TEST_TOKEN = "integration-test-token"
 _SRC = str(Path(tether.__file__).resolve().parent.parent)
+#: One file per test server that may still run: who started it, its pid, its home.
+_REGISTRY = Path(tempfile.gettempdir()) / "tether-test-servers"
+
+
+def _started_at(pid: int) -> float | None:
+    """The process's start time, or None if it is gone (with the pid, who it is)."""
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return None
 
 
 def free_port() -> int:
@@ -101,6 +114,7 @@ class AppServer:
             start_new_session=True,
         )
         log.close()
+        self._record()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -146,34 +160,77 @@ class AppServer:
         self.stop()
         self.reap()
         self._client.close()
+        self._record_path.unlink(missing_ok=True)
 
     def reap(self) -> None:
-        """Stop the home's keeper runner (SIGTERM: it stops its calls' trees and exits),
-        then kill any process still carrying the marker of one of the home's calls (the
-        runner may have been killed, or not have stopped in time). Call it only once no
-        server runs on the home: the next start would adopt these calls."""
-        keeper_client.stop_runner(self.home)
-        markers = set()
-        for spec in self.home.glob("calls/*/call.json"):
-            try:
-                markers.add(str(json.loads(spec.read_bytes())["marker"]))
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-        if not markers:
-            return
-        left = []
-        for proc in psutil.process_iter():
-            try:
-                if proc.environ().get("TETHER_TOOL_CALL") in markers:
-                    left.append(proc)
-            except psutil.Error:
-                continue
-        for proc in left:
-            try:
-                proc.kill()
-            except psutil.Error:
-                continue
-        psutil.wait_procs(left, timeout=5)
+        """Stop what the home's calls left running (:func:`reap_home`). Call it only once
+        no server runs on the home: the next start would adopt these calls."""
+        reap_home(self.home)
+
+    @property
+    def _record_path(self) -> Path:
+        return _REGISTRY / f"{os.getpid()}-{self.port}.json"
+
+    def _record(self) -> None:
+        assert self.proc is not None
+        _REGISTRY.mkdir(exist_ok=True)
+        entry = {
+            "run": [os.getpid(), _started_at(os.getpid())],
+            "server": [self.proc.pid, _started_at(self.proc.pid)],
+            "home": str(self.home),
+        }
+        self._record_path.write_text(json.dumps(entry))
+
+
+def reap_home(home: Path) -> None:
+    """Stop the home's keeper runner (SIGTERM: it stops its calls' trees and exits),
+    then kill any process still carrying the marker of one of the home's calls (the
+    runner may have been killed, or not have stopped in time)."""
+    keeper_client.stop_runner(home)
+    markers = set()
+    for spec in home.glob("calls/*/call.json"):
+        try:
+            markers.add(str(json.loads(spec.read_bytes())["marker"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    if not markers:
+        return
+    left = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("TETHER_TOOL_CALL") in markers:
+                left.append(proc)
+        except psutil.Error:
+            continue
+    for proc in left:
+        try:
+            proc.kill()
+        except psutil.Error:
+            continue
+    psutil.wait_procs(left, timeout=5)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _reap_what_killed_runs_left() -> None:
+    """Servers recorded by a test run that is gone (killed before it could close them):
+    kill each one still running, then reap its home."""
+    for path in _REGISTRY.glob("*.json"):
+        try:
+            entry = json.loads(path.read_text())
+            (run, run_started), (server, server_started) = entry["run"], entry["server"]
+            home = Path(entry["home"])
+        except (OSError, ValueError, KeyError, TypeError):
+            path.unlink(missing_ok=True)
+            continue
+        if _started_at(run) == run_started:
+            continue  # that run is still going (another session's, say)
+        if server_started is not None and _started_at(server) == server_started:
+            with contextlib.suppress(psutil.Error):
+                psutil.Process(server).kill()
+                psutil.Process(server).wait(5)
+        if home.is_dir():
+            reap_home(home)
+        path.unlink(missing_ok=True)
 
 
 def start_server(home: Path, **extra_env: str) -> AppServer:
