@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 
+from tether.store.chats import ensure_session_in, insert_messages
 from tether.store.database import Database
 from tether.store.owners import owned_by
 from tether.store.records import TaskRecord
 from tether.store.rows import to_record
 from tether.store.tables import tasks
+
+_INSERT_TASK = tasks.insert()
 
 
 class TaskRepository:
@@ -25,18 +28,50 @@ class TaskRepository:
     ) -> None:
         async with self._db.write() as conn:
             await conn.execute(
-                tasks.insert().values(
-                    id=task_id,
-                    session_id=session_id,
-                    user_id=user_id,
-                    status="pending",
-                    trigger=trigger,
-                    approval_level=level,
-                    result=None,
-                    created_at=time.time(),
-                    owner=self._owner,
-                )
+                _INSERT_TASK, self._row(task_id, session_id, user_id, trigger, level, time.time())
             )
+
+    async def open_in_session(
+        self,
+        task_id: str,
+        session: tuple[str, str, str, str | None],
+        trigger: str,
+        level: str | None,
+        entries: Sequence[tuple[str, dict[str, Any]]],
+    ) -> None:
+        """Start a task in one transaction: create its session (id, user, channel, title)
+        or touch it, record the task pending, and persist its first messages as (kind,
+        payload) pairs."""
+        session_id, user_id, channel, title = session
+        now = time.time()
+        async with self._db.write() as conn:
+            await ensure_session_in(conn, self._db, session_id, user_id, channel, title, now)
+            await conn.execute(
+                _INSERT_TASK, self._row(task_id, session_id, user_id, trigger, level, now)
+            )
+            if entries:
+                await insert_messages(conn, session_id, task_id, entries, now)
+
+    def _row(
+        self,
+        task_id: str,
+        session_id: str,
+        user_id: str,
+        trigger: str,
+        level: str | None,
+        now: float,
+    ) -> dict[str, Any]:
+        return {
+            "id": task_id,
+            "session_id": session_id,
+            "user_id": user_id,
+            "status": "pending",
+            "trigger": trigger,
+            "approval_level": level,
+            "result": None,
+            "created_at": now,
+            "owner": self._owner,
+        }
 
     async def mark_running(self, task_id: str) -> None:
         async with self._db.write() as conn:
