@@ -84,6 +84,12 @@ _UPSERT_SQLITE = _session_upsert(is_sqlite=True)
 _UPSERT_POSTGRESQL = _session_upsert(is_sqlite=False)
 _INSERT_MESSAGE = messages.insert()
 _TOUCH_SESSION = sa.update(chat_sessions).where(chat_sessions.c.id == sa.bindparam("b_id"))
+_SESSION = sa.select(chat_sessions).where(chat_sessions.c.id == sa.bindparam("session_id"))
+_HISTORY = (
+    sa.select(messages)
+    .where(messages.c.session_id == sa.bindparam("session_id"))
+    .order_by(messages.c.id)
+)
 
 
 class ChatRepository:
@@ -115,9 +121,7 @@ class ChatRepository:
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         async with self._db.read() as conn:
-            row = (
-                await conn.execute(sa.select(chat_sessions).where(chat_sessions.c.id == session_id))
-            ).first()
+            row = (await conn.execute(_SESSION, {"session_id": session_id})).first()
             return to_record(SessionRecord, row) if row else None
 
     async def list_sessions(self) -> list[SessionRecord]:
@@ -170,11 +174,7 @@ class ChatRepository:
 
     async def history(self, session_id: str) -> list[MessageRecord]:
         async with self._db.read() as conn:
-            rows = await conn.execute(
-                sa.select(messages)
-                .where(messages.c.session_id == session_id)
-                .order_by(messages.c.id)
-            )
+            rows = await conn.execute(_HISTORY, {"session_id": session_id})
             return [to_record(MessageRecord, r) for r in rows]
 
     async def task_messages(self, task_id: str) -> list[MessageRecord]:

@@ -15,7 +15,10 @@ from tether.store.records import TaskRecord
 from tether.store.rows import to_record
 from tether.store.tables import tasks
 
+# Built once (a turn runs each of them); the SET columns are the parameters' keys.
 _INSERT_TASK = tasks.insert()
+_UPDATE_TASK = sa.update(tasks).where(tasks.c.id == sa.bindparam("b_id"))
+_FINISH_TASK = _UPDATE_TASK.where(tasks.c.status != "finished")
 
 
 class TaskRepository:
@@ -76,20 +79,15 @@ class TaskRepository:
     async def mark_running(self, task_id: str) -> None:
         async with self._db.write() as conn:
             await conn.execute(
-                sa.update(tasks)
-                .where(tasks.c.id == task_id)
-                .values(status="running", started_at=time.time())
+                _UPDATE_TASK, {"b_id": task_id, "status": "running", "started_at": time.time()}
             )
 
     async def finish(self, task_id: str, result: dict[str, Any]) -> None:
         """Record the task's result, unless it has one: the first end stands (a survivor
         may have failed it as "node lost" while its node was cut off)."""
         async with self._db.write() as conn:
-            await conn.execute(
-                sa.update(tasks)
-                .where(tasks.c.id == task_id, tasks.c.status != "finished")
-                .values(status="finished", result=result, finished_at=time.time())
-            )
+            values = {"status": "finished", "result": result, "finished_at": time.time()}
+            await conn.execute(_FINISH_TASK, {"b_id": task_id, **values})
 
     async def finished_among(self, task_ids: Collection[str]) -> set[str]:
         """Which of ``task_ids`` the store shows as finished."""

@@ -29,6 +29,13 @@ _UNFINISHED_IN_SESSION = (
 )
 
 
+# Built once too (every call runs them); the SET columns are the parameters' keys.
+_INSERT_CALL = tool_calls.insert()
+_UPDATE_CALL = sa.update(tool_calls).where(tool_calls.c.id == sa.bindparam("b_id"))
+_END_CALL = _UPDATE_CALL.where(tool_calls.c.status.in_(UNFINISHED))
+_INSERT_OUTPUT = tool_output.insert()
+
+
 # Columns whose change no list of calls shows (so no other node needs to hear of it).
 _UNLISTED = frozenset({"pgid"})
 
@@ -55,11 +62,8 @@ class ToolCallRepository:
     async def insert(self, record: ToolCallRecord) -> None:
         try:
             async with self._db.write() as conn:
-                await conn.execute(
-                    tool_calls.insert().values(
-                        **record_values(record, exclude=("owner",)), owner=self._owner
-                    )
-                )
+                values = record_values(record, exclude=("owner",))
+                await conn.execute(_INSERT_CALL, {**values, "owner": self._owner})
         finally:
             self._changed(record.session_id)
 
@@ -68,9 +72,7 @@ class ToolCallRepository:
         announcement; None announces a change to any session)."""
         try:
             async with self._db.write() as conn:
-                await conn.execute(
-                    sa.update(tool_calls).where(tool_calls.c.id == call_id).values(**values)
-                )
+                await conn.execute(_UPDATE_CALL, {"b_id": call_id, **values})
         finally:
             if not values.keys() <= _UNLISTED:
                 self._changed(session_id)
@@ -84,9 +86,7 @@ class ToolCallRepository:
         try:
             async with self._db.write() as conn:
                 result = await conn.execute(
-                    sa.update(tool_calls)
-                    .where(tool_calls.c.id == call_id, tool_calls.c.status.in_(UNFINISHED))
-                    .values(status="completed", **values)
+                    _END_CALL, {"b_id": call_id, "status": "completed", **values}
                 )
                 return bool(result.rowcount)
         finally:
@@ -130,7 +130,7 @@ class ToolCallRepository:
             return
         async with self._db.write() as conn:
             await conn.execute(
-                tool_output.insert(),
+                _INSERT_OUTPUT,
                 [
                     {"tool_call_id": call_id, "seq": c.seq, "stream": c.stream, "text": c.text}
                     for c in chunks
