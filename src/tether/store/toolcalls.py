@@ -7,6 +7,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tether.store.database import Database
 from tether.store.owners import owned_by
@@ -78,13 +79,20 @@ class ToolCallRepository:
                 self._changed(session_id)
 
     async def record_end(
-        self, call_id: str, *, session_id: str | None = None, **values: Any
+        self,
+        call_id: str,
+        *,
+        session_id: str | None = None,
+        output: Sequence[OutputChunk] = (),
+        **values: Any,
     ) -> bool:
         """Record the call's end, unless an end is recorded already: a call ends once,
         and the first end stands (a survivor may have ended it as "node lost" while the
-        node running it was cut off). False if it had ended."""
+        node running it was cut off). False if it had ended. ``output``: the last chunks
+        not yet stored, stored in the same transaction."""
         try:
             async with self._db.write() as conn:
+                await _insert_output(conn, call_id, output)
                 result = await conn.execute(
                     _END_CALL, {"b_id": call_id, "status": "completed", **values}
                 )
@@ -129,13 +137,7 @@ class ToolCallRepository:
         if not chunks:
             return
         async with self._db.write() as conn:
-            await conn.execute(
-                _INSERT_OUTPUT,
-                [
-                    {"tool_call_id": call_id, "seq": c.seq, "stream": c.stream, "text": c.text}
-                    for c in chunks
-                ],
-            )
+            await _insert_output(conn, call_id, chunks)
 
     async def read_output(self, call_id: str, after_seq: int = 0) -> list[OutputChunk]:
         async with self._db.read() as conn:
@@ -250,3 +252,16 @@ class ToolCallRepository:
                 sa.select(tool_calls.c.id).where(tool_calls.c.id.in_(list(call_ids)))
             )
             return {r.id for r in rows}
+
+
+async def _insert_output(
+    conn: AsyncConnection, call_id: str, chunks: Sequence[OutputChunk]
+) -> None:
+    if chunks:
+        await conn.execute(
+            _INSERT_OUTPUT,
+            [
+                {"tool_call_id": call_id, "seq": c.seq, "stream": c.stream, "text": c.text}
+                for c in chunks
+            ],
+        )
