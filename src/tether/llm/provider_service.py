@@ -143,13 +143,12 @@ class ProviderService:
 
     async def active_model(self) -> ChatModel:
         """The model turns use now; ModelError if none is configured."""
-        active = await self._repo.get_active()
+        active, record = await self._repo.active()
         if active is None:
             raise ModelError(
                 "no model is configured: add a provider and choose a model "
                 "(PUT /api/models/active), or start with OPENAI_API_KEY and TETHER_MODEL set"
             )
-        record = await self._repo.get(active["provider_id"])
         if record is None:
             raise ModelError(f"the active provider {active['provider_id']!r} no longer exists")
         cache_key = (record.id, record.base_url, active["model"], record.api_key_encrypted or "")

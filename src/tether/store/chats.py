@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tether.store.database import Database
 from tether.store.records import MessageRecord, SessionRecord
@@ -16,16 +18,78 @@ from tether.store.tables import chat_sessions, deliveries, messages, tasks, tool
 
 def _new_session(
     session_id: str, user_id: str, channel: str, title: str | None, now: float
-) -> sa.Insert:
-    return chat_sessions.insert().values(
-        id=session_id,
-        user_id=user_id,
-        channel=channel,
-        title=title,
-        approval_level=None,
-        created_at=now,
-        updated_at=now,
+) -> dict[str, Any]:
+    return {
+        "id": session_id,
+        "user_id": user_id,
+        "channel": channel,
+        "title": title,
+        "approval_level": None,
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
+def _session_upsert(is_sqlite: bool) -> sa.Insert:
+    """Create a session, or touch its ``updated_at`` if it exists: one statement (an
+    update, then an insert when it found no row, was two on every first message)."""
+    insert = (sqlite.insert if is_sqlite else postgresql.insert)(chat_sessions)
+    return insert.on_conflict_do_update(
+        index_elements=[chat_sessions.c.id], set_={"updated_at": insert.excluded.updated_at}
     )
+
+
+async def ensure_session_in(
+    conn: AsyncConnection,
+    db: Database,
+    session_id: str,
+    user_id: str,
+    channel: str,
+    title: str | None,
+    now: float,
+) -> None:
+    """Within the transaction ``conn``: create the session if it is new; otherwise touch
+    its ``updated_at``."""
+    upsert = _UPSERT_SQLITE if db.is_sqlite else _UPSERT_POSTGRESQL
+    await conn.execute(upsert, _new_session(session_id, user_id, channel, title, now))
+
+
+async def insert_messages(
+    conn: AsyncConnection,
+    session_id: str,
+    task_id: str | None,
+    entries: Sequence[tuple[str, dict[str, Any]]],
+    now: float,
+) -> None:
+    """Within the transaction ``conn``: insert messages as (kind, payload) pairs, in
+    order (the session's ``updated_at`` is the caller's to touch)."""
+    await conn.execute(
+        _INSERT_MESSAGE,
+        [
+            {
+                "session_id": session_id,
+                "task_id": task_id,
+                "kind": kind,
+                "payload": payload,
+                "created_at": now,
+            }
+            for kind, payload in entries
+        ],
+    )
+
+
+# Built once: a turn runs these several times, and building a statement costs about as
+# much CPU as executing it.
+_UPSERT_SQLITE = _session_upsert(is_sqlite=True)
+_UPSERT_POSTGRESQL = _session_upsert(is_sqlite=False)
+_INSERT_MESSAGE = messages.insert()
+_TOUCH_SESSION = sa.update(chat_sessions).where(chat_sessions.c.id == sa.bindparam("b_id"))
+_SESSION = sa.select(chat_sessions).where(chat_sessions.c.id == sa.bindparam("session_id"))
+_HISTORY = (
+    sa.select(messages)
+    .where(messages.c.session_id == sa.bindparam("session_id"))
+    .order_by(messages.c.id)
+)
 
 
 class ChatRepository:
@@ -36,15 +100,10 @@ class ChatRepository:
         self, session_id: str, user_id: str, channel: str, title: str | None
     ) -> None:
         """Create the session if it is new; otherwise touch its `updated_at`."""
-        now = time.time()
         async with self._db.write() as conn:
-            updated = await conn.execute(
-                sa.update(chat_sessions)
-                .where(chat_sessions.c.id == session_id)
-                .values(updated_at=now)
+            await ensure_session_in(
+                conn, self._db, session_id, user_id, channel, title, time.time()
             )
-            if updated.rowcount == 0:
-                await conn.execute(_new_session(session_id, user_id, channel, title, now))
 
     async def create_session(
         self, session_id: str, user_id: str, channel: str, title: str | None
@@ -54,14 +113,15 @@ class ChatRepository:
             query = sa.select(chat_sessions.c.id).where(chat_sessions.c.id == session_id)
             if (await conn.execute(query)).first():
                 return False
-            await conn.execute(_new_session(session_id, user_id, channel, title, time.time()))
+            await conn.execute(
+                chat_sessions.insert(),
+                _new_session(session_id, user_id, channel, title, time.time()),
+            )
             return True
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         async with self._db.read() as conn:
-            row = (
-                await conn.execute(sa.select(chat_sessions).where(chat_sessions.c.id == session_id))
-            ).first()
+            row = (await conn.execute(_SESSION, {"session_id": session_id})).first()
             return to_record(SessionRecord, row) if row else None
 
     async def list_sessions(self) -> list[SessionRecord]:
@@ -108,33 +168,13 @@ class ChatRepository:
             return
         now = time.time()
         async with self._db.write() as conn:
-            await conn.execute(
-                messages.insert(),
-                [
-                    {
-                        "session_id": session_id,
-                        "task_id": task_id,
-                        "kind": kind,
-                        "payload": payload,
-                        "created_at": now,
-                    }
-                    for kind, payload in entries
-                ],
-            )
+            await insert_messages(conn, session_id, task_id, entries, now)
             # A chat's updated_at says when it last changed, as QwenPaw's does.
-            await conn.execute(
-                sa.update(chat_sessions)
-                .where(chat_sessions.c.id == session_id)
-                .values(updated_at=now)
-            )
+            await conn.execute(_TOUCH_SESSION, {"b_id": session_id, "updated_at": now})
 
     async def history(self, session_id: str) -> list[MessageRecord]:
         async with self._db.read() as conn:
-            rows = await conn.execute(
-                sa.select(messages)
-                .where(messages.c.session_id == session_id)
-                .order_by(messages.c.id)
-            )
+            rows = await conn.execute(_HISTORY, {"session_id": session_id})
             return [to_record(MessageRecord, r) for r in rows]
 
     async def task_messages(self, task_id: str) -> list[MessageRecord]:

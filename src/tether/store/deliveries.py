@@ -11,6 +11,15 @@ from tether.store.records import DeliveryRecord
 from tether.store.rows import to_record
 from tether.store.tables import deliveries
 
+# Built once: every step of every turn asks.
+_PENDING = (
+    sa.select(deliveries)
+    .where(
+        deliveries.c.session_id == sa.bindparam("session_id"), deliveries.c.delivered_at.is_(None)
+    )
+    .order_by(deliveries.c.id)
+)
+
 
 class DeliveryRepository:
     def __init__(self, db: Database) -> None:
@@ -29,11 +38,7 @@ class DeliveryRepository:
 
     async def pending(self, session_id: str) -> list[DeliveryRecord]:
         async with self._db.read() as conn:
-            rows = await conn.execute(
-                sa.select(deliveries)
-                .where(deliveries.c.session_id == session_id, deliveries.c.delivered_at.is_(None))
-                .order_by(deliveries.c.id)
-            )
+            rows = await conn.execute(_PENDING, {"session_id": session_id})
             return [to_record(DeliveryRecord, r) for r in rows]
 
     async def sessions_with_pending(self) -> list[str]:

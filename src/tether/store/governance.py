@@ -16,6 +16,8 @@ from tether.store.tables import app_settings, approvals, governance_audit, tool_
 from tether.store.toolcalls import UNFINISHED
 
 _USER_RULES_KEY = "governance.user_rules"
+# Built once: every call is audited.
+_INSERT_AUDIT = governance_audit.insert()
 
 
 class GovernanceRepository:
@@ -106,11 +108,8 @@ class GovernanceRepository:
 
     async def add_audit(self, entry: AuditEntry) -> None:
         async with self._db.write() as conn:
-            await conn.execute(
-                governance_audit.insert().values(
-                    **dataclasses.asdict(entry), created_at=time.time()
-                )
-            )
+            values = {**dataclasses.asdict(entry), "created_at": time.time()}
+            await conn.execute(_INSERT_AUDIT, values)
 
     async def list_audit(self, session_id: str | None, limit: int) -> list[AuditRecord]:
         """Decisions, newest first, for one session or all."""

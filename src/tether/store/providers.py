@@ -15,6 +15,18 @@ from tether.store.tables import app_settings, providers
 _ACTIVE_MODEL_KEY = "active_model"
 
 
+# The active choice is a JSON value naming the provider; its row joins on that name.
+_ACTIVE_WITH_PROVIDER = (
+    sa.select(app_settings.c.value.label("active"), providers)
+    .select_from(
+        app_settings.outerjoin(
+            providers, providers.c.id == app_settings.c.value["provider_id"].as_string()
+        )
+    )
+    .where(app_settings.c.key == _ACTIVE_MODEL_KEY)
+)
+
+
 class ProviderRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -71,6 +83,16 @@ class ProviderRepository:
         async with self._db.read() as conn:
             value = await _get_setting(conn, _ACTIVE_MODEL_KEY)
             return value if isinstance(value, dict) else None
+
+    async def active(self) -> tuple[dict[str, str] | None, ProviderRecord | None]:
+        """The active choice and its provider's record (None if that provider is gone),
+        in one query: every turn asks."""
+        async with self._db.read() as conn:
+            row = (await conn.execute(_ACTIVE_WITH_PROVIDER)).first()
+        if row is None or not isinstance(row.active, dict):
+            return None, None
+        record = to_record(ProviderRecord, row) if row.id is not None else None
+        return row.active, record
 
     async def set_active(self, value: dict[str, str]) -> None:
         async with self._db.write() as conn:

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 
+from tether.store.chats import ensure_session_in, insert_messages
 from tether.store.database import Database
 from tether.store.owners import owned_by
 from tether.store.records import TaskRecord
 from tether.store.rows import to_record
 from tether.store.tables import tasks
+
+# Built once (a turn runs each of them); the SET columns are the parameters' keys.
+_INSERT_TASK = tasks.insert()
+_UPDATE_TASK = sa.update(tasks).where(tasks.c.id == sa.bindparam("b_id"))
+_FINISH_TASK = _UPDATE_TASK.where(tasks.c.status != "finished")
 
 
 class TaskRepository:
@@ -25,36 +31,63 @@ class TaskRepository:
     ) -> None:
         async with self._db.write() as conn:
             await conn.execute(
-                tasks.insert().values(
-                    id=task_id,
-                    session_id=session_id,
-                    user_id=user_id,
-                    status="pending",
-                    trigger=trigger,
-                    approval_level=level,
-                    result=None,
-                    created_at=time.time(),
-                    owner=self._owner,
-                )
+                _INSERT_TASK, self._row(task_id, session_id, user_id, trigger, level, time.time())
             )
+
+    async def open_in_session(
+        self,
+        task_id: str,
+        session: tuple[str, str, str, str | None],
+        trigger: str,
+        level: str | None,
+        entries: Sequence[tuple[str, dict[str, Any]]],
+    ) -> None:
+        """Start a task in one transaction: create its session (id, user, channel, title)
+        or touch it, record the task pending, and persist its first messages as (kind,
+        payload) pairs."""
+        session_id, user_id, channel, title = session
+        now = time.time()
+        async with self._db.write() as conn:
+            await ensure_session_in(conn, self._db, session_id, user_id, channel, title, now)
+            await conn.execute(
+                _INSERT_TASK, self._row(task_id, session_id, user_id, trigger, level, now)
+            )
+            if entries:
+                await insert_messages(conn, session_id, task_id, entries, now)
+
+    def _row(
+        self,
+        task_id: str,
+        session_id: str,
+        user_id: str,
+        trigger: str,
+        level: str | None,
+        now: float,
+    ) -> dict[str, Any]:
+        return {
+            "id": task_id,
+            "session_id": session_id,
+            "user_id": user_id,
+            "status": "pending",
+            "trigger": trigger,
+            "approval_level": level,
+            "result": None,
+            "created_at": now,
+            "owner": self._owner,
+        }
 
     async def mark_running(self, task_id: str) -> None:
         async with self._db.write() as conn:
             await conn.execute(
-                sa.update(tasks)
-                .where(tasks.c.id == task_id)
-                .values(status="running", started_at=time.time())
+                _UPDATE_TASK, {"b_id": task_id, "status": "running", "started_at": time.time()}
             )
 
     async def finish(self, task_id: str, result: dict[str, Any]) -> None:
         """Record the task's result, unless it has one: the first end stands (a survivor
         may have failed it as "node lost" while its node was cut off)."""
         async with self._db.write() as conn:
-            await conn.execute(
-                sa.update(tasks)
-                .where(tasks.c.id == task_id, tasks.c.status != "finished")
-                .values(status="finished", result=result, finished_at=time.time())
-            )
+            values = {"status": "finished", "result": result, "finished_at": time.time()}
+            await conn.execute(_FINISH_TASK, {"b_id": task_id, **values})
 
     async def finished_among(self, task_ids: Collection[str]) -> set[str]:
         """Which of ``task_ids`` the store shows as finished."""

@@ -7,6 +7,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tether.store.database import Database
 from tether.store.owners import owned_by
@@ -27,6 +28,13 @@ _UNFINISHED_IN_SESSION = (
     )
     .order_by(tool_calls.c.started_at)
 )
+
+
+# Built once too (every call runs them); the SET columns are the parameters' keys.
+_INSERT_CALL = tool_calls.insert()
+_UPDATE_CALL = sa.update(tool_calls).where(tool_calls.c.id == sa.bindparam("b_id"))
+_END_CALL = _UPDATE_CALL.where(tool_calls.c.status.in_(UNFINISHED))
+_INSERT_OUTPUT = tool_output.insert()
 
 
 # Columns whose change no list of calls shows (so no other node needs to hear of it).
@@ -55,11 +63,8 @@ class ToolCallRepository:
     async def insert(self, record: ToolCallRecord) -> None:
         try:
             async with self._db.write() as conn:
-                await conn.execute(
-                    tool_calls.insert().values(
-                        **record_values(record, exclude=("owner",)), owner=self._owner
-                    )
-                )
+                values = record_values(record, exclude=("owner",))
+                await conn.execute(_INSERT_CALL, {**values, "owner": self._owner})
         finally:
             self._changed(record.session_id)
 
@@ -68,25 +73,28 @@ class ToolCallRepository:
         announcement; None announces a change to any session)."""
         try:
             async with self._db.write() as conn:
-                await conn.execute(
-                    sa.update(tool_calls).where(tool_calls.c.id == call_id).values(**values)
-                )
+                await conn.execute(_UPDATE_CALL, {"b_id": call_id, **values})
         finally:
             if not values.keys() <= _UNLISTED:
                 self._changed(session_id)
 
     async def record_end(
-        self, call_id: str, *, session_id: str | None = None, **values: Any
+        self,
+        call_id: str,
+        *,
+        session_id: str | None = None,
+        output: Sequence[OutputChunk] = (),
+        **values: Any,
     ) -> bool:
         """Record the call's end, unless an end is recorded already: a call ends once,
         and the first end stands (a survivor may have ended it as "node lost" while the
-        node running it was cut off). False if it had ended."""
+        node running it was cut off). False if it had ended. ``output``: the last chunks
+        not yet stored, stored in the same transaction."""
         try:
             async with self._db.write() as conn:
+                await _insert_output(conn, call_id, output)
                 result = await conn.execute(
-                    sa.update(tool_calls)
-                    .where(tool_calls.c.id == call_id, tool_calls.c.status.in_(UNFINISHED))
-                    .values(status="completed", **values)
+                    _END_CALL, {"b_id": call_id, "status": "completed", **values}
                 )
                 return bool(result.rowcount)
         finally:
@@ -129,13 +137,7 @@ class ToolCallRepository:
         if not chunks:
             return
         async with self._db.write() as conn:
-            await conn.execute(
-                tool_output.insert(),
-                [
-                    {"tool_call_id": call_id, "seq": c.seq, "stream": c.stream, "text": c.text}
-                    for c in chunks
-                ],
-            )
+            await _insert_output(conn, call_id, chunks)
 
     async def read_output(self, call_id: str, after_seq: int = 0) -> list[OutputChunk]:
         async with self._db.read() as conn:
@@ -250,3 +252,16 @@ class ToolCallRepository:
                 sa.select(tool_calls.c.id).where(tool_calls.c.id.in_(list(call_ids)))
             )
             return {r.id for r in rows}
+
+
+async def _insert_output(
+    conn: AsyncConnection, call_id: str, chunks: Sequence[OutputChunk]
+) -> None:
+    if chunks:
+        await conn.execute(
+            _INSERT_OUTPUT,
+            [
+                {"tool_call_id": call_id, "seq": c.seq, "stream": c.stream, "text": c.text}
+                for c in chunks
+            ],
+        )

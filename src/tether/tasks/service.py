@@ -82,12 +82,14 @@ class TaskService:
         )
         try:
             title = texts[0][:80] if texts else None
-            await self._store.chats.ensure_session(session_id, user_id, channel, title)
-            await self._store.tasks.create(run.task_id, session_id, user_id, trigger, level)
             # The user's words are saved before the model is called: a crash cannot lose
-            # them.
-            await self._store.chats.append(
-                session_id, run.task_id, [("user", {"role": "user", "content": t}) for t in texts]
+            # them. Session, task and words are one transaction.
+            await self._store.tasks.open_in_session(
+                run.task_id,
+                (session_id, user_id, channel, title),
+                trigger,
+                level,
+                [("user", {"role": "user", "content": t}) for t in texts],
             )
         except BaseException:
             self._running.pop(run.task_id, None)

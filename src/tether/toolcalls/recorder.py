@@ -145,17 +145,21 @@ class CallRecorder:
         call.resources = await _resources_of(call)
         call.buffer.close()
         model_text = describe_end(call, summary, where, limit)
-        await self.persist_output(call)
-        await self._repo.record_end(
-            call.call_id,
-            session_id=call.session_id,
-            end_state=end_state,
-            end_reason=summary or None,
-            force_cancelled=call.force_cancelled,
-            result=model_text,
-            finished_at=time.time(),
-            resources=call.resources,
-        )
+        async with call.persist_lock:  # the rest of the output and the end: one write
+            pending = call.buffer.unpersisted()
+            await self._repo.record_end(
+                call.call_id,
+                output=pending,
+                session_id=call.session_id,
+                end_state=end_state,
+                end_reason=summary or None,
+                force_cancelled=call.force_cancelled,
+                result=model_text,
+                finished_at=time.time(),
+                resources=call.resources,
+            )
+            if pending:
+                call.buffer.mark_persisted(pending[-1].seq)
         self._index.forget(call)
         call.finished.set()
         self._mirror.ended(call.call_id, call.buffer.last_seq)
