@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from tether.store.database import Database
 from tether.store.records import ApprovalRecord, AuditEntry, AuditQuery, AuditRecord
-from tether.store.rows import record_values, to_record
+from tether.store.rows import columns_of, record_values, to_record
 from tether.store.tables import app_settings, approvals, governance_audit, tool_calls
 from tether.store.toolcalls import UNFINISHED
 
@@ -109,7 +109,7 @@ class GovernanceRepository:
     async def add_audit(self, entry: AuditEntry) -> None:
         async with self._db.write() as conn:
             values = {**dataclasses.asdict(entry), "created_at": time.time()}
-            await conn.execute(_INSERT_AUDIT, values)
+            await conn.execute(_INSERT_AUDIT, columns_of(governance_audit, values))
 
     async def list_audit(self, session_id: str | None, limit: int) -> list[AuditRecord]:
         """Decisions, newest first, for one session or all."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -26,6 +27,16 @@ def _field_names(cls: type[Any]) -> tuple[str, ...]:
     if names is None:
         names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
     return names
+
+
+def columns_of(table: sa.Table, values: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``values`` for a statement built once, whose columns are taken from the names of
+    its parameters: SQLAlchemy would leave out a name that is no column of ``table``, so
+    such a name raises here instead of being lost without a word."""
+    unknown = values.keys() - table.c.keys()
+    if unknown:
+        raise ValueError(f"no column {', '.join(sorted(unknown))} in table {table.name!r}")
+    return values
 
 
 def record_values(record: Any, *, exclude: tuple[str, ...] = ()) -> dict[str, Any]:

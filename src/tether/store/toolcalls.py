@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tether.store.database import Database
 from tether.store.owners import owned_by
 from tether.store.records import OutputChunk, ToolCallRecord
-from tether.store.rows import record_values, to_record
+from tether.store.rows import columns_of, record_values, to_record
 from tether.store.tables import tool_calls, tool_output
 
 #: Statuses of a call that has not ended.
@@ -64,7 +64,8 @@ class ToolCallRepository:
         try:
             async with self._db.write() as conn:
                 values = record_values(record, exclude=("owner",))
-                await conn.execute(_INSERT_CALL, {**values, "owner": self._owner})
+                values["owner"] = self._owner
+                await conn.execute(_INSERT_CALL, columns_of(tool_calls, values))
         finally:
             self._changed(record.session_id)
 
@@ -73,7 +74,9 @@ class ToolCallRepository:
         announcement; None announces a change to any session)."""
         try:
             async with self._db.write() as conn:
-                await conn.execute(_UPDATE_CALL, {"b_id": call_id, **values})
+                await conn.execute(
+                    _UPDATE_CALL, {"b_id": call_id, **columns_of(tool_calls, values)}
+                )
         finally:
             if not values.keys() <= _UNLISTED:
                 self._changed(session_id)
@@ -94,7 +97,8 @@ class ToolCallRepository:
             async with self._db.write() as conn:
                 await _insert_output(conn, call_id, output)
                 result = await conn.execute(
-                    _END_CALL, {"b_id": call_id, "status": "completed", **values}
+                    _END_CALL,
+                    {"b_id": call_id, "status": "completed", **columns_of(tool_calls, values)},
                 )
                 return bool(result.rowcount)
         finally:

@@ -78,3 +78,19 @@ async def test_a_calls_last_output_is_stored_with_its_end(store: Store) -> None:
     ended = await calls.get("s", "c")
     assert ended is not None and (ended.status, ended.result) == ("completed", "ok")
     assert not await calls.record_end("c", end_state="error")  # the first end stands
+
+
+async def test_a_name_that_is_no_column_raises_and_writes_nothing(store: Store) -> None:
+    # The statements are built once and take their columns from the parameters' names;
+    # a misspelt one must not be dropped without a word.
+    record = ToolCallRecord(
+        "c", "s", None, "default", "shell", {}, "running", None, None, False, None,
+        None, None, 1.0, None,
+    )  # fmt: skip
+    await store.tool_calls.insert(record)
+    with pytest.raises(ValueError, match="no column end_stat "):
+        await store.tool_calls.update("c", end_stat="error", pgid=7)
+    with pytest.raises(ValueError, match="no column finshed_at"):
+        await store.tool_calls.record_end("c", end_state="error", finshed_at=2.0)
+    stored = await store.tool_calls.get("s", "c")
+    assert stored is not None and (stored.status, stored.end_state) == ("running", None)
