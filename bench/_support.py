@@ -139,11 +139,19 @@ class Server:
         self.client.put("/api/models/active", json=active).raise_for_status()
 
 
+class KeptAliveModelHandler(helpers.MockLLMHandler):
+    """The tests' fake model, keeping a connection open between requests as hosted
+    providers do (HTTP/1.1; every answer has a Content-Length). The tests' handler closes
+    it after each request, which made a turn pay two connects no real provider costs."""
+
+    protocol_version = "HTTP/1.1"
+
+
 class FakeModel:
-    """The zero-latency fake model on its own thread."""
+    """The zero-latency fake model on its own thread (a thread per connection)."""
 
     def __init__(self) -> None:
-        self.srv: Any = ThreadingHTTPServer(("127.0.0.1", 0), helpers.MockLLMHandler)
+        self.srv: Any = ThreadingHTTPServer(("127.0.0.1", 0), KeptAliveModelHandler)
         self.srv.daemon_threads = True
         self.srv.requests = []
         self.srv.replies = []
