@@ -145,6 +145,9 @@ class KeptAliveModelHandler(helpers.MockLLMHandler):
     it after each request, which made a turn pay two connects no real provider costs."""
 
     protocol_version = "HTTP/1.1"
+    # Headers and body leave in separate writes: on a kept-alive connection, Nagle's
+    # algorithm held the body back for the client's delayed ACK (about 40 ms a request).
+    disable_nagle_algorithm = True
 
 
 class FakeModel:
