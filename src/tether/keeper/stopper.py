@@ -3,6 +3,13 @@
 Finding a tree means scanning every process (the environment marker finds setsid'd
 orphans), so stopping 1,000 calls one by one would scan 1,000 times. Requests that
 arrive while a scan runs wait and go together in the next one.
+
+A call in a limits group is found from its group, which is cheap; once its grace is over,
+one last look by marker finds what a service manager may have moved out of the group.
+That look reads the environment of every young process, so it is shared the same way:
+the calls whose graces end while one look runs go together in the next. (One look per
+stop made 100 stops of 10 calls each take 40 s instead of a few: the runner's loop
+starved behind the scans.)
 """
 
 from __future__ import annotations
@@ -40,6 +47,9 @@ class TreeStopper:
         self._tasks: set[asyncio.Task[None]] = set()
         self._era = 0
         self._hurried = asyncio.Event()
+        # Grouped targets due for the last look by marker, and whether a look runs.
+        self._unswept: list[process_tree.Target] = []
+        self._sweeping = False
 
     def request(self, call: Stoppable, force: bool) -> None:
         """Stop ``call``'s tree soon (with the calls asked for meanwhile)."""
@@ -98,7 +108,26 @@ class TreeStopper:
         # Targets are taken again: a root reaped meanwhile is no longer named by pid.
         targets = [c.target() for c in calls]
         try:
-            survivors = await asyncio.to_thread(process_tree.find_trees, targets, True)
+            survivors = await asyncio.to_thread(process_tree.find_trees, targets)
             process_tree.signal_all(survivors, signal.SIGKILL)
         except Exception:
             log.exception("killing what was left of %d call(s) failed", len(calls))
+        # Ungrouped targets were just found by a scan, marker included.
+        self._unswept.extend(t for t in targets if t.members is not None)
+        if self._unswept and not self._sweeping:
+            self._spawn(self._sweep())
+
+    async def _sweep(self) -> None:
+        """The last look by marker for the grouped targets whose graces have ended: one
+        scan for all that are due when it starts."""
+        self._sweeping = True
+        try:
+            while self._unswept:
+                batch, self._unswept = self._unswept, []
+                try:
+                    left = await asyncio.to_thread(process_tree.find_trees, batch, True)
+                    process_tree.signal_all(left, signal.SIGKILL)
+                except Exception:
+                    log.exception("the last look for %d call(s) failed", len(batch))
+        finally:
+            self._sweeping = False
