@@ -58,9 +58,10 @@ class Server:
         self.home = Path(tempfile.mkdtemp(prefix="tether-bench-"))
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
-        # TETHER_KEEPER alone passes through, so a script can measure either mode:
-        # `TETHER_KEEPER=0 python bench/bench_chat.py` runs calls as the server's children.
-        passed = ("TETHER_KEEPER",)
+        # TETHER_KEEPER and TETHER_SANDBOX alone pass through, so a script can measure
+        # either mode: `TETHER_KEEPER=0 python bench/bench_chat.py` runs calls as the
+        # server's children, `TETHER_SANDBOX=off` without bwrap.
+        passed = ("TETHER_KEEPER", "TETHER_SANDBOX")
         self.env = {
             **{
                 k: v
