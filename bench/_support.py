@@ -126,6 +126,28 @@ class Server:
         self.client.close()
         shutil.rmtree(self.home, ignore_errors=True)
 
+    def commands_running(self, argv: Sequence[str]) -> int:
+        """How many processes run exactly ``argv`` under this server or its home's
+        runner: a call listed `running` may still wait for its process."""
+        import psutil
+
+        from tether.keeper import client
+
+        runner = client.recorded_runner(self.home)
+        roots = [p for p in (self.proc and self.proc.pid, runner and runner.pid) if p]
+        count = 0
+        for pid in roots:
+            try:
+                descendants = psutil.Process(pid).children(recursive=True)
+            except psutil.Error:
+                continue
+            for proc in descendants:
+                try:
+                    count += proc.cmdline() == list(argv)
+                except psutil.Error:
+                    continue
+        return count
+
     def register(self, model: FakeModel) -> None:
         """Make the fake model the active provider."""
         provider = {

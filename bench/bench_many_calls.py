@@ -19,6 +19,8 @@ from _support import FakeModel, Server, chat_body, report, shell_reply, wait_unt
 
 SESSIONS = 100
 PER_SESSION = 10
+#: The command of every call, and its process's argv.
+COMMAND = "sleep 300"
 #: Stop requests in flight at once, as the list's load has 8 connections.
 STOPS_AT_ONCE = 8
 
@@ -53,8 +55,8 @@ class ManyCalls:
 
 def start_many(servers: Sequence[Server], model: FakeModel) -> tuple[ManyCalls, float]:
     """Submit the sessions' turns round-robin over ``servers``; returns once all 1,000
-    calls run, with the seconds that took."""
-    model.script(*[shell_reply(*["sleep 300"] * PER_SESSION)] * SESSIONS)
+    calls are listed running and their processes run, with the seconds that took."""
+    model.script(*[shell_reply(*[COMMAND] * PER_SESSION)] * SESSIONS)
     sessions = [f"console:many-{i:03d}" for i in range(SESSIONS)]
     started = time.perf_counter()
     tasks = []
@@ -64,6 +66,12 @@ def start_many(servers: Sequence[Server], model: FakeModel) -> tuple[ManyCalls, 
         tasks.append((server, task.json()["task_id"]))
     many = ManyCalls(servers, sessions, tasks)
     wait_until(lambda: many.in_flight() == SESSIONS * PER_SESSION, timeout=300, step=0.5)
+    argv = COMMAND.split()
+    wait_until(
+        lambda: sum(s.commands_running(argv) for s in servers) >= SESSIONS * PER_SESSION,
+        timeout=300,
+        step=0.2,
+    )
     return many, time.perf_counter() - started
 
 
