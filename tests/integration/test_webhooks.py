@@ -145,5 +145,9 @@ def test_bad_subscriptions_are_refused_and_change_nothing(
 
 
 def test_unknown_webhooks_are_404(stack: Stack) -> None:
-    assert stack.api("DELETE", "/api/webhooks/wh-nope").status_code == 404
-    assert stack.api("GET", "/api/webhooks/wh-nope/deliveries").status_code == 404
+    for method, path in (
+        ("DELETE", "/api/webhooks/wh-nope"),
+        ("GET", "/api/webhooks/wh-nope/deliveries"),
+    ):
+        resp = stack.api(method, path)
+        assert (resp.status_code, resp.json()) == (404, {"detail": "webhook 'wh-nope' not found"})

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tether.api.deps import ServicesDep
 from tether.api.valid_json import ValidTextRoute
 from tether.store.records import WebhookAttemptRecord, WebhookDeliveryRecord, WebhookRecord
 from tether.webhooks.events import EventType
-from tether.webhooks.service import InvalidWebhook, WebhookNotFound, check_url
+from tether.webhooks.service import InvalidWebhook, check_url
 
 router = APIRouter(prefix="/api/webhooks", tags=["webhooks"], route_class=ValidTextRoute)
 
@@ -113,10 +113,7 @@ async def list_webhooks(services: ServicesDep) -> WebhookList:
 @router.delete("/{webhook_id}")
 async def delete_webhook(webhook_id: str, services: ServicesDep) -> dict[str, str]:
     """Unsubscribe; deliveries not yet made are dropped."""
-    try:
-        await services.webhooks.delete(webhook_id)
-    except WebhookNotFound:
-        raise HTTPException(404, "Webhook not found") from None
+    await services.webhooks.delete(webhook_id)
     return {"deleted": webhook_id}
 
 
@@ -127,9 +124,6 @@ async def deliveries(
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> DeliveryList:
     """Deliveries, newest first, with a log of every attempt."""
-    try:
-        found = await services.webhooks.deliveries(webhook_id, limit)
-    except WebhookNotFound:
-        raise HTTPException(404, "Webhook not found") from None
+    found = await services.webhooks.deliveries(webhook_id, limit)
     items = [_delivery(d, attempts) for d, attempts in found]
     return DeliveryList(items=items, count=len(items))

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from tether.errors import NotFound
 from tether.security.keybox import KeyBox
 from tether.store.records import WebhookAttemptRecord, WebhookDeliveryRecord, WebhookRecord
 from tether.store.webhooks import WebhookRepository
@@ -42,8 +43,11 @@ class InvalidWebhook(ValueError):
     """The subscription cannot be accepted; the message says why."""
 
 
-class WebhookNotFound(LookupError):
+class WebhookNotFound(NotFound):
     """No webhook has that id."""
+
+    def __init__(self, webhook_id: str) -> None:
+        super().__init__(f"webhook {webhook_id!r} not found")
 
 
 def check_url(url: str) -> str:
