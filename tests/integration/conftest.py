@@ -34,6 +34,7 @@ import pytest
 
 import tether
 from tether.keeper import client as keeper_client
+from tether.sandbox import enforcers
 
 TEST_TOKEN = "integration-test-token"
 _SRC = str(Path(tether.__file__).resolve().parent.parent)
@@ -185,8 +186,16 @@ class AppServer:
 def reap_home(home: Path) -> None:
     """Stop the home's keeper runner (SIGTERM: it stops its calls' trees and exits),
     then kill any process still carrying the marker of one of the home's calls (the
-    runner may have been killed, or not have stopped in time)."""
+    runner may have been killed, or not have stopped in time), then remove the limits
+    groups the home's server and runner made (a killed one cannot)."""
     keeper_client.stop_runner(home)
+    _kill_marked(home)
+    tag = enforcers.home_tag(home)
+    for owner in (tag, f"{tag}-keeper"):
+        enforcers.choose(owner).close()
+
+
+def _kill_marked(home: Path) -> None:
     markers = set()
     for spec in home.glob("calls/*/call.json"):
         try:
