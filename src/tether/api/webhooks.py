@@ -106,7 +106,7 @@ async def create_webhook(body: WebhookIn, services: ServicesDep) -> WebhookCreat
 
 @router.get("", response_model=WebhookList)
 async def list_webhooks(services: ServicesDep) -> WebhookList:
-    items = [_out(h) for h in services.webhooks.subscriptions()]
+    items = [_out(h) for h in await services.webhooks.subscriptions()]
     return WebhookList(items=items, count=len(items))
 
 

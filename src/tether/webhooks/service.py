@@ -35,6 +35,12 @@ from tether.webhooks.signing import new_secret, signed_headers
 log = logging.getLogger(__name__)
 
 _BATCH = 200
+# Subscriptions are read again when older than this: another node (or another server on
+# the same store) may have added or removed one.
+_FRESH_SECONDS = 2.0
+# How long past its time-out a claimed attempt keeps others off (a server that died
+# mid-attempt leaves its delivery to another then).
+_CLAIM_MARGIN = 30.0
 _MAX_IN_FLIGHT = 16
 _USER_AGENT = "Tether-Webhooks"
 
@@ -82,6 +88,7 @@ class WebhookService:
         self.policy = policy
         self._transport = transport
         self._hooks: dict[str, WebhookRecord] = {}
+        self._loaded_at = -_FRESH_SECONDS
         self._wake = asyncio.Event()
         self._in_flight: dict[str, asyncio.Task[None]] = {}
         self._enqueueing: set[asyncio.Task[None]] = set()
@@ -91,15 +98,27 @@ class WebhookService:
     # ----------------------------------------------------------------- subscriptions
 
     async def load(self) -> None:
-        """Read the subscriptions (at start-up)."""
+        """Read the subscriptions from the store (at start-up, and when they may have
+        changed elsewhere)."""
+        loaded_at = time.monotonic()
         self._hooks = {h.id: h for h in await self._repo.list_all()}
+        self._loaded_at = loaded_at
 
-    def subscriptions(self) -> list[WebhookRecord]:
-        """Every webhook, oldest first."""
-        return sorted(self._hooks.values(), key=lambda h: h.created_at)
+    def _fresh(self) -> bool:
+        return time.monotonic() - self._loaded_at < _FRESH_SECONDS
 
-    def get(self, webhook_id: str) -> WebhookRecord:
+    async def subscriptions(self) -> list[WebhookRecord]:
+        """Every webhook, oldest first (as the store has them now)."""
+        await self.load()
+        return list(self._hooks.values())
+
+    async def get(self, webhook_id: str) -> WebhookRecord:
+        """The webhook (the store is read again when this node's view is old, or does
+        not know it)."""
         hook = self._hooks.get(webhook_id)
+        if hook is None or not self._fresh():
+            await self.load()
+            hook = self._hooks.get(webhook_id)
         if hook is None:
             raise WebhookNotFound(webhook_id)
         return hook
@@ -123,29 +142,36 @@ class WebhookService:
 
     async def delete(self, webhook_id: str) -> None:
         """Unsubscribe; its pending deliveries are dropped. Raises WebhookNotFound."""
-        self.get(webhook_id)
         self._hooks.pop(webhook_id, None)
-        await self._repo.delete(webhook_id)
+        if not await self._repo.delete(webhook_id):
+            raise WebhookNotFound(webhook_id)
 
     async def deliveries(
         self, webhook_id: str, limit: int
     ) -> list[tuple[WebhookDeliveryRecord, list[WebhookAttemptRecord]]]:
-        self.get(webhook_id)
+        await self.get(webhook_id)
         return await self._repo.deliveries(webhook_id, limit)
 
     # ----------------------------------------------------------------- notifying
 
     def notify(self, event: EventType, data: dict[str, Any]) -> None:
         """Queue ``event`` for every webhook subscribed to it; returns at once."""
-        targets = [h.id for h in self._hooks.values() if event in h.events]
-        if not targets:
+        if self._fresh() and not any(event in h.events for h in self._hooks.values()):
             return
         body = _message(event, data)
-        task = asyncio.get_running_loop().create_task(self._enqueue(targets, event, body))
+        task = asyncio.get_running_loop().create_task(self._enqueue(event, body))
         self._enqueueing.add(task)
         task.add_done_callback(self._enqueueing.discard)
 
-    async def _enqueue(self, targets: list[str], event: EventType, body: str) -> None:
+    async def _enqueue(self, event: EventType, body: str) -> None:
+        if not self._fresh():
+            try:
+                await self.load()
+            except Exception:
+                log.exception("reading the webhooks failed; using the ones known here")
+        targets = [h.id for h in self._hooks.values() if event in h.events]
+        if not targets:
+            return
         now = time.time()
         deliveries = [
             WebhookDeliveryRecord(
@@ -227,9 +253,15 @@ class WebhookService:
         self._wake.set()
 
     async def _attempt(self, delivery: WebhookDeliveryRecord) -> None:
-        hook = self._hooks.get(delivery.webhook_id)
-        if hook is None or self._client is None:
+        try:
+            hook = await self.get(delivery.webhook_id)
+        except WebhookNotFound:
             return  # unsubscribed meanwhile: its deliveries are gone with it
+        until = time.time() + self.policy.timeout + _CLAIM_MARGIN
+        if self._client is None or not await self._repo.claim(
+            delivery.id, delivery.next_attempt_at, until
+        ):
+            return  # another server makes this attempt
         number = delivery.attempts + 1
         started, clock = time.time(), time.monotonic()
         status_code, error = await self._post(hook, delivery)
