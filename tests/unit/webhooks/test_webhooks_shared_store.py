@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -33,14 +32,6 @@ class Receiver:
         self.got.append(request.headers["webhook-id"])
         self.arrived.set()
         return httpx.Response(204)
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[Database]:
-    database = Database(database_url)
-    await database.migrate()
-    yield database
-    await database.close()
 
 
 def _node(db: Database, tmp_path: Path, receiver: Receiver) -> WebhookService:
