@@ -59,23 +59,6 @@ class WebhookRepository:
             )
             return [to_record(WebhookDeliveryRecord, r) for r in rows]
 
-    async def claim(self, delivery_id: str, seen_due: float | None, until: float) -> bool:
-        """Take a due delivery for one attempt: its next attempt moves to ``until`` if it
-        is still pending and due when it was seen (``seen_due``). False: another server
-        took it first (servers sharing the store each run a delivery worker)."""
-        due = webhook_deliveries.c.next_attempt_at
-        async with self._db.write() as conn:
-            result = await conn.execute(
-                sa.update(webhook_deliveries)
-                .where(
-                    webhook_deliveries.c.id == delivery_id,
-                    webhook_deliveries.c.status == "pending",
-                    due.is_(None) if seen_due is None else due == seen_due,
-                )
-                .values(next_attempt_at=until)
-            )
-            return bool(result.rowcount)
-
     async def record_attempt(
         self,
         attempt: WebhookAttemptRecord,

@@ -38,9 +38,6 @@ _BATCH = 200
 # Subscriptions are read again when older than this: another node (or another server on
 # the same store) may have added or removed one.
 _FRESH_SECONDS = 2.0
-# How long past its time-out a claimed attempt keeps others off (a server that died
-# mid-attempt leaves its delivery to another then).
-_CLAIM_MARGIN = 30.0
 _MAX_IN_FLIGHT = 16
 _USER_AGENT = "Tether-Webhooks"
 
@@ -257,11 +254,8 @@ class WebhookService:
             hook = await self.get(delivery.webhook_id)
         except WebhookNotFound:
             return  # unsubscribed meanwhile: its deliveries are gone with it
-        until = time.time() + self.policy.timeout + _CLAIM_MARGIN
-        if self._client is None or not await self._repo.claim(
-            delivery.id, delivery.next_attempt_at, until
-        ):
-            return  # another server makes this attempt
+        if self._client is None:
+            return
         number = delivery.attempts + 1
         started, clock = time.time(), time.monotonic()
         status_code, error = await self._post(hook, delivery)

@@ -1,11 +1,9 @@
 """Webhooks on a store that several servers share (nodes of a cluster, or servers on one
-database): a subscription made on one is seen, used and removable on the others, and a
-delivery is attempted by one server only."""
+database): a subscription made on one is seen, used and removable on the others."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import httpx
@@ -64,21 +62,3 @@ async def test_a_webhook_made_on_one_node_serves_the_others(
         await a.deliveries(hook.id, 10)
     with pytest.raises(WebhookNotFound):
         await a.delete(hook.id)
-
-
-async def test_a_due_delivery_is_claimed_by_one_server(db: Database, tmp_path: Path) -> None:
-    receiver = Receiver()
-    a = _node(db, tmp_path, receiver)
-    await a.create(URL, ["task.finished"], "")
-    a.notify("task.finished", {"task_id": "t1"})
-    await a.shutdown()  # queued, not delivered
-    repo = WebhookRepository(db)
-    (due,) = await repo.pending(10)
-
-    later = time.time() + 60
-    claims = await asyncio.gather(
-        *(repo.claim(due.id, due.next_attempt_at, later) for _ in range(4))
-    )
-    assert sorted(claims) == [False, False, False, True]
-    (taken,) = await repo.pending(10)
-    assert taken.next_attempt_at == later
