@@ -62,8 +62,8 @@ async def test_the_survivor_ends_only_the_lost_owners_rows(
     servers: Callable[[], Store],
 ) -> None:
     lost, live, survivor = servers(), servers(), servers()
-    await lost.tasks.create("t-lost", "s", "u", "user", None)
-    await live.tasks.create("t-live", "s", "u", "user", None)
+    await lost.tasks.open_in_session("t-lost", ("s", "u", "console", None), "user", None, [])
+    await live.tasks.open_in_session("t-live", ("s", "u", "console", None), "user", None, [])
     await lost.tool_calls.insert(call("running", task_id="t-lost"))
     await lost.tool_calls.insert(call("asking", "awaiting_approval"))
     await live.tool_calls.insert(call("theirs", "awaiting_approval", task_id="t-live"))
@@ -121,7 +121,7 @@ async def test_a_lost_lease_without_an_owner_ends_nothing(db: Database) -> None:
 async def test_the_first_recorded_end_stands(servers: Callable[[], Store]) -> None:
     store = servers()
     await store.tool_calls.insert(call("c"))
-    await store.tasks.create("t", "s", "u", "user", None)
+    await store.tasks.open_in_session("t", ("s", "u", "console", None), "user", None, [])
     await node_loss.end_lost_node(store, gate_over(store), lease_of(owner_of(store)))
     # The node that ran them, back, records its own ends: they do not replace the first.
     assert not await store.tool_calls.record_end("c", end_state="cancelled", end_reason="x")
@@ -163,7 +163,7 @@ async def test_a_returning_node_stops_only_what_was_ended_for_it(
     for call_id in ("ended", "going"):
         await store.tool_calls.insert(call(call_id))
     for task_id in ("failed", "going"):
-        await store.tasks.create(task_id, "s", "u", "user", None)
+        await store.tasks.open_in_session(task_id, ("s", "u", "console", None), "user", None, [])
     assert await store.tool_calls.record_end("ended", end_state="error", end_reason="node lost")
     await store.tasks.finish("failed", {"status": "failed", "error": "node lost"})
 

@@ -26,14 +26,6 @@ class TaskRepository:
         self._db = db
         self._owner = owner
 
-    async def create(
-        self, task_id: str, session_id: str, user_id: str, trigger: str, level: str | None
-    ) -> None:
-        async with self._db.write() as conn:
-            await conn.execute(
-                _INSERT_TASK, self._row(task_id, session_id, user_id, trigger, level, time.time())
-            )
-
     async def open_in_session(
         self,
         task_id: str,

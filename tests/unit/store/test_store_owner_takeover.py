@@ -55,8 +55,10 @@ async def test_only_dead_owners_calls_not_adopted_are_interrupted(db: Database) 
 async def test_a_resumed_task_becomes_the_resuming_servers(db: Database) -> None:
     dead, me = TaskRepository(db, "dead"), TaskRepository(db, "me")
     for task_id in ("resumed", "failed"):
-        await dead.create(task_id, "s", "u", "user", None)
-    await TaskRepository(db, "live").create("theirs", "s", "u", "user", None)
+        await dead.open_in_session(task_id, ("s", "u", "console", None), "user", None, [])
+    await TaskRepository(db, "live").open_in_session(
+        "theirs", ("s", "u", "console", None), "user", None, []
+    )
     assert [t.id for t in await me.unfinished({"dead"})] == ["resumed", "failed"]
     await me.count_resume("resumed")
     assert await me.fail_unfinished("server restarted", {"dead"}, keep={"resumed"}) == 1
