@@ -126,16 +126,17 @@ class Server:
         self.client.close()
         shutil.rmtree(self.home, ignore_errors=True)
 
-    def commands_running(self, argv: Sequence[str]) -> int:
-        """How many processes run exactly ``argv`` under this server or its home's
-        runner: a call listed `running` may still wait for its process."""
+    def command_starts(self, argv: Sequence[str]) -> list[float]:
+        """Start times (epoch seconds) of the processes that run exactly ``argv`` under
+        this server or its home's runner: a call listed `running` may still wait for its
+        process. Their own start times, so a caller polling slowly measures no later."""
         import psutil
 
         from tether.keeper import client
 
         runner = client.recorded_runner(self.home)
         roots = [p for p in (self.proc and self.proc.pid, runner and runner.pid) if p]
-        count = 0
+        starts = []
         for pid in roots:
             try:
                 descendants = psutil.Process(pid).children(recursive=True)
@@ -143,10 +144,11 @@ class Server:
                 continue
             for proc in descendants:
                 try:
-                    count += proc.cmdline() == list(argv)
+                    if proc.cmdline() == list(argv):
+                        starts.append(proc.create_time())
                 except psutil.Error:
                     continue
-        return count
+        return starts
 
     def register(self, model: FakeModel) -> None:
         """Make the fake model the active provider."""

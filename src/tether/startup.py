@@ -6,6 +6,7 @@ reads as the ordered list it is (:func:`recover_from_last_run`).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import os
@@ -32,7 +33,7 @@ from tether.keeper import retention
 from tether.keeper.adoption import Adoption, adopt_calls
 from tether.keeper.launcher import KeeperLauncher
 from tether.keeper.startup import start_keeper
-from tether.llm.client import OpenAIChatModel
+from tether.llm.client import OpenAIChatModel, load_sdk
 from tether.llm.provider_service import ModelFactory, ProviderService
 from tether.mcp.connection import Timing
 from tether.mcp.service import McpService
@@ -89,6 +90,15 @@ async def start_services(
         heap.settle()
     await recover_from_last_run(services)
     return services
+
+
+async def preload_model_sdk(settle_heap: bool) -> None:
+    """Load the model SDK in a worker thread, off the event loop (start it once the
+    server serves, so that start-up does not wait for it); then exempt it, as what
+    start-up built, from later collections (``settle_heap``)."""
+    await asyncio.to_thread(load_sdk)
+    if settle_heap:
+        heap.settle()
 
 
 async def open_store(settings: Settings) -> Store:

@@ -277,6 +277,32 @@ def test_leaving_the_sandbox_asks_at_auto_and_runs_when_approved(stack: Stack) -
     assert entry["sandbox"]["memory_mb"] == 2048
 
 
+def _interfaces(told: str) -> set[str]:
+    """The network interfaces a call listed with ``LIST_INTERFACES``."""
+    return {line.strip() for line in told.splitlines()[:-1] if line.strip()}
+
+
+# /proc/net/dev shows the caller's network namespace (/sys/class/net shows the host's:
+# the sandbox binds the host's /sys).
+LIST_INTERFACES = "tail -n +3 /proc/net/dev | cut -d: -f1"
+
+
+def test_a_call_runs_in_the_containment_that_was_judged(stack: Stack) -> None:
+    """Settings changed while a person decides do not reach the call they decide on."""
+    session = session_with(stack, approval_level="strict")
+    session, task_id, _ = stack.start_shell(LIST_INTERFACES, session)
+    approval = first_pending(stack, session)
+    settings(stack, session, network="full")
+    assert decide(stack, "approve", approval)[0] == 200
+    task = stack.wait_task(task_id)
+    told = [m for m in task["messages"] if m["role"] == "tool"][-1]["content"]
+    # Judged with no network: a namespace of its own, loopback only.
+    assert _interfaces(told) == {"lo"}, told
+    # A call judged after the change has the host's network.
+    told = run(stack, LIST_INTERFACES, session_with(stack, network="full"))["told"]
+    assert "lo" in _interfaces(told) and len(_interfaces(told)) > 1, told
+
+
 def test_a_sandboxed_high_finding_runs_at_auto_without_asking(stack: Stack) -> None:
     session = session_with(stack, approval_level="auto")
     result = run(stack, 'eval "$(echo echo ran-inside)"', session)

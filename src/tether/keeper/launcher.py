@@ -96,7 +96,9 @@ class KeeperLauncher:
         """The argv the runner starts, and what it must apply around it."""
         if self.sandbox is None:
             return {"argv": list(spec.argv)}
-        plan = await self.sandbox.plan(spec.session_id, spec.arguments, spec.argv, spec.cwd)
+        plan = await self.sandbox.plan(
+            spec.session_id, spec.arguments, spec.argv, spec.cwd, spec.call_id
+        )
         return {
             "argv": plan.argv,
             "limits": plan.containment.limits.as_dict(),

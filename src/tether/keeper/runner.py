@@ -17,6 +17,7 @@ import fcntl
 import logging
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,8 @@ _WATCHER_BACKLOG = 1 << 20
 # After SIGTERM, a call still not ended this long past the longest grace is ended by
 # force (its end recorded if its root was reaped), so the runner always exits.
 _LAST_RESORT = 10.0
+# Seconds a thread holds the interpreter before another that wants it may take it.
+_SWITCH_INTERVAL = 0.0005
 # How long an exiting runner waits for its tree kills still under way (the SIGKILL
 # after the grace for what ignored SIGTERM).
 _SETTLE_TIMEOUT = 30.0
@@ -326,6 +329,10 @@ def serve(home: Path, ready_fd: int | None = None, idle_exit: float | None = Non
     home."""
     home.mkdir(parents=True, exist_ok=True)
     layout.calls_dir(home).mkdir(exist_ok=True)
+    # The loop makes many short system calls (pipes, status files, signals) while worker
+    # threads read cgroup files and scan the process table: each call gives the
+    # interpreter up, and taking it back waited up to the default 5 ms switch interval.
+    sys.setswitchinterval(_SWITCH_INTERVAL)
     lock = _take_lock(home)
     if lock is None:
         log.info("a runner already serves %s", home)

@@ -33,6 +33,12 @@ class ChatModel(Protocol):
     ) -> AssistantReply: ...
 
 
+def load_sdk() -> None:
+    """Import the openai SDK (blocking: a worker thread's job once the server serves).
+    Loaded by the first turn instead, the import held the event loop for 0.6-0.8 s."""
+    import openai  # noqa: F401
+
+
 class OpenAIChatModel:
     """A model behind an OpenAI-compatible endpoint. The SDK retries 429 and 5xx with
     exponential backoff (``max_retries``), honouring Retry-After."""

@@ -63,7 +63,9 @@ class SandboxLauncher(LocalLauncher):
         self._sandbox = sandbox
 
     async def start(self, spec: LaunchSpec) -> SandboxedProcess:
-        launch = await self._sandbox.prepare(spec.session_id, spec.arguments, spec.argv, spec.cwd)
+        launch = await self._sandbox.prepare(
+            spec.session_id, spec.arguments, spec.argv, spec.cwd, spec.call_id
+        )
         tree = launch.tree
         try:
             # The tree joins its limits group in a shell step before it execs the death
