@@ -26,7 +26,8 @@ FIXTURE = ROOT / "tests" / "integration" / "mcp_fixture_server.py"
 def one_turn(server: Server, model: FakeModel, session: str, tool: str, args: str) -> float:
     model.script({"tool_calls": [(tool, args)]}, {"text": "done"})
     started = time.perf_counter()
-    with server.client.stream("POST", "/api/console/chat", json=chat_body("go", session)) as resp:
+    path = "/api/console/chat?events=tether"  # Tether's events (the default is QwenPaw's)
+    with server.client.stream("POST", path, json=chat_body("go", session)) as resp:
         for line in resp.iter_lines():
             if line.startswith("data:") and json.loads(line[5:])["type"] == "final":
                 break
