@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -32,7 +31,7 @@ from tether.mcp.endpoint import build_endpoint, endpoint_routes, serving
 from tether.scheduler.clock import Clock
 from tether.security.perimeter import Perimeter, PerimeterPolicy, allowed_host_names
 from tether.security.token import resolve_token
-from tether.startup import join_cluster, preload_model_sdk, start_services
+from tether.startup import join_cluster, start_services
 from tether.web.routes import mount_console
 
 
@@ -63,7 +62,6 @@ def create_app(
     async def _serving(app: FastAPI) -> AsyncIterator[None]:
         services = await start_services(settings, factory, clock=clock, settle_heap=settle_heap)
         app.state.services = services
-        preload = asyncio.ensure_future(preload_model_sdk(settle_heap))
         await join_cluster(services)
         if services.bus is not None:
             services.bus.start()
@@ -74,7 +72,6 @@ def create_app(
             async with serving(mcp_endpoint):
                 yield
         finally:
-            preload.cancel()
             # No new cron runs; the runs in progress stop their turns.
             await services.cron.scheduler.shutdown()
             # Turns first (their calls are recorded as stopped by the shutdown), then

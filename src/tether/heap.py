@@ -15,8 +15,7 @@ import gc
 
 def settle() -> None:
     """Collect once, then exempt everything alive now from later collections (call
-    when start-up has built what lives as long as the process, and again after a
-    one-time load that follows it, in a process that runs one server for its whole
-    life: what is frozen is never collected)."""
+    once, when start-up has built what lives as long as the process, in a process that
+    runs one server for its whole life: what is frozen is never collected)."""
     gc.collect()
     gc.freeze()

@@ -75,6 +75,26 @@ async def start_services(
 
     ``settle_heap``: once built and loaded, and before recovery (whose adopted calls
     and resumed turns end in time), what exists is exempted from later collections."""
+    # The model SDK is imported in a worker thread meanwhile: left to the first turn, the
+    # import held the event loop for 0.6-0.8 s, and every request behind it.
+    sdk = asyncio.ensure_future(asyncio.to_thread(load_sdk)) if factory is None else None
+    try:
+        services = await _build_and_load(settings, factory, gate, clock)
+        if sdk is not None:
+            await sdk
+    except BaseException:
+        if sdk is not None:
+            sdk.cancel()
+        raise
+    if settle_heap:
+        heap.settle()
+    await recover_from_last_run(services)
+    return services
+
+
+async def _build_and_load(
+    settings: Settings, factory: ModelFactory | None, gate: Gate | None, clock: Clock | None
+) -> Services:
     store = await open_store(settings)
     sandbox = await sandbox_for(settings, store.chats.sandbox_settings, home_tag(settings.home))
     # The keeper's runner is found or started before anything can launch a call.
@@ -86,19 +106,7 @@ async def start_services(
     await services.rules.load()
     await services.memory.load()
     await services.providers.bootstrap_from_env(os.environ)
-    if settle_heap:
-        heap.settle()
-    await recover_from_last_run(services)
     return services
-
-
-async def preload_model_sdk(settle_heap: bool) -> None:
-    """Load the model SDK in a worker thread, off the event loop (start it once the
-    server serves, so that start-up does not wait for it); then exempt it, as what
-    start-up built, from later collections (``settle_heap``)."""
-    await asyncio.to_thread(load_sdk)
-    if settle_heap:
-        heap.settle()
 
 
 async def open_store(settings: Settings) -> Store:

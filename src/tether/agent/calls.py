@@ -6,6 +6,8 @@ another agent over MCP is governed, recorded and controllable exactly like the m
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tether import model_texts
 from tether.agent.ports import ATTENDED, Attendance, Gate, TurnEvents
 from tether.toolcalls.call import CallObserver, CallOutcome, Invocation
@@ -37,6 +39,7 @@ async def run_tool_call(
     plan = await gate.plan_admission(inv, level, events, attendance)
     if plan.mode == "deny":
         return await coordinator.record_denied(inv, plan.reason)
+    inv = replace(inv, judged=plan.judged)
     try:
         return await coordinator.run(inv, tool, ask=plan.ask, observer=observer)
     except ToolInputError as exc:

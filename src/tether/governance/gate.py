@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tether import model_texts
 from tether.agent.ports import ATTENDED, Attendance, TurnEvents
@@ -110,12 +110,13 @@ class GovernanceGate:
         decision = _Decision(inv, parsed or level, [*findings, *escalations], mode, contained)
         if mode == "allow":
             await self._audit(decision, "allowed", "policy", None)
-            return AdmissionPlan("allow")
+            return AdmissionPlan("allow", judged=contained)
         if mode == "deny":
             reason = rule_denial(findings)
             await self._audit(decision, "denied", "policy", reason)
             return AdmissionPlan("deny", reason)
-        return await self._plan_ask(decision, events, attendance)
+        plan = await self._plan_ask(decision, events, attendance)
+        return replace(plan, judged=contained)
 
     async def _plan_ask(
         self, decision: _Decision, events: TurnEvents, attendance: Attendance

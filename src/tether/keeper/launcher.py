@@ -97,7 +97,7 @@ class KeeperLauncher:
         if self.sandbox is None:
             return {"argv": list(spec.argv)}
         plan = await self.sandbox.plan(
-            spec.session_id, spec.arguments, spec.argv, spec.cwd, spec.call_id
+            spec.session_id, spec.arguments, spec.argv, spec.cwd, spec.judged
         )
         return {
             "argv": plan.argv,

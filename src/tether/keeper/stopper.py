@@ -58,6 +58,8 @@ class TreeStopper:
         self._unswept: list[process_tree.Target] = []
         self._last_due = 0.0
         self._sweeping = False
+        # Hurried once: the runner is leaving, and the last looks no longer wait.
+        self._leaving = False
 
     def request(self, call: Stoppable, force: bool) -> None:
         """Stop ``call``'s tree soon (with the calls asked for meanwhile)."""
@@ -70,6 +72,7 @@ class TreeStopper:
         """End now the graces of the stops asked so far: what is left of those trees is
         killed at once (the runner is exiting; a stop asked later gets its grace)."""
         self._era += 1
+        self._leaving = True
         self._hurried.set()
         self._hurried = asyncio.Event()
 
@@ -150,9 +153,8 @@ class TreeStopper:
         whose every system call then waited for it (a status file took ~6 ms)."""
         loop = asyncio.get_running_loop()
         latest = loop.time() + SWEEP_LATEST
-        hurried = self._hurried
-        while not hurried.is_set():
+        while not self._leaving:
             left = min(self._last_due + SWEEP_QUIET, latest) - loop.time()
             if left <= 0:
                 return
-            await event_within(hurried, left)
+            await event_within(self._hurried, left)

@@ -64,7 +64,7 @@ class SandboxLauncher(LocalLauncher):
 
     async def start(self, spec: LaunchSpec) -> SandboxedProcess:
         launch = await self._sandbox.prepare(
-            spec.session_id, spec.arguments, spec.argv, spec.cwd, spec.call_id
+            spec.session_id, spec.arguments, spec.argv, spec.cwd, spec.judged
         )
         tree = launch.tree
         try:

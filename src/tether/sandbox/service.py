@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,10 +27,6 @@ from tether.sandbox.watch import Watcher
 from tether.tools.shell import SHELL_TOOL
 
 log = logging.getLogger(__name__)
-
-#: Containments governance judged and no launch has taken yet, kept by call id; a call
-#: that is denied never launches, so past this many the oldest are dropped.
-_JUDGED_KEPT = 4096
 
 SessionSettings = Callable[[str], Awaitable[Mapping[str, Any] | None]]
 
@@ -93,7 +88,6 @@ class Sandbox:
         self._enforcer = enforcer
         self._session_settings = session_settings
         self._watcher = Watcher()
-        self._judged: OrderedDict[str, Containment] = OrderedDict()
 
     async def close(self) -> None:
         """Release this server's groups (at shutdown, after every call has ended)."""
@@ -123,13 +117,7 @@ class Sandbox:
         """Governance's view of an invocation: its containment if it is a shell call."""
         if call.tool_name != SHELL_TOOL:
             return None
-        contained = await self.containment(call.session_id, call.arguments)
-        # The call's launch takes this one: what runs is what was judged (a session's
-        # settings changed while a person decided do not apply to it), read once.
-        self._judged[call.call_id] = contained
-        if len(self._judged) > _JUDGED_KEPT:
-            self._judged.popitem(last=False)
-        return contained
+        return await self.containment(call.session_id, call.arguments)
 
     async def plan(
         self,
@@ -137,15 +125,14 @@ class Sandbox:
         arguments: Mapping[str, Any],
         command: Sequence[str],
         cwd: Path,
-        call_id: str = "",
+        judged: Containment | None = None,
     ) -> Plan:
         """How one call runs: wrapped in bwrap unless it runs outside the sandbox, under
         its session's limits either way (whoever starts it applies them: this server's
-        :meth:`prepare`, or the keeper's runner). The containment governance judged for
-        ``call_id``, when it judged one."""
-        contained = self._judged.pop(call_id, None) if call_id else None
-        if contained is None:
-            contained = await self.containment(session_id, arguments)
+        :meth:`prepare`, or the keeper's runner). ``judged``: the containment governance
+        judged (and a person may have approved); a setting changed since then applies
+        from the next call. Without it the session's settings are read now."""
+        contained = judged if judged is not None else await self.containment(session_id, arguments)
         argv = list(command)
         if contained.sandboxed:
             assert self._probe is not None and self._probe.path is not None
@@ -164,10 +151,10 @@ class Sandbox:
         arguments: Mapping[str, Any],
         command: Sequence[str],
         cwd: Path,
-        call_id: str = "",
+        judged: Containment | None = None,
     ) -> Launch:
         """A launch for one call in this server: its plan and a fresh limits group."""
-        plan = await self.plan(session_id, arguments, command, cwd, call_id)
+        plan = await self.plan(session_id, arguments, command, cwd, judged)
         limits = plan.containment.limits
         group = await asyncio.to_thread(new_group, self._enforcer, limits)
         return Launch(plan, LimitedTree(group, limits, self._watcher))

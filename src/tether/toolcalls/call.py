@@ -9,7 +9,7 @@ what governance plans for one call (``AdmissionPlan``) and the answer (``Admissi
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from tether.store.records import OutputChunk
@@ -32,6 +32,9 @@ class Invocation:
     agent_id: str
     tool_name: str
     arguments: dict[str, Any]
+    #: How governance judged it would run (the sandbox's containment of a shell call),
+    #: set once it is admitted: its launch runs it so, as a person may have approved it.
+    judged: Any = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,8 @@ class AdmissionPlan:
     mode: AdmissionMode
     reason: str = ""
     ask: Callable[[], Awaitable[Admission]] | None = None
+    #: How the call would run, as judged (see ``Invocation.judged``).
+    judged: Any = None
 
 
 @dataclass(frozen=True)

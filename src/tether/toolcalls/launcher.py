@@ -43,6 +43,8 @@ class LaunchSpec:
     # settings and what the call asks of the sandbox (``sandbox``, ``network``).
     session_id: str = ""
     arguments: Mapping[str, Any] = field(default_factory=dict)
+    # How governance judged the call would run (``Invocation.judged``; None: not judged).
+    judged: Any = None
 
 
 class LaunchedProcess(Protocol):

@@ -58,6 +58,7 @@ class ToolContext:
             kill_after=kill_after,
             session_id=call.session_id,
             arguments=call.invocation.arguments,
+            judged=call.invocation.judged,
         )
         asked = call.deadlines.kill_at
         call.process = await self._start(spec)

@@ -14,6 +14,7 @@ from typing import Any
 import psutil
 import pytest
 
+from tether.keeper import stopper as stopper_module
 from tether.keeper.stopper import TreeStopper
 from tether.toolcalls import process_tree
 from tether.toolcalls.launcher import MARKER_VAR
@@ -80,3 +81,19 @@ async def test_stops_whose_graces_end_together_share_the_last_look(
     await stopper.settled()
     assert sum(looks) == 20
     assert len(looks) < 10, looks
+
+
+async def test_a_runner_leaving_looks_at_once(
+    escaped: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last look waits for a burst of stops to pass, except when the runner leaves:
+    hurried, it looks at once (here the quiet it would wait for is an hour)."""
+    monkeypatch.setattr(stopper_module, "SWEEP_QUIET", 3600.0)
+    monkeypatch.setattr(stopper_module, "SWEEP_LATEST", 3600.0)
+    stopper = TreeStopper(grace=3600.0)
+    stopper.request(Call("c1"), force=False)
+    await asyncio.sleep(0)  # the stop's first pass is under way
+    stopper.hurry()
+    async with asyncio.timeout(30):
+        await stopper.settled()
+    assert await asyncio.to_thread(escaped.wait, 5) != 0
