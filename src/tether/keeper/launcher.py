@@ -96,9 +96,7 @@ class KeeperLauncher:
         """The argv the runner starts, and what it must apply around it."""
         if self.sandbox is None:
             return {"argv": list(spec.argv)}
-        plan = await self.sandbox.plan(
-            spec.session_id, spec.arguments, spec.argv, spec.cwd, spec.judged
-        )
+        plan = await self.sandbox.plan(spec)
         return {
             "argv": plan.argv,
             "limits": plan.containment.limits.as_dict(),

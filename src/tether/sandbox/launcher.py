@@ -63,9 +63,7 @@ class SandboxLauncher(LocalLauncher):
         self._sandbox = sandbox
 
     async def start(self, spec: LaunchSpec) -> SandboxedProcess:
-        launch = await self._sandbox.prepare(
-            spec.session_id, spec.arguments, spec.argv, spec.cwd, spec.judged
-        )
+        launch = await self._sandbox.prepare(spec)
         tree = launch.tree
         try:
             # The tree joins its limits group in a shell step before it execs the death

@@ -24,6 +24,7 @@ from tether.sandbox.policy import (
 from tether.sandbox.servers import SandboxedServer, server_limits, wrap_server
 from tether.sandbox.tree import LimitedTree
 from tether.sandbox.watch import Watcher
+from tether.toolcalls.launcher import LaunchSpec
 from tether.tools.shell import SHELL_TOOL
 
 log = logging.getLogger(__name__)
@@ -119,42 +120,30 @@ class Sandbox:
             return None
         return await self.containment(call.session_id, call.arguments)
 
-    async def plan(
-        self,
-        session_id: str,
-        arguments: Mapping[str, Any],
-        command: Sequence[str],
-        cwd: Path,
-        judged: Containment | None = None,
-    ) -> Plan:
+    async def plan(self, spec: LaunchSpec) -> Plan:
         """How one call runs: wrapped in bwrap unless it runs outside the sandbox, under
         its session's limits either way (whoever starts it applies them: this server's
-        :meth:`prepare`, or the keeper's runner). ``judged``: the containment governance
-        judged (and a person may have approved); a setting changed since then applies
-        from the next call. Without it the session's settings are read now."""
-        contained = judged if judged is not None else await self.containment(session_id, arguments)
-        argv = list(command)
+        :meth:`prepare`, or the keeper's runner). In the containment governance judged
+        (``spec.judged``, which a person may have approved; a setting changed since
+        applies from the next call), else in the session's settings read now."""
+        contained: Containment | None = spec.judged
+        if contained is None:
+            contained = await self.containment(spec.session_id, spec.arguments)
+        argv = list(spec.argv)
         if contained.sandboxed:
             assert self._probe is not None and self._probe.path is not None
             conf = bwrap.Confinement(
                 workspace=self._config.workspace,
                 hidden=self._config.hidden,
-                cwd=cwd,
+                cwd=spec.cwd,
                 network=contained.network == "full",
             )
-            argv = bwrap.wrap(self._probe.path, conf, command)
+            argv = bwrap.wrap(self._probe.path, conf, spec.argv)
         return Plan(argv, contained)
 
-    async def prepare(
-        self,
-        session_id: str,
-        arguments: Mapping[str, Any],
-        command: Sequence[str],
-        cwd: Path,
-        judged: Containment | None = None,
-    ) -> Launch:
+    async def prepare(self, spec: LaunchSpec) -> Launch:
         """A launch for one call in this server: its plan and a fresh limits group."""
-        plan = await self.plan(session_id, arguments, command, cwd, judged)
+        plan = await self.plan(spec)
         limits = plan.containment.limits
         group = await asyncio.to_thread(new_group, self._enforcer, limits)
         return Launch(plan, LimitedTree(group, limits, self._watcher))
