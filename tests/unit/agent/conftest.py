@@ -17,6 +17,8 @@ async def env(tmp_path: Path) -> AsyncIterator[AgentEnv]:
     finally:
         await services.tasks.shutdown()
         await services.coordinator.shutdown()
+        # The home's limits groups go with it (cgroup directories outlive the test).
+        await services.sandbox.close()
         await services.store.db.close()
         if services.store.owner is not None:
             services.store.owner.release()

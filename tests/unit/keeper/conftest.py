@@ -10,6 +10,7 @@ from keeper_support import marked_processes
 
 from tether.keeper import client
 from tether.keeper.client import KeeperClient
+from tether.sandbox import enforcers
 
 
 @pytest.fixture
@@ -21,6 +22,9 @@ def runner_home(tmp_path: Path) -> Iterator[Path]:
     yield home
     client.stop_runner(home)
     assert not identity.is_alive(), "the runner survived its fixture"
+    # A runner killed by the test left its limits groups; cgroup directories outlive
+    # the test's home.
+    enforcers.choose(f"{enforcers.home_tag(home)}-keeper").close()
     leftovers = marked_processes()
     for proc in leftovers:
         proc.kill()

@@ -100,6 +100,7 @@ async def _use_what_the_server_uses(home: Path) -> None:
     # runner's), and this services object is never shut down to retire it.
     services = await start_services(Settings(home=home, keeper=False))
     await services.store.chats.ensure_session("s", "u", "console", "hello")
+    await services.sandbox.close()
     await services.store.db.close()
     assert services.store.owner is not None
     services.store.owner.release()
