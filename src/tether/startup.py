@@ -75,17 +75,12 @@ async def start_services(
 
     ``settle_heap``: once built and loaded, and before recovery (whose adopted calls
     and resumed turns end in time), what exists is exempted from later collections."""
-    # The model SDK is imported in a worker thread meanwhile: left to the first turn, the
-    # import held the event loop for 0.6-0.8 s, and every request behind it.
-    sdk = asyncio.ensure_future(asyncio.to_thread(load_sdk)) if factory is None else None
-    try:
-        services = await _build_and_load(settings, factory, gate, clock)
-        if sdk is not None:
-            await sdk
-    except BaseException:
-        if sdk is not None:
-            sdk.cancel()
-        raise
+    build = _build_and_load(settings, factory, gate, clock)
+    if factory is None:
+        # The model SDK is imported in a worker thread meanwhile (see load_sdk).
+        services, _ = await asyncio.gather(build, asyncio.to_thread(load_sdk))
+    else:
+        services = await build
     if settle_heap:
         heap.settle()
     await recover_from_last_run(services)

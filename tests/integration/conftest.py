@@ -190,8 +190,7 @@ def reap_home(home: Path) -> None:
     groups the home's server and runner made (a killed one cannot)."""
     keeper_client.stop_runner(home)
     _kill_marked(home)
-    tag = enforcers.home_tag(home)
-    for owner in (tag, f"{tag}-keeper"):
+    for owner in (enforcers.home_tag(home), enforcers.runner_tag(home)):
         enforcers.choose(owner).close()
 
 

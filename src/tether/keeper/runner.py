@@ -339,9 +339,7 @@ def serve(home: Path, ready_fd: int | None = None, idle_exit: float | None = Non
         _signal_ready(ready_fd, b"busy\n")
         return 3
     try:
-        # Its own groups, apart from the server's: a server's start sweeps its groups,
-        # and must not take those of calls that outlive it.
-        enforcer = enforcers.choose(f"{enforcers.home_tag(home)}-keeper")
+        enforcer = enforcers.choose(enforcers.runner_tag(home))
         asyncio.run(_serve(Runner(home, enforcer, idle_exit), ready_fd))
     finally:
         os.close(lock)

@@ -34,8 +34,8 @@ class ChatModel(Protocol):
 
 
 def load_sdk() -> None:
-    """Import the openai SDK (blocking: a worker thread's job once the server serves).
-    Loaded by the first turn instead, the import held the event loop for 0.6-0.8 s."""
+    """Import the openai SDK (blocking: a worker thread's job during start-up). Left to
+    the first turn, the import held the event loop for 0.6-0.8 s."""
     import openai  # noqa: F401
 
 

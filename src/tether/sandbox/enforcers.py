@@ -64,3 +64,9 @@ def home_tag(home: Path) -> str:
     last run on this home left (process markers are per owner instead)."""
     digest = hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:12]
     return f"tether-{digest}"
+
+
+def runner_tag(home: Path) -> str:
+    """Names the groups of one home's keeper runner, apart from its servers' (a
+    server's start sweeps its own, and must not take those of calls that outlive it)."""
+    return f"{home_tag(home)}-keeper"

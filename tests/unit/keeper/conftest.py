@@ -24,7 +24,7 @@ def runner_home(tmp_path: Path) -> Iterator[Path]:
     assert not identity.is_alive(), "the runner survived its fixture"
     # A runner killed by the test left its limits groups; cgroup directories outlive
     # the test's home.
-    enforcers.choose(f"{enforcers.home_tag(home)}-keeper").close()
+    enforcers.choose(enforcers.runner_tag(home)).close()
     leftovers = marked_processes()
     for proc in leftovers:
         proc.kill()
