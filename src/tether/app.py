@@ -27,7 +27,7 @@ from tether.config import Settings
 from tether.keeper import home_lock
 from tether.keeper.startup import leave_keeper
 from tether.llm.provider_service import ModelFactory
-from tether.mcp.endpoint import build_endpoint, endpoint_routes, serving
+from tether.mcp.mount import LazyEndpoint
 from tether.scheduler.clock import Clock
 from tether.security.perimeter import Perimeter, PerimeterPolicy, allowed_host_names
 from tether.security.token import resolve_token
@@ -69,7 +69,7 @@ def create_app(
         services.cron.scheduler.start()
         await services.mcp.start()
         try:
-            async with serving(mcp_endpoint):
+            async with mcp_endpoint.serving():
                 yield
         finally:
             # No new cron runs; the runs in progress stop their turns.
@@ -99,8 +99,8 @@ def create_app(
                 services.store.owner.release(left_unfinished=detach)
 
     app = FastAPI(title="Tether", version=__version__, lifespan=lifespan)
-    mcp_endpoint = build_endpoint(lambda: app.state.services)
-    app.router.routes.extend(endpoint_routes(mcp_endpoint))
+    mcp_endpoint = LazyEndpoint(lambda: app.state.services)
+    app.router.routes.append(mcp_endpoint.route())
     errors.install(app)
     for module in (
         health,

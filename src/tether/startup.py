@@ -6,7 +6,6 @@ reads as the ordered list it is (:func:`recover_from_last_run`).
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import os
@@ -33,9 +32,9 @@ from tether.keeper import retention
 from tether.keeper.adoption import Adoption, adopt_calls
 from tether.keeper.launcher import KeeperLauncher
 from tether.keeper.startup import start_keeper
-from tether.llm.client import OpenAIChatModel, load_sdk
+from tether.llm.client import OpenAIChatModel
 from tether.llm.provider_service import ModelFactory, ProviderService
-from tether.mcp.connection import Timing
+from tether.mcp.seams import Timing
 from tether.mcp.service import McpService
 from tether.sandbox.enforcers import home_tag
 from tether.sandbox.launcher import SandboxLauncher
@@ -75,12 +74,7 @@ async def start_services(
 
     ``settle_heap``: once built and loaded, and before recovery (whose adopted calls
     and resumed turns end in time), what exists is exempted from later collections."""
-    build = _build_and_load(settings, factory, gate, clock)
-    if factory is None:
-        # The model SDK is imported in a worker thread meanwhile (see load_sdk).
-        services, _ = await asyncio.gather(build, asyncio.to_thread(load_sdk))
-    else:
-        services = await build
+    services = await _build_and_load(settings, factory, gate, clock)
     if settle_heap:
         heap.settle()
     await recover_from_last_run(services)

@@ -12,11 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, TextIO
 
 import httpx2
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
@@ -25,7 +24,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
-from tether.mcp.spec import McpClientSpec, SandboxNetwork, Status
+from tether.mcp.seams import ServerWrapper, Timing, WrappedServer
+from tether.mcp.spec import McpClientSpec, Status
 from tether.waits import event_within, within
 
 log = logging.getLogger(__name__)
@@ -33,32 +33,6 @@ log = logging.getLogger(__name__)
 LogSink = Callable[[str], None]
 
 _STDERR_TAIL_BYTES = 2000
-
-
-@dataclass(frozen=True)
-class Timing:
-    """How the supervisor paces itself (tests shorten these)."""
-
-    connect_timeout: float = 30.0
-    ping_interval: float = 5.0
-    backoff_first: float = 1.0
-    backoff_max: float = 60.0
-
-
-class WrappedServer(Protocol):
-    """A stdio server's command as the sandbox rewrote it."""
-
-    argv: list[str]
-
-    def release(self) -> None:
-        """Free what the wrapping held, once the server has ended (blocking)."""
-
-
-# The sandbox's seam (``Sandbox.wrap_server``): the command to run instead, or None when
-# the sandbox does not work here.
-ServerWrapper = Callable[
-    [Sequence[str], Path, SandboxNetwork | None], Awaitable[WrappedServer | None]
-]
 
 
 class McpConnectionLost(RuntimeError):

@@ -25,6 +25,7 @@ from starlette.routing import BaseRoute
 
 from tether import __version__
 from tether.agent.calls import run_tool_call
+from tether.mcp.mount import PATH
 from tether.services import Services
 from tether.store.records import OutputChunk
 from tether.toolcalls.call import CallInfo, Invocation
@@ -32,7 +33,6 @@ from tether.toolcalls.errors import ToolCallConflict, ToolCallNotFound
 from tether.toolcalls.ids import new_call_id
 from tether.waits import within
 
-PATH = "/mcp"
 DEFAULT_SESSION = "mcp:shell"
 AGENT_ID = "mcp"
 SHELL_TOOL = "execute_shell_command"

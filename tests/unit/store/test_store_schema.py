@@ -41,6 +41,11 @@ async def test_revisions_build_the_tables_module(db: Database) -> None:
         assert await conn.run_sync(schema.current_revision) == schema.head_revision()
 
 
+def test_the_head_constant_is_where_the_revision_chain_ends() -> None:
+    # Every start compares the store with HEAD_REVISION without loading Alembic.
+    assert schema.head_revision() == schema.HEAD_REVISION
+
+
 async def test_a_store_behind_is_refused_until_upgraded(db: Database) -> None:
     async with db.engine.begin() as conn:
         await conn.run_sync(schema.upgrade, "0001_initial")
