@@ -65,6 +65,7 @@ class OpenAIChatModel:
     async def _connected(self) -> AsyncOpenAI:
         if self._client is None:
             await asyncio.to_thread(importlib.import_module, "openai")
+        if self._client is None:  # the first of the requests that waited makes it
             from openai import AsyncOpenAI
 
             self._client = AsyncOpenAI(**self._options)

@@ -1,0 +1,33 @@
+"""The model's SDK client is made once, by whichever first request gets there."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import pytest
+
+from tether.llm.client import OpenAIChatModel
+from tether.llm.reply import ModelError
+
+
+async def test_concurrent_first_requests_share_one_client() -> None:
+    # Turns of many sessions start together after a restart; each must reach the
+    # provider (here: a port nothing listens on) with the configured key.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    model = OpenAIChatModel(f"http://127.0.0.1:{port}/v1", "sk-unit-0123456789", "m", 0, 5)
+    results = await asyncio.gather(
+        *(
+            model.complete([{"role": "user", "content": "hi"}], [], lambda _t: None)
+            for _ in range(5)
+        ),
+        return_exceptions=True,
+    )
+    assert len(results) == 5
+    for result in results:
+        assert isinstance(result, ModelError), repr(result)
+        assert "could not be reached" in str(result)
+    with pytest.raises(ModelError, match="could not be reached"):
+        await model.complete([{"role": "user", "content": "again"}], [], lambda _t: None)
