@@ -20,7 +20,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -179,8 +178,7 @@ class FakeModel:
     """The zero-latency fake model on its own thread (a thread per connection)."""
 
     def __init__(self) -> None:
-        self.srv: Any = ThreadingHTTPServer(("127.0.0.1", 0), KeptAliveModelHandler)
-        self.srv.daemon_threads = True
+        self.srv: Any = helpers.ModelHTTPServer(("127.0.0.1", 0), KeptAliveModelHandler)
         self.srv.requests = []
         self.srv.replies = []
         self.url = f"http://127.0.0.1:{self.srv.server_address[1]}/v1"

@@ -20,7 +20,6 @@ PROBES = 30
 def main() -> None:
     model = FakeModel()
     model.srv.RequestHandlerClass = helpers.SlowModelHandler
-    model.srv.request_queue_size = 512
     model.srv.release = threading.Event()
     model.srv.arrived = 0
     model.srv.arrived_lock = threading.Lock()

@@ -16,13 +16,17 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 import psutil
-from helpers import MockLLMHandler, default_http_timeout, register_mock_provider
+from helpers import (
+    MockLLMHandler,
+    ModelHTTPServer,
+    default_http_timeout,
+    register_mock_provider,
+)
 
 from strict_order import request_problems
 from tether.toolcalls.launcher import MARKER_VAR
@@ -73,8 +77,7 @@ class FakeModel:
     """The wire-level fake model (MockLLMHandler) on a thread of its own."""
 
     def __init__(self) -> None:
-        self.srv: Any = ThreadingHTTPServer(("127.0.0.1", 0), MockLLMHandler)
-        self.srv.daemon_threads = True
+        self.srv: Any = ModelHTTPServer(("127.0.0.1", 0), MockLLMHandler)
         self.srv.force_error = False
         self.srv.force_tool_call = False
         self.srv.requests = []

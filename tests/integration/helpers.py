@@ -10,7 +10,7 @@ import os
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +90,17 @@ def tool_call_frames(calls: list[tuple[str, str]], ids: list[str] | None = None)
             frames.append(_chunk(ChoiceDelta(tool_calls=[part])))
     frames.append(_chunk(ChoiceDelta(), "tool_calls"))
     return frames
+
+
+class ModelHTTPServer(ThreadingHTTPServer):
+    """A fake provider's server that takes a burst of connections, as real ones do.
+
+    Turns of many sessions reach the model together (a hundred tasks started at once,
+    or resumed after a restart); the standard library's backlog of 5 refused most of
+    them, and the turns failed "could not be reached"."""
+
+    request_queue_size = 1024
+    daemon_threads = True
 
 
 class MockLLMHandler(BaseHTTPRequestHandler):
