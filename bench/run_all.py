@@ -46,12 +46,13 @@ def run(script: str) -> list[dict[str, object]]:
     for line in done.stdout.splitlines():
         if line.startswith("{"):
             rows.append(json.loads(line))
-    if not rows:
-        last = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or ["?"])[-1]
-        text = done.stdout.strip() if done.returncode == 0 else last
-        rows.append(
-            {"metric": script, "value": "see notes", "note": "; ".join(text.splitlines())[-200:]}
-        )
+    last = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or ["?"])[-1]
+    if done.returncode != 0:
+        # A script that fails part-way still shows what it measured before, then this.
+        rows.append({"metric": script, "value": "FAILED", "note": last[-200:]})
+    elif not rows:
+        text = "; ".join(done.stdout.strip().splitlines())
+        rows.append({"metric": script, "value": "see notes", "note": text[-200:]})
     return rows
 
 
