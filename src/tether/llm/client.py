@@ -38,6 +38,13 @@ class ChatModel(Protocol):
     ) -> AssistantReply: ...
 
 
+async def load_sdk() -> None:
+    """Import the openai SDK in a worker thread (about 0.35 s the first time, nothing
+    after). Start-up does not import it: the first model request or connection test
+    does, through this, so that the event loop never waits for the import."""
+    await asyncio.to_thread(importlib.import_module, "openai")
+
+
 class OpenAIChatModel:
     """A model behind an OpenAI-compatible endpoint. The SDK retries 429 and 5xx with
     exponential backoff (``max_retries``), honouring Retry-After.
@@ -62,9 +69,9 @@ class OpenAIChatModel:
         }
         self._client: AsyncOpenAI | None = None
 
-    async def _connected(self) -> AsyncOpenAI:
+    async def _sdk_client(self) -> AsyncOpenAI:
         if self._client is None:
-            await asyncio.to_thread(importlib.import_module, "openai")
+            await load_sdk()
         if self._client is None:  # the first of the requests that waited makes it
             from openai import AsyncOpenAI
 
@@ -79,7 +86,12 @@ class OpenAIChatModel:
         on_text: TextSink,
         on_reasoning: TextSink | None = None,
     ) -> AssistantReply:
-        client = await self._connected()
+        try:
+            client = await self._sdk_client()
+        except ImportError as exc:
+            raise ModelError(
+                f"the openai SDK could not be loaded ({exc}); reinstall Tether"
+            ) from exc
         import openai
 
         assembler = StreamAssembler(self.caps)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from tether.llm.client import load_sdk
 from tether.llm.errors import provider_message
 
 
@@ -20,6 +21,7 @@ class ProbeResult:
 
 async def probe_model(base_url: str, api_key: str, model: str, time_limit: float) -> ProbeResult:
     """Ask ``model`` for a 1-token completion (streamed, no retries) and report the outcome."""
+    await load_sdk()
     import openai
 
     client = openai.AsyncOpenAI(

@@ -2,15 +2,17 @@
 
 The endpoint needs the MCP SDK's server (about 0.4 s to import and 15 MB), which a
 Tether that no agent reaches over MCP never uses. So the route is mounted at once, and
-the first request imports and builds the endpoint in a worker thread, then starts its
+the first request imports the SDK in a worker thread, builds the endpoint and starts its
 session manager in a task of its own that lives until the application stops. Requests
-that arrive meanwhile wait for that one start.
+that arrive meanwhile wait for that one start; a start that failed is tried again by
+the next request.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
@@ -18,10 +20,12 @@ from typing import TYPE_CHECKING
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
-from tether.services import Services
-
 if TYPE_CHECKING:
     from types import ModuleType
+
+    from tether.services import Services
+
+log = logging.getLogger(__name__)
 
 PATH = "/mcp"
 
@@ -41,12 +45,19 @@ class LazyEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._start is None:
             self._start = asyncio.ensure_future(self._build())
+            self._start.add_done_callback(self._forget_failed)
         # Shielded: a client that gives up does not cancel the start others wait on.
         route = await asyncio.shield(self._start)
         await route.handle(scope, receive, send)
 
+    def _forget_failed(self, start: asyncio.Future[BaseRoute]) -> None:
+        if start.cancelled() or start.exception() is not None:
+            self._start = None
+
     async def _build(self) -> BaseRoute:
         module: ModuleType = await asyncio.to_thread(importlib.import_module, "tether.mcp.endpoint")
+        if self._stop.is_set():
+            raise RuntimeError("the server is stopping")
         server = module.build_endpoint(self._services_of)
         (route,) = module.endpoint_routes(server)
         running = asyncio.Event()
@@ -70,6 +81,11 @@ class LazyEndpoint:
             yield
         finally:
             self._stop.set()
-            # A runner that ended early failed its start, and told the request then.
-            if self._runner is not None and not self._runner.done():
-                await self._runner
+            if self._start is not None and not self._start.done():
+                self._start.cancel()  # a build under way starts nothing now
+                await asyncio.wait({self._start})
+            if self._runner is not None:
+                try:
+                    await self._runner
+                except Exception:
+                    log.exception("the /mcp endpoint's session manager failed")

@@ -90,7 +90,8 @@ class McpService:
     # ----------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
-        """Connect every enabled client (in the background: start-up does not wait)."""
+        """Connect every enabled client: start-up waits for the MCP SDK's import (in a
+        worker thread) if there is one, not for the connections."""
         self._state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         records = await self._repo.list()
         if records:
@@ -172,10 +173,10 @@ class McpService:
         problem = check_key(key)
         if problem:
             raise McpInvalid(problem)
+        await _load_client_sdk()  # before the write: nothing stored that cannot connect
         async with self._lock:
             if not await self._repo.insert(self._record(key, spec)):
                 raise McpClientExists(key)
-            await _load_client_sdk()
             self._connect(key, spec)
         return self._info(key, spec)
 
@@ -227,10 +228,10 @@ class McpService:
     # ----------------------------------------------------------------- helpers
 
     async def _replace(self, key: str, spec: McpClientSpec) -> McpClientInfo:
+        await _load_client_sdk()  # before the write, as in create
         if not await self._repo.replace(self._record(key, spec)):
             raise McpClientNotFound(key)
         await self._disconnect(key)
-        await _load_client_sdk()
         self._connect(key, spec)
         return self._info(key, spec)
 

@@ -60,7 +60,13 @@ def current_revision(conn: sa.Connection) -> str | None:
     """The revision the database is at (None: not under Alembic yet)."""
     if not sa.inspect(conn).has_table(_VERSION_TABLE):
         return None
-    return conn.execute(sa.text(f"SELECT version_num FROM {_VERSION_TABLE}")).scalar()
+    rows = conn.execute(sa.text(f"SELECT version_num FROM {_VERSION_TABLE}")).scalars().all()
+    if len(rows) > 1:
+        raise SchemaError(
+            f"the database records several schema revisions {sorted(rows)!r}; "
+            "Tether's revisions form one chain, so it was changed by hand"
+        )
+    return rows[0] if rows else None
 
 
 def _lock(conn: sa.Connection) -> None:

@@ -11,9 +11,12 @@ from tether.llm.client import OpenAIChatModel
 from tether.llm.reply import ModelError
 
 
-async def test_concurrent_first_requests_share_one_client() -> None:
+async def test_concurrent_first_requests_share_one_client(monkeypatch: pytest.MonkeyPatch) -> None:
     # Turns of many sessions start together after a restart; each must reach the
-    # provider (here: a port nothing listens on) with the configured key.
+    # provider (here: a port nothing listens on) with the configured key and URL, not
+    # what the SDK would take from the environment without them.
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -65,6 +65,14 @@ async def test_an_unknown_newer_revision_is_refused(db: Database) -> None:
         await db.open_checked()
 
 
+async def test_a_store_with_two_revisions_recorded_is_refused(db: Database) -> None:
+    await db.open_checked()
+    async with db.write() as conn:
+        await conn.execute(sa.text("INSERT INTO alembic_version VALUES ('0001_initial')"))
+    with pytest.raises(schema.SchemaError, match="several schema revisions"):
+        await db.open_checked()
+
+
 async def _legacy_store(db: Database, recorded: list[str], built_to: str) -> None:
     """A store as the hand-rolled migrations left it: tables up to ``built_to``, no
     Alembic table, and ``recorded`` in `_migrations`."""
