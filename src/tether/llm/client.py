@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import importlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tether import late_imports
 from tether.llm.capabilities import capabilities_for
 from tether.llm.errors import provider_message
 from tether.llm.reply import AssistantReply, IncompleteReply, ModelError, RequestedCall
@@ -39,10 +38,9 @@ class ChatModel(Protocol):
 
 
 async def load_sdk() -> None:
-    """Import the openai SDK in a worker thread (about 0.35 s the first time, nothing
-    after). Start-up does not import it: the first model request or connection test
-    does, through this, so that the event loop never waits for the import."""
-    await asyncio.to_thread(importlib.import_module, "openai")
+    """Import the openai SDK (about 0.35 s) off the event loop: the first model request
+    or connection test does, not start-up (see late_imports)."""
+    await late_imports.load("openai")
 
 
 class OpenAIChatModel:

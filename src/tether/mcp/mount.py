@@ -11,17 +11,18 @@ the next request.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
+from tether import late_imports
+
 if TYPE_CHECKING:
-    from types import ModuleType
+    from mcp.server.mcpserver import MCPServer
 
     from tether.services import Services
 
@@ -55,23 +56,25 @@ class LazyEndpoint:
             self._start = None
 
     async def _build(self) -> BaseRoute:
-        module: ModuleType = await asyncio.to_thread(importlib.import_module, "tether.mcp.endpoint")
+        await late_imports.load("tether.mcp.endpoint")
+        from tether.mcp import endpoint  # imported just above, off the loop
+
         if self._stop.is_set():
             raise RuntimeError("the server is stopping")
-        server = module.build_endpoint(self._services_of)
-        (route,) = module.endpoint_routes(server)
-        running = asyncio.Event()
-        self._runner = asyncio.create_task(self._run(module, server, running))
-        ready = asyncio.ensure_future(running.wait())
-        await asyncio.wait({ready, self._runner}, return_when=asyncio.FIRST_COMPLETED)
-        if not running.is_set():
-            ready.cancel()
+        server = endpoint.build_endpoint(self._services_of)
+        (route,) = endpoint.endpoint_routes(server)
+        started = asyncio.get_running_loop().create_future()
+        self._runner = asyncio.create_task(self._run(server, started))
+        await asyncio.wait({started, self._runner}, return_when=asyncio.FIRST_COMPLETED)
+        if not started.done():
             await self._runner  # raises what stopped the session manager
-        return route  # type: ignore[no-any-return]
+        return route
 
-    async def _run(self, module: ModuleType, server: object, running: asyncio.Event) -> None:
-        async with module.serving(server):
-            running.set()
+    async def _run(self, server: MCPServer[Any], started: asyncio.Future[None]) -> None:
+        from tether.mcp import endpoint
+
+        async with endpoint.serving(server):
+            started.set_result(None)
             await self._stop.wait()
 
     @asynccontextmanager

@@ -8,7 +8,6 @@ start a connection. Every change of configuration replaces the client's connecti
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import logging
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
+from tether import late_imports
 from tether.errors import Conflict, Invalid, NotFound, TetherError, Unavailable
 from tether.mcp.seams import ServerWrapper, Timing
 from tether.mcp.spec import (
@@ -278,10 +278,8 @@ class McpService:
 
 
 async def _load_client_sdk() -> None:
-    """Import the MCP client SDK in a worker thread, the first time a client is
-    configured: it costs about 0.4 s and 15 MB, which a server with no MCP client
-    should not pay at every start, nor hold its event loop for."""
-    await asyncio.to_thread(importlib.import_module, "tether.mcp.tools")
+    """The MCP client SDK (about 0.4 s, 15 MB), when a client is first configured."""
+    await late_imports.load("tether.mcp.tools")
 
 
 def _apply(changes: McpClientUpdate, spec: McpClientSpec) -> McpClientSpec:
