@@ -6,16 +6,36 @@ in flight, a full collection paused a node's event loop for 180-750 ms, which wa
 whole of the p99 of a list of calls (bench_cluster, 2026-12-01). Once start-up is done,
 those objects are moved out of the collector's sight for good (``gc.freeze``); what is
 created later is collected as before.
+
+Packages imported late (``late_imports``: the model SDK at the first turn, the MCP
+SDK) are as long-lived as start-up's modules: the model SDK alone added some 80,000
+objects to every full collection, and with 1,000 calls in flight a full collection
+took 85-135 ms. They are exempted the same way once imported.
 """
 
 from __future__ import annotations
 
 import gc
 
+_settled = False
+
 
 def settle() -> None:
     """Collect once, then exempt everything alive now from later collections (call
     once, when start-up has built what lives as long as the process, in a process that
     runs one server for its whole life: what is frozen is never collected)."""
+    global _settled
     gc.collect()
     gc.freeze()
+    _settled = True
+
+
+def settle_late() -> None:
+    """Exempt what was built since :func:`settle` (a late import's modules) from later
+    collections too; nothing in a process that never settled (tests building many apps).
+
+    No collection first: it would pause the event loop as long as a full one. Garbage
+    cycles that exist at this moment are kept for good: a one-off of a few kB per late
+    package."""
+    if _settled:
+        gc.freeze()
