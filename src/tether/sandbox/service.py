@@ -24,6 +24,7 @@ from tether.sandbox.policy import (
 from tether.sandbox.servers import SandboxedServer, server_limits, wrap_server
 from tether.sandbox.tree import LimitedTree
 from tether.sandbox.watch import Watcher
+from tether.shared_reads import SharedReads
 from tether.toolcalls.launcher import LaunchSpec
 from tether.tools.shell import SHELL_TOOL
 
@@ -87,7 +88,8 @@ class Sandbox:
         self._config = config
         self._probe = probe
         self._enforcer = enforcer
-        self._session_settings = session_settings
+        # The calls of one model reply are planned together: one read serves them all.
+        self._session_settings = SharedReads(session_settings)
         self._watcher = Watcher()
 
     async def close(self) -> None:

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+from tether.config import Settings
 from tether.governance.containment import escalation_findings, findings_to_judge
 from tether.governance.findings import Finding, Severity
 from tether.governance.levels import decide
 from tether.sandbox.limits import Limits, Usage, exceeded, limit_message
 from tether.sandbox.policy import SessionSandbox, containment, effective_limits
+from tether.sandbox.setup import sandbox_for
 
 DEFAULTS = Limits(memory_mb=2048, max_processes=512, cpu_seconds=None)
 HIGH = Finding("x.high", Severity.HIGH, "looks risky")
@@ -84,3 +90,22 @@ def test_limit_messages_are_plain_words() -> None:
     assert limit_message("memory", limits) == "stopped: memory limit 2048 MB reached"
     assert limit_message("processes", limits) == "stopped: process limit 512 reached"
     assert limit_message("cpu", limits) == "stopped: CPU time limit 2.5 s reached"
+
+
+async def test_the_calls_of_one_reply_read_their_session_settings_once(tmp_path: Path) -> None:
+    reads: list[str] = []
+
+    async def settings_of(session_id: str) -> dict[str, Any]:
+        reads.append(session_id)
+        await asyncio.sleep(0.01)  # a store trip: the other plans arrive meanwhile
+        return {"network": "full", "memory_mb": 64}
+
+    sandbox = await sandbox_for(Settings(home=tmp_path, sandbox="off"), settings_of, "test")
+    planned = await asyncio.gather(
+        *[sandbox.containment("s", {"command": "ls"}) for _ in range(10)]
+    )
+    assert reads == ["s"]
+    assert {(c.network, c.limits.memory_mb) for c in planned} == {("full", 64)}
+    # A plan asked once those are done reads again.
+    await sandbox.containment("s", {"command": "ls"})
+    assert reads == ["s", "s"]
