@@ -39,3 +39,17 @@ def test_a_late_import_in_a_settled_server_is_kept_out_of_later_collections() ->
 def test_a_process_that_never_settled_freezes_nothing() -> None:
     # Tests build many apps in one process: nothing of theirs may be kept for good.
     assert _late_import("unsettled") == "False True"
+
+
+_SETTLE = """
+import gc
+from tether import heap
+default = gc.get_threshold()
+heap.settle()
+print(default[0], gc.get_threshold()[0], default[1:] == gc.get_threshold()[1:])
+"""
+
+
+def test_a_settled_process_collects_its_young_objects_less_often() -> None:
+    done = subprocess.run([sys.executable, "-c", _SETTLE], capture_output=True, text=True)
+    assert done.stdout.split() == ["700", "10000", "True"]
