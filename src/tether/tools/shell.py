@@ -42,14 +42,18 @@ def shell_environment(base: Mapping[str, str], is_secret: Callable[[str], bool])
     return env
 
 
-def _resolve_cwd(cwd: object, ctx: RunContext) -> Path:
+async def _resolve_cwd(cwd: object, ctx: RunContext) -> Path:
     """The directory to run in: the workspace, or a directory the file tools could use
     (so ``cwd`` cannot start a command inside TETHER_HOME or, unapproved, outside the
     workspace). What the command itself then reads is governance's business."""
     if cwd is None or cwd == "":
-        return ctx.workspace
+        return ctx.workspace  # no look at the disk: no trip to a worker thread
     if not isinstance(cwd, str):
         raise ToolInputError("cwd must be a string path")
+    return await asyncio.to_thread(_existing_dir, cwd, ctx)
+
+
+def _existing_dir(cwd: str, ctx: RunContext) -> Path:
     path = confine(cwd, ctx)
     if not path.is_dir():
         raise ToolInputError(f"cwd {cwd!r} is not a directory")
@@ -96,7 +100,7 @@ def make_shell_tool(
         command = args.get("command")
         if not isinstance(command, str) or not command.strip():
             raise ToolInputError("command must be a non-empty string")
-        cwd = await asyncio.to_thread(_resolve_cwd, args.get("cwd"), ctx)
+        cwd = await _resolve_cwd(args.get("cwd"), ctx)
         process = await ctx.launch((shell_path, "-c", command), cwd, environment())
         await process.follow(ctx.emit)
         return await describe_end(process)

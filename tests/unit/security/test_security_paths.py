@@ -92,20 +92,21 @@ def test_bad_path_arguments(home: Path, raw: object) -> None:
         resolve_path(raw, _ctx(home))
 
 
-def test_shell_cwd_is_confined_like_the_file_tools(home: Path) -> None:
+async def test_shell_cwd_is_confined_like_the_file_tools(home: Path) -> None:
     ctx = _ctx(home)
-    assert _resolve_cwd(None, ctx) == home / "workspace"
-    assert _resolve_cwd("sub", ctx) == home / "workspace" / "sub"
-    for raw in ("..", str(home), "../", "/"):
+    assert await _resolve_cwd(None, ctx) == home / "workspace"
+    assert await _resolve_cwd("", ctx) == home / "workspace"
+    assert await _resolve_cwd("sub", ctx) == home / "workspace" / "sub"
+    for raw in ("..", str(home), "../", "/", 7):
         with pytest.raises(ToolInputError):
-            _resolve_cwd(raw, ctx)
+            await _resolve_cwd(raw, ctx)
     with pytest.raises(ToolInputError, match="Tether's own state"):
-        _resolve_cwd("..", _ctx(home, approved=True))
-    assert _resolve_cwd(str(home.parent / "outside"), _ctx(home, approved=True)) == (
+        await _resolve_cwd("..", _ctx(home, approved=True))
+    assert await _resolve_cwd(str(home.parent / "outside"), _ctx(home, approved=True)) == (
         home.parent / "outside"
     )
     with pytest.raises(ToolInputError, match="not a directory"):
-        _resolve_cwd("missing", ctx)
+        await _resolve_cwd("missing", ctx)
 
 
 def test_workspace_given_through_a_symlink(tmp_path: Path, home: Path) -> None:
