@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import (
     AbstractAsyncContextManager,
     asynccontextmanager,
@@ -17,9 +17,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.sql.base import Executable
 
 from tether.errors import Invalid
 from tether.store import schema
+from tether.store.group_commit import GroupCommit
 from tether.store.sqlite_driver import OneHopDBAPI
 from tether.text import may_hold_surrogates, valid_data
 
@@ -79,6 +81,7 @@ class Database:
         self._write_lock: AbstractAsyncContextManager[object] = (
             asyncio.Lock() if self.is_sqlite else nullcontext()
         )
+        self._grouped = GroupCommit(self.write)
 
     def _make_parent_directory(self) -> None:
         if self.is_sqlite:
@@ -112,6 +115,12 @@ class Database:
         with _unstorable_as_value_error():
             async with self._write_lock, self.engine.begin() as conn:
                 yield conn
+
+    async def write_grouped(self, statement: Executable, params: Mapping[str, Any]) -> None:
+        """One statement in a transaction shared with the writes asked for at the same
+        time (``group_commit``); returns once it is committed. Only for a write whose
+        caller needs nothing back from it."""
+        await self._grouped.execute(statement, params)
 
     async def close(self) -> None:
         """Release every pooled connection."""

@@ -107,9 +107,8 @@ class GovernanceRepository:
     # ----------------------------------------------------------------- audit
 
     async def add_audit(self, entry: AuditEntry) -> None:
-        async with self._db.write() as conn:
-            values = {**dataclasses.asdict(entry), "created_at": time.time()}
-            await conn.execute(_INSERT_AUDIT, columns_of(governance_audit, values))
+        values = {**dataclasses.asdict(entry), "created_at": time.time()}
+        await self._db.write_grouped(_INSERT_AUDIT, columns_of(governance_audit, values))
 
     async def list_audit(self, session_id: str | None, limit: int) -> list[AuditRecord]:
         """Decisions, newest first, for one session or all."""

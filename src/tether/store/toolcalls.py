@@ -61,11 +61,10 @@ class ToolCallRepository:
     # announcement too many costs a read, one too few a stale list.
 
     async def insert(self, record: ToolCallRecord) -> None:
+        values = record_values(record, exclude=("owner",))
+        values["owner"] = self._owner
         try:
-            async with self._db.write() as conn:
-                values = record_values(record, exclude=("owner",))
-                values["owner"] = self._owner
-                await conn.execute(_INSERT_CALL, columns_of(tool_calls, values))
+            await self._db.write_grouped(_INSERT_CALL, columns_of(tool_calls, values))
         finally:
             self._changed(record.session_id)
 
@@ -73,10 +72,9 @@ class ToolCallRepository:
         """Set ``values`` on the call's row (``session_id``: the call's session, for the
         announcement; None announces a change to any session)."""
         try:
-            async with self._db.write() as conn:
-                await conn.execute(
-                    _UPDATE_CALL, {"b_id": call_id, **columns_of(tool_calls, values)}
-                )
+            await self._db.write_grouped(
+                _UPDATE_CALL, {"b_id": call_id, **columns_of(tool_calls, values)}
+            )
         finally:
             if not values.keys() <= _UNLISTED:
                 self._changed(session_id)
