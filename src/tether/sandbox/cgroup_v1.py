@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from tether.sandbox.groups import (
@@ -43,6 +44,18 @@ def mount_points(mounts: str) -> dict[str, Path]:
     return points
 
 
+@dataclass(frozen=True)
+class _Readings:
+    """The files a reading reads, as strings: joined once per call, not per reading."""
+
+    memory_usage: str
+    memory_peak: str
+    oom_control: str
+    processes: str
+    process_events: str
+    cpu_usage: str | None
+
+
 @dataclass
 class CgroupV1Group:
     memory: Path
@@ -64,15 +77,26 @@ class CgroupV1Group:
         return None
 
     def read(self) -> Usage:
-        usage_ns = read_int(self.cpuacct / "cpuacct.usage") if self.cpuacct else None
-        oom_kills = keyed(self.memory / "memory.oom_control", "oom_kill") or 0
+        files = self._files
+        usage_ns = read_int(files.cpu_usage) if files.cpu_usage else None
         return Usage(
-            memory_bytes=read_int(self.memory / "memory.usage_in_bytes"),
-            peak_memory_bytes=read_int(self.memory / "memory.max_usage_in_bytes"),
+            memory_bytes=read_int(files.memory_usage),
+            peak_memory_bytes=read_int(files.memory_peak),
             cpu_seconds=None if usage_ns is None else usage_ns / 1e9,
-            processes=read_int(self.pids / "pids.current"),
-            processes_refused=(keyed(self.pids / "pids.events", "max") or 0) > 0,
-            memory_killed=oom_kills > 0,
+            processes=read_int(files.processes),
+            processes_refused=(keyed(files.process_events, "max") or 0) > 0,
+            memory_killed=(keyed(files.oom_control, "oom_kill") or 0) > 0,
+        )
+
+    @cached_property
+    def _files(self) -> _Readings:
+        return _Readings(
+            memory_usage=str(self.memory / "memory.usage_in_bytes"),
+            memory_peak=str(self.memory / "memory.max_usage_in_bytes"),
+            oom_control=str(self.memory / "memory.oom_control"),
+            processes=str(self.pids / "pids.current"),
+            process_events=str(self.pids / "pids.events"),
+            cpu_usage=str(self.cpuacct / "cpuacct.usage") if self.cpuacct else None,
         )
 
     def members(self) -> list[int]:
