@@ -12,16 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import sys
-
-from tether import heap
 
 
 async def load(module: str) -> None:
     """Import ``module`` in a worker thread (at once when it is already imported).
-    Requests that ask together wait for the same import. What the import built is
-    exempted from later garbage collections (``heap.settle_late``)."""
-    first = module not in sys.modules
+    Requests that ask together wait for the same import."""
     await asyncio.to_thread(importlib.import_module, module)
-    if first:
-        heap.settle_late()

@@ -1,12 +1,11 @@
-"""Reads that overlap in time share one trip to the store.
+"""Reads asked for in the same turn of the event loop share one trip to the store.
 
 A model reply that asks for ten shell calls plans them together, and each plan reads
-its session's sandbox settings: ten identical queries in the same few hundred
-microseconds. :class:`SharedReads` lets a read of a key that is already under way wait
-for that one instead of starting its own. Nothing is kept once a read is done, so a
-read never sees a value older than one that started after it was asked for: a write
-that lands while a shared read is in flight is seen from the next read on, as it would
-be by a read of its own that had started a moment earlier.
+its session's sandbox settings: ten identical queries asked in the same turn of the
+loop. :class:`SharedReads` answers the reads of one key asked before the shared read
+has started with that one read. Once it has started, a new read starts its own, so a
+read always starts after it was asked for: it sees every write committed before that
+(a write that lands while the read runs may be seen or not, as with any read).
 """
 
 from __future__ import annotations
@@ -20,23 +19,28 @@ V = TypeVar("V")
 
 
 class SharedReads(Generic[K, V]):
-    """``read(key)``, with concurrent calls for one key answered by a single read."""
+    """``read(key)``, with calls for one key asked in the same turn answered by one."""
 
     def __init__(self, read: Callable[[K], Awaitable[V]]) -> None:
         self._read = read
-        self._under_way: dict[K, asyncio.Future[V]] = {}
+        self._not_started: dict[K, asyncio.Task[V]] = {}
 
     async def __call__(self, key: K) -> V:
-        pending = self._under_way.get(key)
-        if pending is None:
-            pending = asyncio.ensure_future(self._read(key))
-            self._under_way[key] = pending
-            pending.add_done_callback(lambda done: self._settle(key, done))
+        shared = self._not_started.get(key)
+        if shared is None:
+            shared = asyncio.create_task(self._start(key))
+            shared.add_done_callback(_retrieve)
+            self._not_started[key] = shared
         # One reader's cancel must not cancel the read the others wait on.
-        return await asyncio.shield(pending)
+        return await asyncio.shield(shared)
 
-    def _settle(self, key: K, done: asyncio.Future[V]) -> None:
-        if self._under_way.get(key) is done:
-            del self._under_way[key]
-        if not done.cancelled():
-            done.exception()  # retrieved here, so one nobody awaited any more is not logged
+    async def _start(self, key: K) -> V:
+        if self._not_started.get(key) is asyncio.current_task():
+            del self._not_started[key]  # reads asked from now on start their own
+        return await self._read(key)
+
+
+def _retrieve(done: asyncio.Task[V]) -> None:
+    # An error nobody awaits any more (every reader was cancelled) is not logged as lost.
+    if not done.cancelled():
+        done.exception()

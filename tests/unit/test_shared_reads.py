@@ -1,4 +1,4 @@
-"""Reads that overlap share one trip (tether.shared_reads)."""
+"""Reads asked for together share one trip (tether.shared_reads)."""
 
 from __future__ import annotations
 
@@ -51,6 +51,20 @@ async def test_a_read_asked_after_one_ended_reads_again_and_sees_a_later_write()
     store.values["a"] = 5
     assert await shared("a") == 5
     assert store.reads == ["a", "a"]
+
+
+async def test_a_read_asked_once_the_shared_one_started_sees_a_write_made_since() -> None:
+    store = Store()
+    shared = SharedReads(store.read)
+    first = asyncio.create_task(shared("a"))
+    await _started(store, 1)  # the shared read is under way, with the old value
+    store.values["a"] = 5  # a write commits, then a read is asked for
+    second = asyncio.create_task(shared("a"))
+    await _started(store, 2)
+    store.release.set()
+    assert await second == 5
+    assert store.reads == ["a", "a"]
+    await first
 
 
 async def test_one_reader_cancelled_leaves_the_others_their_answer() -> None:

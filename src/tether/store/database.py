@@ -21,7 +21,7 @@ from sqlalchemy.sql.base import Executable
 
 from tether.errors import Invalid
 from tether.store import schema
-from tether.store.group_commit import GroupCommit
+from tether.store.group_commit import GroupCommit, Then, nothing
 from tether.store.sqlite_driver import OneHopDBAPI
 from tether.text import may_hold_surrogates, valid_data
 
@@ -81,7 +81,7 @@ class Database:
         self._write_lock: AbstractAsyncContextManager[object] = (
             asyncio.Lock() if self.is_sqlite else nullcontext()
         )
-        self._grouped = GroupCommit(self.write)
+        self._grouped = GroupCommit(self._transaction) if self.is_sqlite else None
 
     def _make_parent_directory(self) -> None:
         if self.is_sqlite:
@@ -111,19 +111,39 @@ class Database:
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
-        """A transaction: committed when the block ends, rolled back if it raises."""
+        """A transaction: committed when the block ends, rolled back if it raises.
+        Committed after every grouped write asked for before it (``write_grouped``)."""
+        if self._grouped is not None:
+            await self._grouped.settled()
+        async with self._transaction() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[AsyncConnection]:
         with _unstorable_as_value_error():
             async with self._write_lock, self.engine.begin() as conn:
                 yield conn
 
-    async def write_grouped(self, statement: Executable, params: Mapping[str, Any]) -> None:
-        """One statement in a transaction shared with the writes asked for at the same
-        time (``group_commit``); returns once it is committed. Only for a write whose
-        caller needs nothing back from it."""
-        await self._grouped.execute(statement, params)
+    async def write_grouped(
+        self, statement: Executable, params: Mapping[str, Any], then: Then = nothing
+    ) -> None:
+        """One statement, returning once it is committed; ``then`` runs once its outcome
+        is known, even if the caller was cancelled meanwhile. On SQLite in a transaction
+        shared with the writes asked for at the same time (``group_commit``). Only for a
+        write whose caller needs nothing back from it."""
+        if self._grouped is not None:
+            await self._grouped.execute(statement, params, then)
+            return
+        try:
+            async with self._transaction() as conn:
+                await conn.execute(statement, params)
+        finally:
+            then()
 
     async def close(self) -> None:
-        """Release every pooled connection."""
+        """Commit the grouped writes asked for, then release every pooled connection."""
+        if self._grouped is not None:
+            await self._grouped.settled()
         await self.engine.dispose()
 
 

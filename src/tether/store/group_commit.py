@@ -1,6 +1,6 @@
 """Single-statement writes asked for together share one transaction (group commit).
 
-Each ``Database.write`` is a transaction of its own: on SQLite a connection from the
+On SQLite each ``Database.write`` is a transaction of its own: a connection from the
 pool, BEGIN, the statement and COMMIT, each a trip to the driver's thread. That cost
 0.7 ms of the server's CPU per write on the 2-core CI machine, and 0.1 ms per row when
 ten rows went in one ``executemany``. A model reply that asks for ten shell calls makes
@@ -12,8 +12,19 @@ statements side by side as one ``executemany``, and answers each writer once tha
 transaction is committed. If it fails, each write is tried again in a transaction of
 its own, so that a writer gets its own outcome, never a neighbour's error.
 
-For writes whose caller needs nothing back (no row count, no generated key). As with
-any write, one whose writer is cancelled after asking may still be committed.
+Order: writes are committed in the order they were asked for, grouped or not:
+``Database.write`` first waits for the grouped writes asked before it
+(:meth:`GroupCommit.settled`), so an update asked for before a call's end can never
+land after it.
+
+For writes whose caller needs nothing back (no row count, no generated key). A write
+whose writer is cancelled after asking is still committed; ``then`` runs once its
+outcome is known either way (the repositories announce the change to other nodes from
+there, never before the commit).
+
+SQLite only: there writes are one at a time anyway. PostgreSQL takes concurrent
+writers, and funnelling a node's writes through one transaction at a time would let one
+row lock stall them all.
 """
 
 from __future__ import annotations
@@ -28,13 +39,20 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.base import Executable
 
 Transaction = Callable[[], AbstractAsyncContextManager[AsyncConnection]]
+Then = Callable[[], None]
 
 
-@dataclass(frozen=True)
+def nothing() -> None:
+    """The default ``then``."""
+    return None
+
+
+@dataclass
 class _Write:
     statement: Executable
     params: dict[str, Any]
     done: asyncio.Future[None]
+    then: Then | None  # None once it has run
 
 
 class GroupCommit:
@@ -46,14 +64,26 @@ class GroupCommit:
         self._waiting: list[_Write] = []
         self._committing: asyncio.Task[None] | None = None
 
-    async def execute(self, statement: Executable, params: Mapping[str, Any]) -> None:
+    async def execute(
+        self, statement: Executable, params: Mapping[str, Any], then: Then = nothing
+    ) -> None:
         """Run ``statement`` with ``params``; return once it is committed."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         done.add_done_callback(_retrieve)
-        self._waiting.append(_Write(statement, dict(params), done))
+        self._waiting.append(_Write(statement, dict(params), done, then))
         if self._committing is None:
             self._committing = asyncio.create_task(self._commit_waiting())
-        await done
+        # Shielded: a writer's cancel leaves ``done`` to say when the write has its
+        # outcome (what ``settled`` waits for).
+        await asyncio.shield(done)
+
+    async def settled(self) -> None:
+        """Return once every write asked for so far has its outcome (writes are answered
+        in the order they were asked for, so waiting for the last one is enough)."""
+        if self._waiting:
+            await asyncio.wait({self._waiting[-1].done})
+        elif self._committing is not None:
+            await asyncio.wait({self._committing})
 
     async def _commit_waiting(self) -> None:
         group: list[_Write] = []
@@ -63,11 +93,14 @@ class GroupCommit:
                 await self._commit(group)
         finally:
             self._committing = None
-            for write in [*group, *self._waiting]:  # only when cancelled (shutdown)
+            # Only when cancelled (the loop is closing): nothing more will be committed.
+            for write in [*group, *self._waiting]:
                 write.done.cancel()
+                _answer(write, None)
             self._waiting = []
 
     async def _commit(self, group: list[_Write]) -> None:
+        failed: Exception | None = None
         try:
             async with self._transaction() as conn:
                 for run in _runs(group):
@@ -76,14 +109,17 @@ class GroupCommit:
                     )
                     await conn.execute(run[0].statement, params)
         except Exception as exc:
-            if len(group) == 1:
-                _answer(group[0], exc)
-                return
+            failed = exc
+        if failed is None:
+            for write in group:
+                _answer(write, None)
+        elif len(group) == 1:
+            _answer(group[0], failed)
+        else:
+            # Out of the except block: a writer's error must not carry the group's (and
+            # its neighbours' values) as its context.
             for write in group:
                 await self._commit([write])
-            return
-        for write in group:
-            _answer(write, None)
 
 
 def _runs(group: list[_Write]) -> Iterator[list[_Write]]:
@@ -100,12 +136,16 @@ def _runs(group: list[_Write]) -> Iterator[list[_Write]]:
 
 
 def _answer(write: _Write, error: Exception | None) -> None:
-    if write.done.done():  # its writer was cancelled
-        return
-    if error is None:
-        write.done.set_result(None)
-    else:
-        write.done.set_exception(error)
+    """Give the write its outcome (unless the loop's closing cancelled it), then run its
+    ``then`` once."""
+    if not write.done.done():
+        if error is None:
+            write.done.set_result(None)
+        else:
+            write.done.set_exception(error)
+    then, write.then = write.then, None
+    if then is not None:
+        then()
 
 
 def _retrieve(done: asyncio.Future[None]) -> None:

@@ -32,8 +32,10 @@ _UNFINISHED_IN_SESSION = (
 
 # Built once too (every call runs them); the SET columns are the parameters' keys.
 _INSERT_CALL = tool_calls.insert()
-_UPDATE_CALL = sa.update(tool_calls).where(tool_calls.c.id == sa.bindparam("b_id"))
-_END_CALL = _UPDATE_CALL.where(tool_calls.c.status.in_(UNFINISHED))
+# An ended call's row is final: neither an update nor a second end changes it.
+_UPDATE_CALL = sa.update(tool_calls).where(
+    tool_calls.c.id == sa.bindparam("b_id"), tool_calls.c.status.in_(UNFINISHED)
+)
 _INSERT_OUTPUT = tool_output.insert()
 
 
@@ -63,21 +65,22 @@ class ToolCallRepository:
     async def insert(self, record: ToolCallRecord) -> None:
         values = record_values(record, exclude=("owner",))
         values["owner"] = self._owner
-        try:
-            await self._db.write_grouped(_INSERT_CALL, columns_of(tool_calls, values))
-        finally:
-            self._changed(record.session_id)
+        await self._db.write_grouped(
+            _INSERT_CALL,
+            columns_of(tool_calls, values),
+            then=lambda: self._changed(record.session_id),
+        )
 
     async def update(self, call_id: str, *, session_id: str | None = None, **values: Any) -> None:
-        """Set ``values`` on the call's row (``session_id``: the call's session, for the
-        announcement; None announces a change to any session)."""
-        try:
-            await self._db.write_grouped(
-                _UPDATE_CALL, {"b_id": call_id, **columns_of(tool_calls, values)}
-            )
-        finally:
-            if not values.keys() <= _UNLISTED:
-                self._changed(session_id)
+        """Set ``values`` on the call's row unless it has ended (an ended call's row is
+        final); ``session_id``: the call's session, for the announcement (None
+        announces a change to any session)."""
+        listed = not values.keys() <= _UNLISTED
+        await self._db.write_grouped(
+            _UPDATE_CALL,
+            {"b_id": call_id, **columns_of(tool_calls, values)},
+            then=lambda: self._changed(session_id) if listed else None,
+        )
 
     async def record_end(
         self,
@@ -95,7 +98,7 @@ class ToolCallRepository:
             async with self._db.write() as conn:
                 await _insert_output(conn, call_id, output)
                 result = await conn.execute(
-                    _END_CALL,
+                    _UPDATE_CALL,
                     {"b_id": call_id, "status": "completed", **columns_of(tool_calls, values)},
                 )
                 return bool(result.rowcount)

@@ -78,6 +78,11 @@ async def test_a_calls_last_output_is_stored_with_its_end(store: Store) -> None:
     ended = await calls.get("s", "c")
     assert ended is not None and (ended.status, ended.result) == ("completed", "ok")
     assert not await calls.record_end("c", end_state="error")  # the first end stands
+    # Nor does an update asked for before the end that lands after it (a deadline's
+    # offload racing the call's end): an ended call's row is final.
+    await calls.update("c", status="offloaded", offload_reason="deadline")
+    ended = await calls.get("s", "c")
+    assert ended is not None and (ended.status, ended.offload_reason) == ("completed", None)
 
 
 async def test_a_name_that_is_no_column_raises_and_writes_nothing(store: Store) -> None:
