@@ -30,6 +30,7 @@ row lock stall them all.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.base import Executable
+
+log = logging.getLogger(__name__)
 
 Transaction = Callable[[], AbstractAsyncContextManager[AsyncConnection]]
 Then = Callable[[], None]
@@ -144,8 +147,12 @@ def _answer(write: _Write, error: Exception | None) -> None:
         else:
             write.done.set_exception(error)
     then, write.then = write.then, None
-    if then is not None:
+    if then is None:
+        return
+    try:
         then()
+    except Exception:  # the writes behind it must still be committed and answered
+        log.exception("what follows a grouped write failed")
 
 
 def _retrieve(done: asyncio.Future[None]) -> None:

@@ -175,3 +175,16 @@ async def test_closing_the_database_commits_what_was_asked_for_first(tmp_path: P
         assert len(await _rows(again)) == 5
     finally:
         await again.close()
+
+
+async def test_a_failing_then_leaves_the_writes_behind_it_committed(
+    sqlite: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken() -> None:
+        raise RuntimeError("announcement failed")
+
+    first = sqlite.write_grouped(_INSERT, {"id": 1, "name": "a"}, then=broken)
+    second = sqlite.write_grouped(_INSERT, {"id": 2, "name": "b"})
+    await asyncio.gather(first, second)
+    assert [r[1] for r in await _rows(sqlite)] == ["a", "b"]
+    assert "what follows a grouped write failed" in caplog.text
