@@ -14,6 +14,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
+from tether.waits import unawaited_is_fine
+
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
@@ -29,7 +31,7 @@ class SharedReads(Generic[K, V]):
         shared = self._not_started.get(key)
         if shared is None:
             shared = asyncio.create_task(self._start(key))
-            shared.add_done_callback(_retrieve)
+            shared.add_done_callback(unawaited_is_fine)
             self._not_started[key] = shared
         # One reader's cancel must not cancel the read the others wait on.
         return await asyncio.shield(shared)
@@ -38,9 +40,3 @@ class SharedReads(Generic[K, V]):
         if self._not_started.get(key) is asyncio.current_task():
             del self._not_started[key]  # reads asked from now on start their own
         return await self._read(key)
-
-
-def _retrieve(done: asyncio.Task[V]) -> None:
-    # An error nobody awaits any more (every reader was cancelled) is not logged as lost.
-    if not done.cancelled():
-        done.exception()

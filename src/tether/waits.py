@@ -6,13 +6,15 @@ in 3.12, whose ``wait_for`` is built on ``asyncio.timeout``). A service loop tha
 on its wake-up event that way, cancelled at shutdown just as something woke it, goes on
 looping, and the shutdown awaiting it never returns; that hung a CI run. Tether waits
 through these two instead, and ruff refuses ``asyncio.wait_for`` in ``src/`` (TID251).
+
+And one for the other side: a future whose waiters may have given up on it.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -31,3 +33,10 @@ async def event_within(event: asyncio.Event, seconds: float | None) -> bool:
     except TimeoutError:
         return event.is_set()
     return True
+
+
+def unawaited_is_fine(done: asyncio.Future[Any]) -> None:
+    """A done-callback for a future some waiters may have stopped awaiting (they were
+    cancelled): its error is taken here, so it is not logged as never retrieved."""
+    if not done.cancelled():
+        done.exception()

@@ -39,6 +39,8 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.base import Executable
 
+from tether.waits import unawaited_is_fine
+
 log = logging.getLogger(__name__)
 
 Transaction = Callable[[], AbstractAsyncContextManager[AsyncConnection]]
@@ -72,7 +74,7 @@ class GroupCommit:
     ) -> None:
         """Run ``statement`` with ``params``; return once it is committed."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        done.add_done_callback(_retrieve)
+        done.add_done_callback(unawaited_is_fine)
         self._waiting.append(_Write(statement, dict(params), done, then))
         if self._committing is None:
             self._committing = asyncio.create_task(self._commit_waiting())
@@ -153,9 +155,3 @@ def _answer(write: _Write, error: Exception | None) -> None:
         then()
     except Exception:  # the writes behind it must still be committed and answered
         log.exception("what follows a grouped write failed")
-
-
-def _retrieve(done: asyncio.Future[None]) -> None:
-    # An error nobody awaits any more (the writer was cancelled) is not logged as lost.
-    if not done.cancelled():
-        done.exception()
