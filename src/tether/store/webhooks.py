@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import sqlalchemy as sa
 
 from tether.store.database import Database
@@ -59,6 +61,30 @@ class WebhookRepository:
             )
             return [to_record(WebhookDeliveryRecord, r) for r in rows]
 
+    async def claim(self, delivery: WebhookDeliveryRecord, until: float) -> bool:
+        """Take ``delivery`` for its next attempt, unless another node took it since it was
+        read: compare-and-set on its attempt count and due time, the latter moved to
+        ``until``. That is a lease: a node that dies mid-attempt leaves the delivery due
+        again then. True if this node has it."""
+        async with self._db.write() as conn:
+            result = await conn.execute(
+                sa.update(webhook_deliveries)
+                .where(*_unchanged(delivery))
+                .values(next_attempt_at=until)
+            )
+            return bool(result.rowcount == 1)
+
+    async def release(self, delivery: WebhookDeliveryRecord, until: float) -> None:
+        """Give back a claim (taken with ``until``) whose attempt never happened: the
+        delivery is due again when it was before."""
+        claimed = replace(delivery, next_attempt_at=until)
+        async with self._db.write() as conn:
+            await conn.execute(
+                sa.update(webhook_deliveries)
+                .where(*_unchanged(claimed))
+                .values(next_attempt_at=delivery.next_attempt_at)
+            )
+
     async def record_attempt(
         self,
         attempt: WebhookAttemptRecord,
@@ -66,12 +92,15 @@ class WebhookRepository:
         next_attempt_at: float | None,
         finished_at: float | None,
     ) -> None:
-        """Log one attempt and move its delivery on, in one transaction."""
+        """Log one attempt and move its delivery on, in one transaction. The delivery is
+        left alone if another node has since recorded an attempt of that number (this
+        node's lease ran out in the middle of its attempt)."""
+        deliveries = webhook_deliveries.c
         async with self._db.write() as conn:
             await conn.execute(webhook_attempts.insert().values(**record_values(attempt)))
             await conn.execute(
                 sa.update(webhook_deliveries)
-                .where(webhook_deliveries.c.id == attempt.delivery_id)
+                .where(deliveries.id == attempt.delivery_id, deliveries.attempts < attempt.attempt)
                 .values(
                     status=status,
                     attempts=attempt.attempt,
@@ -101,3 +130,15 @@ class WebhookRepository:
             for row in attempts:
                 by_delivery[row.delivery_id].append(to_record(WebhookAttemptRecord, row))
             return [(d, by_delivery[d.id]) for d in found]
+
+
+def _unchanged(delivery: WebhookDeliveryRecord) -> list[sa.ColumnElement[bool]]:
+    """Conditions that hold while ``delivery``'s row is still pending as it was read."""
+    c = webhook_deliveries.c
+    due = delivery.next_attempt_at
+    return [
+        c.id == delivery.id,
+        c.status == "pending",
+        c.attempts == delivery.attempts,
+        c.next_attempt_at.is_(None) if due is None else c.next_attempt_at == due,
+    ]

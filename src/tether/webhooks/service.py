@@ -39,6 +39,9 @@ _BATCH = 200
 # the same store) may have added or removed one.
 _FRESH_SECONDS = 2.0
 _MAX_IN_FLIGHT = 16
+# A claimed delivery is left to its node for the policy's timeout and this much more
+# (for the store's writes around the attempt); after that another node may make it.
+_LEASE_MARGIN_SECONDS = 30.0
 _USER_AGENT = "Tether-Webhooks"
 
 
@@ -256,9 +259,17 @@ class WebhookService:
             return  # unsubscribed meanwhile: its deliveries are gone with it
         if self._client is None:
             return
+        lease = time.time() + self.policy.timeout + _LEASE_MARGIN_SECONDS
+        if not await self._repo.claim(delivery, lease):
+            return  # another node is making this attempt
         number = delivery.attempts + 1
         started, clock = time.time(), time.monotonic()
-        status_code, error = await self._post(hook, delivery)
+        try:
+            status_code, error = await self._post(hook, delivery)
+        except asyncio.CancelledError:
+            # Shutting down: the next start (or another node) makes it at once.
+            await self._release(delivery, lease)
+            raise
         attempt = WebhookAttemptRecord(
             delivery.id, number, started, time.monotonic() - clock, status_code, error
         )
@@ -278,16 +289,27 @@ class WebhookService:
         status = "pending" if retry_at is not None else "failed"
         await self._repo.record_attempt(attempt, status, retry_at, None if retry_at else now)
 
+    async def _release(self, delivery: WebhookDeliveryRecord, lease: float) -> None:
+        try:
+            await self._repo.release(delivery, lease)
+        except Exception:
+            log.exception(
+                "giving back webhook delivery %s failed; due again at its lease's end", delivery.id
+            )
+
     async def _post(
         self, hook: WebhookRecord, delivery: WebhookDeliveryRecord
     ) -> tuple[int | None, str | None]:
-        """(status code, error); error is None for a 2xx answer."""
+        """(status code, error); error is None for a 2xx answer. The policy's timeout
+        bounds the whole attempt, not only each read: a receiver that drips its answer
+        cannot hold a delivery slot (or outlast the lease)."""
         assert self._client is not None
         try:
             secret = self._keybox.open(hook.secret_encrypted)
             headers = signed_headers(secret, delivery.id, int(time.time()), delivery.body)
-            resp = await self._client.post(hook.url, content=delivery.body, headers=headers)
-        except httpx.TimeoutException:
+            async with asyncio.timeout(self.policy.timeout):
+                resp = await self._client.post(hook.url, content=delivery.body, headers=headers)
+        except (httpx.TimeoutException, TimeoutError):
             return None, "timeout"
         except (httpx.HTTPError, ValueError) as exc:
             # The type only: an httpx message may quote the URL.

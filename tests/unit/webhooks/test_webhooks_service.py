@@ -1,11 +1,13 @@
 """The delivery queue against httpx.MockTransport and a real SQLite store: nothing is
 queued without a subscriber, a receiver that keeps failing is given up on after the
-policy's limit, and no URL or secret reaches the log."""
+policy's limit, one that never answers is cut off at the timeout, an attempt cut short
+by a shutdown is due again at once, and no URL or secret reaches the log."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -31,6 +33,18 @@ class Failing:
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.attempts += 1
         raise httpx.ConnectError(f"cannot connect to {request.url}", request=request)
+
+
+class Silent:
+    """A receiver that takes the request and never answers."""
+
+    def __init__(self) -> None:
+        self.arrived = asyncio.Event()
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.arrived.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
 
 
 class WatchedRepository(WebhookRepository):
@@ -60,8 +74,10 @@ async def repo(tmp_path: Path) -> AsyncIterator[WatchedRepository]:
     await db.close()
 
 
-def _service(repo: WebhookRepository, tmp_path: Path, transport: Failing) -> WebhookService:
-    policy = RetryPolicy(first_delay=0.01, max_delay=0.02, give_up_after=0.1, timeout=1)
+def _service(
+    repo: WebhookRepository, tmp_path: Path, transport: Failing | Silent, timeout: float = 1
+) -> WebhookService:
+    policy = RetryPolicy(first_delay=0.01, max_delay=0.02, give_up_after=0.1, timeout=timeout)
     keybox = KeyBox(tmp_path / "secret.key")
     return WebhookService(repo, keybox, policy, httpx.MockTransport(transport))
 
@@ -101,3 +117,40 @@ async def test_a_failing_receiver_is_given_up_on_and_never_named_in_the_log(
     assert "hooks.example" not in caplog.text
     assert "very-private" not in caplog.text
     assert secret not in caplog.text
+
+
+async def test_a_receiver_that_never_answers_is_cut_off_at_the_timeout(
+    repo: WatchedRepository, tmp_path: Path
+) -> None:
+    # httpx's timeout bounds each read, so a receiver that drips (or, through a mock
+    # transport, one that never answers) would hold its slot for ever without a bound
+    # on the whole attempt.
+    service = _service(repo, tmp_path, Silent(), timeout=0.2)
+    hook, _secret = await service.create(URL, ["task.finished"], "")
+    service.start()
+    try:
+        service.notify("task.finished", {"task_id": "t1"})
+        await asyncio.wait_for(repo.gave_up.wait(), 10)
+    finally:
+        await service.shutdown()
+    ((delivery, attempts),) = await repo.deliveries(hook.id, 10)
+    assert [(a.status_code, a.error) for a in attempts] == [(None, "timeout")]
+    assert delivery.status == "failed"
+
+
+async def test_an_attempt_cut_short_by_a_shutdown_is_due_again_at_once(
+    repo: WatchedRepository, tmp_path: Path
+) -> None:
+    receiver = Silent()
+    service = _service(repo, tmp_path, receiver, timeout=60)
+    await service.create(URL, ["task.finished"], "")
+    service.start()
+    try:
+        service.notify("task.finished", {"task_id": "t1"})
+        await asyncio.wait_for(receiver.arrived.wait(), 10)
+    finally:
+        await service.shutdown()
+    (delivery,) = await repo.pending(10)
+    # Not held for the attempt's lease (the timeout and more): the next start makes it.
+    assert delivery.attempts == 0
+    assert delivery.next_attempt_at is not None and delivery.next_attempt_at <= time.time()

@@ -1,5 +1,6 @@
 """Webhooks on a store that several servers share (nodes of a cluster, or servers on one
-database): a subscription made on one is seen, used and removable on the others."""
+database): a subscription made on one is seen, used and removable on the others, and a
+delivery both see due is made by one of them."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from tether.security.keybox import KeyBox
 from tether.store.database import Database
+from tether.store.records import WebhookAttemptRecord, WebhookDeliveryRecord
 from tether.store.webhooks import WebhookRepository
 from tether.webhooks import service as webhook_service
 from tether.webhooks.backoff import RetryPolicy
@@ -32,10 +34,50 @@ class Receiver:
         return httpx.Response(204)
 
 
-def _node(db: Database, tmp_path: Path, receiver: Receiver) -> WebhookService:
+def _node(
+    db: Database, tmp_path: Path, receiver: Receiver, repo: WebhookRepository | None = None
+) -> WebhookService:
     policy = RetryPolicy(first_delay=0.01, max_delay=0.02, give_up_after=5, timeout=1)
     keybox = KeyBox(tmp_path / "secret.key")  # the nodes share their key
-    return WebhookService(WebhookRepository(db), keybox, policy, httpx.MockTransport(receiver))
+    repo = repo or WebhookRepository(db)
+    return WebhookService(repo, keybox, policy, httpx.MockTransport(receiver))
+
+
+class RacingRepository(WebhookRepository):
+    """One node's store, made to lose no race by luck: its worker holds the first due
+    delivery it reads until every node has read it, and what its claims and records
+    come to is kept."""
+
+    def __init__(self, db: Database, all_read: asyncio.Barrier) -> None:
+        super().__init__(db)
+        self._all_read = all_read
+        self._held = False
+        self.claims: list[bool] = []
+        self.claimed = asyncio.Event()
+        self.recorded = asyncio.Event()
+
+    async def pending(self, limit: int) -> list[WebhookDeliveryRecord]:
+        found = await super().pending(limit)
+        if found and not self._held:
+            self._held = True
+            await self._all_read.wait()
+        return found
+
+    async def claim(self, delivery: WebhookDeliveryRecord, until: float) -> bool:
+        won = await super().claim(delivery, until)
+        self.claims.append(won)
+        self.claimed.set()
+        return won
+
+    async def record_attempt(
+        self,
+        attempt: WebhookAttemptRecord,
+        status: str,
+        next_attempt_at: float | None,
+        finished_at: float | None,
+    ) -> None:
+        await super().record_attempt(attempt, status, next_attempt_at, finished_at)
+        self.recorded.set()
 
 
 async def test_a_webhook_made_on_one_node_serves_the_others(
@@ -62,3 +104,28 @@ async def test_a_webhook_made_on_one_node_serves_the_others(
         await a.deliveries(hook.id, 10)
     with pytest.raises(WebhookNotFound):
         await a.delete(hook.id)
+
+
+async def test_a_delivery_two_nodes_see_due_is_made_by_one(db: Database, tmp_path: Path) -> None:
+    receiver = Receiver()
+    all_read = asyncio.Barrier(2)
+    repos = [RacingRepository(db, all_read), RacingRepository(db, all_read)]
+    a, b = (_node(db, tmp_path, receiver, repo) for repo in repos)
+    await a.create(URL, ["task.finished"], "")
+    a.notify("task.finished", {"task_id": "t1"})
+    await a.shutdown()  # queued, not yet attempted: due on both nodes
+    a, b = (_node(db, tmp_path, receiver, repo) for repo in repos)
+    a.start()
+    b.start()
+    try:
+        # Both read it due before either claimed it; each worker then tries once.
+        for repo in repos:
+            await asyncio.wait_for(repo.claimed.wait(), 10)
+        winners = [repo for repo in repos if repo.claims == [True]]
+        for repo in winners:
+            await asyncio.wait_for(repo.recorded.wait(), 10)
+    finally:
+        await a.shutdown()
+        await b.shutdown()
+    assert len(receiver.got) == 1
+    assert sorted(repo.claims for repo in repos) == [[False], [True]]
