@@ -13,10 +13,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from webhook_doubles import WatchedRepository, notify_until
 
 from tether.security.keybox import KeyBox
 from tether.store.database import Database
-from tether.store.records import WebhookAttemptRecord
 from tether.store.webhooks import WebhookRepository
 from tether.webhooks.backoff import RetryPolicy
 from tether.webhooks.service import WebhookService
@@ -45,25 +45,6 @@ class Silent:
         self.arrived.set()
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
-
-
-class WatchedRepository(WebhookRepository):
-    """The real repository, signalling when a delivery is given up."""
-
-    def __init__(self, db: Database) -> None:
-        super().__init__(db)
-        self.gave_up = asyncio.Event()
-
-    async def record_attempt(
-        self,
-        attempt: WebhookAttemptRecord,
-        status: str,
-        next_attempt_at: float | None,
-        finished_at: float | None,
-    ) -> None:
-        await super().record_attempt(attempt, status, next_attempt_at, finished_at)
-        if status == "failed":
-            self.gave_up.set()
 
 
 @pytest.fixture
@@ -100,13 +81,8 @@ async def test_a_failing_receiver_is_given_up_on_and_never_named_in_the_log(
     transport = Failing()
     service = _service(repo, tmp_path, transport)
     hook, secret = await service.create(URL, ["task.finished"], "ops")
-    service.start()
     caplog.set_level(logging.INFO)
-    try:
-        service.notify("task.finished", {"task_id": "t1"})
-        await asyncio.wait_for(repo.gave_up.wait(), 10)
-    finally:
-        await service.shutdown()
+    await notify_until(service, repo.gave_up)
 
     ((delivery, attempts),) = await repo.deliveries(hook.id, 10)
     assert delivery.status == "failed"
@@ -127,12 +103,7 @@ async def test_a_receiver_that_never_answers_is_cut_off_at_the_timeout(
     # on the whole attempt.
     service = _service(repo, tmp_path, Silent(), timeout=0.2)
     hook, _secret = await service.create(URL, ["task.finished"], "")
-    service.start()
-    try:
-        service.notify("task.finished", {"task_id": "t1"})
-        await asyncio.wait_for(repo.gave_up.wait(), 10)
-    finally:
-        await service.shutdown()
+    await notify_until(service, repo.gave_up)
     ((delivery, attempts),) = await repo.deliveries(hook.id, 10)
     assert [(a.status_code, a.error) for a in attempts] == [(None, "timeout")]
     assert delivery.status == "failed"
@@ -144,12 +115,7 @@ async def test_an_attempt_cut_short_by_a_shutdown_is_due_again_at_once(
     receiver = Silent()
     service = _service(repo, tmp_path, receiver, timeout=60)
     await service.create(URL, ["task.finished"], "")
-    service.start()
-    try:
-        service.notify("task.finished", {"task_id": "t1"})
-        await asyncio.wait_for(receiver.arrived.wait(), 10)
-    finally:
-        await service.shutdown()
+    await notify_until(service, receiver.arrived)
     (delivery,) = await repo.pending(10)
     # Not held for the attempt's lease (the timeout and more): the next start makes it.
     assert delivery.attempts == 0

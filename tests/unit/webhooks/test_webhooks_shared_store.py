@@ -9,10 +9,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from webhook_doubles import WatchedRepository
 
 from tether.security.keybox import KeyBox
 from tether.store.database import Database
-from tether.store.records import WebhookAttemptRecord, WebhookDeliveryRecord
+from tether.store.records import WebhookDeliveryRecord
 from tether.store.webhooks import WebhookRepository
 from tether.webhooks import service as webhook_service
 from tether.webhooks.backoff import RetryPolicy
@@ -43,18 +44,14 @@ def _node(
     return WebhookService(repo, keybox, policy, httpx.MockTransport(receiver))
 
 
-class RacingRepository(WebhookRepository):
+class RacingRepository(WatchedRepository):
     """One node's store, made to lose no race by luck: its worker holds the first due
-    delivery it reads until every node has read it, and what its claims and records
-    come to is kept."""
+    delivery it reads until every node has read it."""
 
     def __init__(self, db: Database, all_read: asyncio.Barrier) -> None:
         super().__init__(db)
         self._all_read = all_read
         self._held = False
-        self.claims: list[bool] = []
-        self.claimed = asyncio.Event()
-        self.recorded = asyncio.Event()
 
     async def pending(self, limit: int) -> list[WebhookDeliveryRecord]:
         found = await super().pending(limit)
@@ -62,22 +59,6 @@ class RacingRepository(WebhookRepository):
             self._held = True
             await self._all_read.wait()
         return found
-
-    async def claim(self, delivery: WebhookDeliveryRecord, until: float) -> bool:
-        won = await super().claim(delivery, until)
-        self.claims.append(won)
-        self.claimed.set()
-        return won
-
-    async def record_attempt(
-        self,
-        attempt: WebhookAttemptRecord,
-        status: str,
-        next_attempt_at: float | None,
-        finished_at: float | None,
-    ) -> None:
-        await super().record_attempt(attempt, status, next_attempt_at, finished_at)
-        self.recorded.set()
 
 
 async def test_a_webhook_made_on_one_node_serves_the_others(
