@@ -10,6 +10,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tether.governance.levels import parse_level
+from tether.webhooks.egress import DEFAULT_DENIED, parse_networks
 
 
 def _default_home() -> Path:
@@ -84,6 +85,11 @@ class Settings(BaseSettings):
         86_400.0, gt=0, description="A delivery not made within this long is given up."
     )
     webhook_timeout_seconds: float = Field(10.0, gt=0, description="Per delivery attempt.")
+    webhook_deny_networks: str = Field(
+        DEFAULT_DENIED,
+        description="Networks webhook deliveries may not reach (comma-separated; empty: "
+        "none). Default: link-local, where clouds serve instance metadata.",
+    )
     shell_default_timeout: float = Field(60.0, gt=0, description="Shell tool timeout (s).")
     shell_max_timeout: float = Field(3600.0, gt=0, description="Cap on a shell call's deadline.")
     mcp_call_timeout: float = Field(
@@ -159,6 +165,12 @@ class Settings(BaseSettings):
         512, ge=8, description="Processes per shell call (reaching it ends the call)."
     )
     call_cpu_seconds: float | None = Field(None, gt=0, description="CPU seconds per shell call.")
+
+    @field_validator("webhook_deny_networks")
+    @classmethod
+    def _networks(cls, value: str) -> str:
+        parse_networks(value)
+        return value
 
     @field_validator("default_approval_level")
     @classmethod

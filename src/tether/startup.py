@@ -58,6 +58,7 @@ from tether.tools.files import FILE_TOOLS
 from tether.tools.registry import ToolRegistry
 from tether.tools.shell import make_shell_tool, shell_environment
 from tether.webhooks.backoff import RetryPolicy
+from tether.webhooks.egress import Egress, parse_networks
 from tether.webhooks.service import WebhookService
 
 log = logging.getLogger(__name__)
@@ -129,7 +130,8 @@ def build_services(
     ``bus`` (TETHER_REDIS_URL set), other nodes can follow and act on this node's calls."""
     shared_key = settings.secret_key.get_secret_value() if settings.secret_key else None
     keybox = KeyBox(settings.home / "secret.key", shared_key)
-    hooks = WebhookService(store.webhooks, keybox, _retry_policy(settings))
+    egress = Egress(parse_networks(settings.webhook_deny_networks))
+    hooks = WebhookService(store.webhooks, keybox, _retry_policy(settings), egress)
     mcp = McpService(
         store.mcp_clients,
         keybox,

@@ -134,6 +134,10 @@ def test_the_secret_is_shown_once_and_never_stored_or_logged_in_plain_text(
         {"url": "http://127.0.0.1:9/hook", "events": ["no.such.event"]},
         {"url": "http://127.0.0.1:9/hook", "events": []},
         {"url": "http://127.0.0.1:9/hook", "events": ["task.finished"], "extra": 1},
+        # Where clouds serve instance metadata (TETHER_WEBHOOK_DENY_NETWORKS' default).
+        {"url": "http://169.254.169.254/latest/meta-data/", "events": ["task.finished"]},
+        {"url": "http://[::ffff:169.254.169.254]/", "events": ["task.finished"]},
+        {"url": "http://[fd00:ec2::254]/", "events": ["task.finished"]},
     ],
 )
 def test_bad_subscriptions_are_refused_and_change_nothing(

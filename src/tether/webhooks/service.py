@@ -23,13 +23,15 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from tether.errors import NotFound
+from tether.errors import Invalid, NotFound
 from tether.security.keybox import KeyBox
 from tether.store.records import WebhookAttemptRecord, WebhookDeliveryRecord, WebhookRecord
 from tether.store.webhooks import WebhookRepository
 from tether.waits import event_within
 from tether.webhooks.backoff import RetryPolicy
+from tether.webhooks.egress import SETTING, Egress
 from tether.webhooks.events import EventType
+from tether.webhooks.guarded_transport import DeniedAddress
 from tether.webhooks.signing import new_secret, signed_headers
 
 log = logging.getLogger(__name__)
@@ -45,7 +47,7 @@ _LEASE_MARGIN_SECONDS = 30.0
 _USER_AGENT = "Tether-Webhooks"
 
 
-class InvalidWebhook(ValueError):
+class InvalidWebhook(Invalid):
     """The subscription cannot be accepted; the message says why."""
 
 
@@ -81,11 +83,15 @@ class WebhookService:
         repo: WebhookRepository,
         keybox: KeyBox,
         policy: RetryPolicy,
+        egress: Egress,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        """``transport``: where deliveries go instead of the network (tests); by default
+        they go through ``egress``'s guard."""
         self._repo = repo
         self._keybox = keybox
         self.policy = policy
+        self._egress = egress
         self._transport = transport
         self._hooks: dict[str, WebhookRecord] = {}
         self._loaded_at = -_FRESH_SECONDS
@@ -130,7 +136,7 @@ class WebhookService:
         secret = new_secret()
         record = WebhookRecord(
             id=f"wh-{uuid.uuid4().hex[:16]}",
-            url=check_url(url),
+            url=self._allowed(check_url(url)),
             events=sorted(set(events)),
             description=description,
             secret_encrypted=self._keybox.seal(secret),
@@ -139,6 +145,12 @@ class WebhookService:
         await self._repo.add(record)
         self._hooks[record.id] = record
         return record, secret
+
+    def _allowed(self, url: str) -> str:
+        host = urlsplit(url).hostname or ""
+        if self._egress.denies_host(host):
+            raise InvalidWebhook(f"url's address is in a network {SETTING} denies", field="url")
+        return url
 
     async def delete(self, webhook_id: str) -> None:
         """Unsubscribe; its pending deliveries are dropped. Raises WebhookNotFound."""
@@ -199,7 +211,7 @@ class WebhookService:
     def start(self) -> None:
         """Start the delivery worker (pending deliveries of an earlier run included)."""
         self._client = httpx.AsyncClient(
-            transport=self._transport,
+            transport=self._transport or self._egress.transport(),
             timeout=self.policy.timeout,
             follow_redirects=False,
             headers={"user-agent": _USER_AGENT},
@@ -311,6 +323,10 @@ class WebhookService:
                 resp = await self._client.post(hook.url, content=delivery.body, headers=headers)
         except (httpx.TimeoutException, TimeoutError):
             return None, "timeout"
+        except httpx.ConnectError as exc:
+            if isinstance(exc.__cause__, DeniedAddress):
+                return None, f"address denied by {SETTING}"
+            return None, type(exc).__name__
         except (httpx.HTTPError, ValueError) as exc:
             # The type only: an httpx message may quote the URL.
             return None, type(exc).__name__

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from webhook_doubles import WatchedRepository, notify_until
+from webhook_doubles import DEFAULT_EGRESS, WatchedRepository, notify_until
 
 from tether.security.keybox import KeyBox
 from tether.store.database import Database
@@ -60,7 +60,7 @@ def _service(
 ) -> WebhookService:
     policy = RetryPolicy(first_delay=0.01, max_delay=0.02, give_up_after=0.1, timeout=timeout)
     keybox = KeyBox(tmp_path / "secret.key")
-    return WebhookService(repo, keybox, policy, httpx.MockTransport(transport))
+    return WebhookService(repo, keybox, policy, DEFAULT_EGRESS, httpx.MockTransport(transport))
 
 
 async def test_only_subscribed_events_are_queued(repo: WatchedRepository, tmp_path: Path) -> None:

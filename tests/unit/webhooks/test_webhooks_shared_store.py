@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from webhook_doubles import WatchedRepository
+from webhook_doubles import DEFAULT_EGRESS, WatchedRepository
 
 from tether.security.keybox import KeyBox
 from tether.store.database import Database
@@ -41,7 +41,7 @@ def _node(
     policy = RetryPolicy(first_delay=0.01, max_delay=0.02, give_up_after=5, timeout=1)
     keybox = KeyBox(tmp_path / "secret.key")  # the nodes share their key
     repo = repo or WebhookRepository(db)
-    return WebhookService(repo, keybox, policy, httpx.MockTransport(receiver))
+    return WebhookService(repo, keybox, policy, DEFAULT_EGRESS, httpx.MockTransport(receiver))
 
 
 class RacingRepository(WatchedRepository):

@@ -8,7 +8,11 @@ import asyncio
 from tether.store.database import Database
 from tether.store.records import WebhookAttemptRecord, WebhookDeliveryRecord
 from tether.store.webhooks import WebhookRepository
+from tether.webhooks.egress import DEFAULT_DENIED, Egress, parse_networks
 from tether.webhooks.service import WebhookService
+
+#: The egress policy a server has by default.
+DEFAULT_EGRESS = Egress(parse_networks(DEFAULT_DENIED))
 
 
 class WatchedRepository(WebhookRepository):
