@@ -92,15 +92,19 @@ class WebhookRepository:
         next_attempt_at: float | None,
         finished_at: float | None,
     ) -> None:
-        """Log one attempt and move its delivery on, in one transaction. The delivery is
-        left alone if another node has since recorded an attempt of that number (this
-        node's lease ran out in the middle of its attempt)."""
-        deliveries = webhook_deliveries.c
+        """Log one attempt and move its delivery on, in one transaction. If another
+        node has since recorded an attempt of that number (this node's lease ran out in
+        the middle of its attempt), the delivery is only moved on to "delivered", which a
+        success makes true whatever the other attempt came to."""
+        c = webhook_deliveries.c
+        newer = c.attempts < attempt.attempt
+        if status == "delivered":
+            newer = sa.or_(newer, sa.and_(c.attempts == attempt.attempt, c.status != status))
         async with self._db.write() as conn:
             await conn.execute(webhook_attempts.insert().values(**record_values(attempt)))
             await conn.execute(
                 sa.update(webhook_deliveries)
-                .where(deliveries.id == attempt.delivery_id, deliveries.attempts < attempt.attempt)
+                .where(c.id == attempt.delivery_id, newer)
                 .values(
                     status=status,
                     attempts=attempt.attempt,

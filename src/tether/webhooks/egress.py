@@ -9,16 +9,18 @@ receiver of a self-hosted server. The list is a setting; an empty one allows eve
 
 The check is made on the address a delivery actually connects to, after the host name is
 resolved, so a name that resolves to a denied address (or starts to, between two
-attempts) is refused too. A URL whose host is a denied address is refused when the
-webhook is made. Behind an HTTP proxy (HTTP_PROXY and the like) the proxy makes the
-connection, so only URLs that name an address are checked: the proxy is the place to
-police the rest.
+attempts) is refused too; an IPv6 address counts as every IPv4 address it leads to
+through a translating network (mapped, NAT64, 6to4, Teredo). A URL whose host is a
+denied address, in any spelling the resolver takes (``http://2852039166/``), is refused
+when the webhook is made. What a proxy setting (HTTP_PROXY and the like, NO_PROXY
+honoured) sends through a proxy is connected by the proxy, so there only URLs naming an
+address are checked: the proxy is the place to police the rest.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import os
+import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -27,7 +29,6 @@ if TYPE_CHECKING:
 
 DEFAULT_DENIED = "169.254.0.0/16,fe80::/10,fd00:ec2::254/128,100.100.100.200/32"
 SETTING = "TETHER_WEBHOOK_DENY_NETWORKS"
-_PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -53,30 +54,55 @@ class Egress:
     denied: tuple[Network, ...]
 
     def denies(self, address: str) -> bool:
-        """Whether ``address`` (an IP address, IPv6 with or without a zone) is denied; an
-        IPv4 address written as IPv6 (``::ffff:169.254.169.254``) counts as IPv4."""
+        """Whether ``address`` (an IP address, IPv6 with or without a zone) is denied,
+        or any IPv4 address it carries (see :func:`_carried`)."""
         ip = ipaddress.ip_address(address.split("%", 1)[0])
-        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-            ip = ip.ipv4_mapped
-        return any(ip in network for network in self.denied)
+        return any(a in network for a in (ip, *_carried(ip)) for network in self.denied)
 
     def denies_host(self, host: str) -> bool:
-        """Whether ``host`` is an address that is denied (a name is judged when it is
-        resolved, at each delivery)."""
-        try:
-            return self.denies(host)
-        except ValueError:
-            return False
+        """Whether ``host`` is an address that is denied, in any spelling the resolver
+        reads as one (``2852039166`` and ``0xA9FEA9FE`` are 169.254.169.254); a name is
+        judged where it resolves, at each connection."""
+        return any(self.denies(address) for address in _numeric(host))
 
     def transport(self) -> httpx.AsyncBaseTransport | None:
         """The transport deliveries go through: one that checks each connection's
-        address, or None (httpx's own) when nothing is denied or a proxy connects."""
-        if not self.denied or _proxied():
+        address (and sends what a proxy setting names through the proxy), or None
+        (httpx's own) when nothing is denied."""
+        if not self.denied:
             return None
-        from tether.webhooks.guarded_transport import GuardedTransport
+        from tether.webhooks.guarded_transport import EgressTransport
 
-        return GuardedTransport(self)
+        return EgressTransport(self)
 
 
-def _proxied() -> bool:
-    return any(os.environ.get(name) or os.environ.get(name.upper()) for name in _PROXY_VARIABLES)
+#: NAT64's well-known prefix: the last 32 bits are the IPv4 address reached.
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+#: IPv4-translated addresses (SIIT), ::ffff:0:a.b.c.d.
+_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")
+#: IPv4-compatible addresses (deprecated), ::a.b.c.d; :: and ::1 are not.
+_COMPATIBLE = ipaddress.IPv6Network("::/96")
+
+
+def _carried(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address leads to where the network translates it:
+    mapped (``::ffff:a.b.c.d``), translated, IPv4-compatible, NAT64, 6to4 and Teredo."""
+    if isinstance(ip, ipaddress.IPv4Address):
+        return []
+    carried = [a for a in (ip.ipv4_mapped, ip.sixtofour) if a is not None]
+    if ip.teredo is not None:
+        carried.append(ip.teredo[1])
+    low = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip in _NAT64 or ip in _TRANSLATED or (ip in _COMPATIBLE and int(ip) > 1):
+        carried.append(low)
+    return carried
+
+
+def _numeric(host: str) -> list[str]:
+    """The addresses ``host`` spells, as the resolver reads it without a lookup; [] for
+    a name."""
+    try:
+        found = socket.getaddrinfo(host, None, flags=socket.AI_NUMERICHOST)
+    except (OSError, UnicodeError):
+        return []
+    return list(dict.fromkeys(str(info[4][0]) for info in found))

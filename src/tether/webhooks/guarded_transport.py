@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import urllib.request
 from collections.abc import Iterable
 
 import httpcore
@@ -33,6 +34,9 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.AsyncNetworkStream:
+        """Resolve ``host`` once, then try its allowed addresses in the resolver's order,
+        each with an equal share of the connect timeout left (so one that does not
+        answer, a broken IPv6 route say, leaves time for the next)."""
         try:
             found = await asyncio.get_running_loop().getaddrinfo(
                 host, port, type=socket.SOCK_STREAM
@@ -43,13 +47,16 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         allowed = [a for a in addresses if not self._egress.denies(a)]
         if not allowed:
             raise DeniedAddress(f"the receiver's address is in {SETTING}")
-        failed: httpcore.ConnectError | None = None
-        for address in allowed:
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        failed: Exception | None = None
+        for left, address in zip(range(len(allowed), 0, -1), allowed, strict=True):
+            share = None if deadline is None else max(deadline - loop.time(), 0.0) / left
             try:
                 return await self._inner.connect_tcp(
-                    address, port, timeout, local_address, socket_options
+                    address, port, share, local_address, socket_options
                 )
-            except httpcore.ConnectError as exc:
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
                 failed = exc
         assert failed is not None
         raise failed
@@ -83,3 +90,48 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
             keepalive_expiry=5.0,
             network_backend=GuardedBackend(egress),
         )
+
+
+class EgressTransport(httpx.AsyncBaseTransport):
+    """What deliveries go through: the proxy the environment names for a URL (as
+    ``urllib`` reads HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and NO_PROXY), after a check of
+    URLs that name an address; every other URL through :class:`GuardedTransport`.
+
+    httpx reads the proxy settings only when it is given no transport, so they are
+    read here."""
+
+    def __init__(self, egress: Egress) -> None:
+        self._egress = egress
+        self._direct = GuardedTransport(egress)
+        proxies = urllib.request.getproxies_environment()
+        self._no_proxy = proxies.get("no", "")
+        self._proxied: dict[str, httpx.AsyncHTTPTransport] = {}
+        for scheme in ("http", "https"):
+            proxy = proxies.get(scheme) or proxies.get("all")
+            if proxy:
+                self._proxied[scheme] = httpx.AsyncHTTPTransport(proxy=proxy)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        host = request.url.host
+        proxy = self._proxied.get(request.url.scheme)
+        if proxy is None or _exempt(self._no_proxy, host):
+            return await self._direct.handle_async_request(request)
+        if self._egress.denies_host(host):
+            denied = DeniedAddress(f"the receiver's address is in {SETTING}")
+            raise httpx.ConnectError(str(denied), request=request) from denied
+        return await proxy.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        for transport in (self._direct, *self._proxied.values()):
+            await transport.aclose()
+
+
+def _exempt(no_proxy: str, host: str) -> bool:
+    """Whether NO_PROXY (comma-separated names, each covering its subdomains too; ``*``
+    for every host) sends ``host`` around the proxy."""
+    host = host.lower().rstrip(".")
+    for entry in no_proxy.split(","):
+        name = entry.strip().lower().lstrip(".")
+        if name == "*" or (name and (host == name or host.endswith("." + name))):
+            return True
+    return False

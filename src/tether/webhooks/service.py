@@ -272,14 +272,16 @@ class WebhookService:
         if self._client is None:
             return
         lease = time.time() + self.policy.timeout + _LEASE_MARGIN_SECONDS
-        if not await self._repo.claim(delivery, lease):
-            return  # another node is making this attempt
         number = delivery.attempts + 1
-        started, clock = time.time(), time.monotonic()
         try:
+            if not await self._repo.claim(delivery, lease):
+                return  # another node is making this attempt
+            started, clock = time.time(), time.monotonic()
             status_code, error = await self._post(hook, delivery)
         except asyncio.CancelledError:
-            # Shutting down: the next start (or another node) makes it at once.
+            # Shutting down (a claim cancelled may still have been committed): the next
+            # start, or another node, makes it at once. A compare-and-set, so a claim
+            # that was not made is left alone.
             await self._release(delivery, lease)
             raise
         attempt = WebhookAttemptRecord(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,7 +18,6 @@ from webhook_doubles import WatchedRepository, notify_until
 
 from tether.config import Settings
 from tether.security.keybox import KeyBox
-from tether.store.database import Database
 from tether.webhooks.backoff import RetryPolicy
 from tether.webhooks.egress import DEFAULT_DENIED, Egress, parse_networks
 from tether.webhooks.guarded_transport import DeniedAddress
@@ -62,6 +62,13 @@ class LoopbackReceiver:
         writer.close()
 
 
+@pytest.fixture(autouse=True)
+def no_proxy_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+
+
 @pytest.fixture
 async def receiver() -> AsyncIterator[LoopbackReceiver]:
     async with LoopbackReceiver() as running:
@@ -91,6 +98,12 @@ def test_the_deny_list_is_parsed_and_a_bad_entry_named() -> None:
         ("fe80::1%eth0", True),
         ("fd00:ec2::254", True),
         ("100.100.100.200", True),
+        # IPv6 forms that lead to an IPv4 address where the network translates them.
+        ("::a9fe:a9fe", True),  # IPv4-compatible
+        ("::ffff:0:a9fe:a9fe", True),  # IPv4-translated
+        ("64:ff9b::a9fe:a9fe", True),  # NAT64
+        ("2002:a9fe:a9fe::1", True),  # 6to4
+        ("2001:0:4136:e378:8000:63bf:5601:5601", True),  # Teredo, client 169.254.169.254
         ("127.0.0.1", False),  # a relay on the same machine
         ("10.1.2.3", False),
         ("::1", False),
@@ -103,10 +116,18 @@ def test_by_default_link_local_and_metadata_addresses_are_denied(
     assert _egress(DEFAULT_DENIED).denies(address) is denied
 
 
+@pytest.mark.parametrize(
+    "host", ["169.254.169.254", "2852039166", "0xA9FEA9FE", "169.254.43518", "0251.0376.0251.0376"]
+)
+def test_an_address_is_denied_in_any_spelling_the_resolver_reads(host: str) -> None:
+    assert _egress(DEFAULT_DENIED).denies_host(host)
+
+
 def test_a_host_name_is_left_to_the_connection() -> None:
     egress = _egress("127.0.0.0/8")
     assert egress.denies_host("127.0.0.1")
     assert not egress.denies_host("localhost")  # judged once resolved
+    assert not egress.denies_host("hooks.example")
 
 
 async def test_a_denied_address_gets_no_connection_named_or_resolved(
@@ -131,22 +152,59 @@ async def test_an_allowed_address_is_delivered_to(receiver: LoopbackReceiver) ->
     assert receiver.connections == 1
 
 
-def test_behind_a_proxy_the_proxy_connects(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-        monkeypatch.delenv(name.upper(), raising=False)
-    assert _egress(DEFAULT_DENIED).transport() is not None
-    assert _egress("").transport() is None  # nothing denied: httpx's own
-    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
-    assert _egress(DEFAULT_DENIED).transport() is None
+async def test_a_proxy_carries_what_it_is_set_for_and_the_rest_is_checked(
+    receiver: LoopbackReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The receiver plays the proxy: a request for http://... arrives there whole.
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{receiver.port}")
+    monkeypatch.setenv("NO_PROXY", "localhost")
+    transport = _egress("169.254.0.0/16,127.0.0.0/8").transport()
+    assert transport is not None
+    async with httpx.AsyncClient(transport=transport) as client:
+        resp = await client.post("http://hooks.example/in", content=b"{}")
+        assert (resp.status_code, receiver.connections) == (204, 1)
+        # Through the proxy only a URL naming an address can be judged, in any spelling.
+        for url in ("http://169.254.169.254/", "http://2852039166/"):
+            with pytest.raises(httpx.ConnectError) as caught:
+                await client.post(url, content=b"{}")
+            assert isinstance(caught.value.__cause__, DeniedAddress)
+        # NO_PROXY's hosts connect directly, through the check.
+        with pytest.raises(httpx.ConnectError) as caught:
+            await client.post(f"http://localhost:{receiver.port}/hook", content=b"{}")
+        assert isinstance(caught.value.__cause__, DeniedAddress)
+    assert receiver.connections == 1
 
 
-@pytest.fixture
-async def repo(tmp_path: Path) -> AsyncIterator[WatchedRepository]:
-    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'hooks.db'}")
-    await db.migrate()
-    yield WatchedRepository(db)
-    await db.close()
+async def test_an_address_that_does_not_answer_leaves_time_for_the_next(
+    receiver: LoopbackReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # First an address where connections time out (a listener whose queue is full
+    # drops new SYNs), then the receiver: the connect timeout is shared between them,
+    # so the second still gets its turn.
+    with socket.socket() as silent, socket.socket() as queued:
+        silent.bind(("127.0.0.2", receiver.port))
+        silent.listen(0)
+        queued.setblocking(False)
+        queued.connect_ex(("127.0.0.2", receiver.port))  # fills the queue
+
+        async def resolve(host: str, port: int, **_kw: object) -> list[tuple[object, ...]]:
+            assert host == "dual.example"
+            return [
+                (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.2", port)),
+                (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port)),
+            ]
+
+        monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", resolve)
+        transport = _egress(DEFAULT_DENIED).transport()
+        assert transport is not None
+        async with httpx.AsyncClient(transport=transport, timeout=2) as client:
+            url = f"http://dual.example:{receiver.port}/hook"
+            resp = await client.post(url, content=b"{}")
+    assert resp.status_code == 204
+
+
+def test_nothing_denied_leaves_httpx_its_own_transport() -> None:
+    assert _egress("").transport() is None
 
 
 async def test_the_service_refuses_a_denied_url_and_logs_a_denied_attempt(

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -17,6 +16,7 @@ from webhook_doubles import DEFAULT_EGRESS, WatchedRepository, notify_until
 
 from tether.security.keybox import KeyBox
 from tether.store.database import Database
+from tether.store.records import WebhookAttemptRecord, WebhookDeliveryRecord
 from tether.store.webhooks import WebhookRepository
 from tether.webhooks.backoff import RetryPolicy
 from tether.webhooks.service import WebhookService
@@ -45,14 +45,6 @@ class Silent:
         self.arrived.set()
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
-
-
-@pytest.fixture
-async def repo(tmp_path: Path) -> AsyncIterator[WatchedRepository]:
-    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'hooks.db'}")
-    await db.migrate()
-    yield WatchedRepository(db)
-    await db.close()
 
 
 def _service(
@@ -120,3 +112,48 @@ async def test_an_attempt_cut_short_by_a_shutdown_is_due_again_at_once(
     # Not held for the attempt's lease (the timeout and more): the next start makes it.
     assert delivery.attempts == 0
     assert delivery.next_attempt_at is not None and delivery.next_attempt_at <= time.time()
+
+
+class StalledAfterClaim(WatchedRepository):
+    """Its claims are committed, then the claimer is held there (where a shutdown may
+    find it)."""
+
+    async def claim(self, delivery: WebhookDeliveryRecord, until: float) -> bool:
+        won = await super().claim(delivery, until)
+        await asyncio.Event().wait()
+        return won
+
+
+async def test_a_claim_cut_short_by_a_shutdown_is_given_back(db: Database, tmp_path: Path) -> None:
+    repo = StalledAfterClaim(db)
+    service = _service(repo, tmp_path, Failing(), timeout=60)
+    await service.create(URL, ["task.finished"], "")
+    await notify_until(service, repo.claimed)
+    (delivery,) = await repo.pending(10)
+    assert delivery.attempts == 0
+    assert delivery.next_attempt_at is not None and delivery.next_attempt_at <= time.time()
+
+
+async def test_a_success_stands_whatever_another_node_recorded_for_that_attempt(
+    repo: WatchedRepository,
+) -> None:
+    # Two nodes made attempt 1 (the first one's lease ran out in the middle of it).
+    now = time.time()
+    await repo.enqueue(
+        [
+            WebhookDeliveryRecord(
+                "msg_1", "wh-1", "task.finished", "{}", "pending", 0, now, now, None
+            )
+        ]
+    )
+
+    def attempt(status_code: int) -> WebhookAttemptRecord:
+        error = None if status_code < 300 else f"HTTP {status_code}"
+        return WebhookAttemptRecord("msg_1", 1, now, 0.1, status_code, error)
+
+    await repo.record_attempt(attempt(500), "pending", now + 5, None)
+    await repo.record_attempt(attempt(204), "delivered", None, now)
+    await repo.record_attempt(attempt(500), "pending", now + 5, None)  # a late failure
+    ((delivery, attempts),) = await repo.deliveries("wh-1", 10)
+    assert (delivery.status, delivery.attempts, delivery.next_attempt_at) == ("delivered", 1, None)
+    assert [a.status_code for a in attempts] == [500, 204, 500]
