@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -92,22 +93,28 @@ class WebhookRepository:
         next_attempt_at: float | None,
         finished_at: float | None,
     ) -> None:
-        """Log one attempt and move its delivery on, in one transaction. If another
-        node has since recorded an attempt of that number (this node's lease ran out in
-        the middle of its attempt), the delivery is only moved on to "delivered", which a
-        success makes true whatever the other attempt came to."""
+        """Log one attempt and move its delivery on, in one transaction. A failure moves
+        only a pending delivery that has not recorded this attempt or a later one (another
+        node may have, when this node's lease ran out in the middle of its attempt); a
+        success moves any delivery not yet delivered, whatever the other attempts came
+        to, and a delivered one stays so."""
         c = webhook_deliveries.c
-        newer = c.attempts < attempt.attempt
+        number = attempt.attempt
         if status == "delivered":
-            newer = sa.or_(newer, sa.and_(c.attempts == attempt.attempt, c.status != status))
+            # Whatever was recorded for this attempt or a later one: it was delivered.
+            moved_on = c.status != "delivered"
+            attempts: Any = sa.case((c.attempts > number, c.attempts), else_=number)
+        else:
+            moved_on = sa.and_(c.status == "pending", c.attempts < number)
+            attempts = number
         async with self._db.write() as conn:
             await conn.execute(webhook_attempts.insert().values(**record_values(attempt)))
             await conn.execute(
                 sa.update(webhook_deliveries)
-                .where(c.id == attempt.delivery_id, newer)
+                .where(c.id == attempt.delivery_id, moved_on)
                 .values(
                     status=status,
-                    attempts=attempt.attempt,
+                    attempts=attempts,
                     next_attempt_at=next_attempt_at,
                     finished_at=finished_at,
                 )

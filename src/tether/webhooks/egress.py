@@ -63,7 +63,9 @@ class Egress:
         """Whether ``host`` is an address that is denied, in any spelling the resolver
         reads as one (``2852039166`` and ``0xA9FEA9FE`` are 169.254.169.254); a name is
         judged where it resolves, at each connection."""
-        return any(self.denies(address) for address in _numeric(host))
+        # A zone (fe80::1%eth0) is no part of the address; a trailing dot no part of it.
+        bare = host.split("%", 1)[0].rstrip(".")
+        return any(self.denies(address) for address in _numeric(bare))
 
     def transport(self) -> httpx.AsyncBaseTransport | None:
         """The transport deliveries go through: one that checks each connection's

@@ -5,6 +5,7 @@ actually connected to, after the host name is resolved."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import urllib.request
 from collections.abc import Iterable
@@ -13,6 +14,8 @@ import httpcore
 import httpx
 
 from tether.webhooks.egress import SETTING, Egress
+
+log = logging.getLogger(__name__)
 
 
 class DeniedAddress(httpcore.ConnectError):
@@ -102,14 +105,16 @@ class EgressTransport(httpx.AsyncBaseTransport):
 
     def __init__(self, egress: Egress) -> None:
         self._egress = egress
-        self._direct = GuardedTransport(egress)
         proxies = urllib.request.getproxies_environment()
         self._no_proxy = proxies.get("no", "")
         self._proxied: dict[str, httpx.AsyncHTTPTransport] = {}
         for scheme in ("http", "https"):
             proxy = proxies.get(scheme) or proxies.get("all")
             if proxy:
-                self._proxied[scheme] = httpx.AsyncHTTPTransport(proxy=proxy)
+                # A proxy set as host:port is an http:// one, as httpx reads it.
+                url = proxy if "://" in proxy else f"http://{proxy}"
+                self._proxied[scheme] = httpx.AsyncHTTPTransport(proxy=url)
+        self._direct = GuardedTransport(egress)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         host = request.url.host
@@ -123,7 +128,10 @@ class EgressTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         for transport in (self._direct, *self._proxied.values()):
-            await transport.aclose()
+            try:
+                await transport.aclose()
+            except Exception:  # the others are still to be closed
+                log.exception("closing a webhook transport failed")
 
 
 def _exempt(no_proxy: str, host: str) -> bool:
@@ -132,6 +140,9 @@ def _exempt(no_proxy: str, host: str) -> bool:
     host = host.lower().rstrip(".")
     for entry in no_proxy.split(","):
         name = entry.strip().lower().lstrip(".")
+        before, _, port = name.rpartition(":")
+        if port.isdigit() and before and ":" not in before:
+            name = before  # host:port: the host, whatever the port (direct is checked)
         if name == "*" or (name and (host == name or host.endswith("." + name))):
             return True
     return False

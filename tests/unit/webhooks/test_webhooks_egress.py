@@ -117,7 +117,17 @@ def test_by_default_link_local_and_metadata_addresses_are_denied(
 
 
 @pytest.mark.parametrize(
-    "host", ["169.254.169.254", "2852039166", "0xA9FEA9FE", "169.254.43518", "0251.0376.0251.0376"]
+    "host",
+    [
+        "169.254.169.254",
+        "169.254.169.254.",
+        "2852039166",
+        "0xA9FEA9FE",
+        "169.254.43518",
+        "0251.0376.0251.0376",
+        "fe80::1%eth0",
+        "fe80::1%25eth0",
+    ],
 )
 def test_an_address_is_denied_in_any_spelling_the_resolver_reads(host: str) -> None:
     assert _egress(DEFAULT_DENIED).denies_host(host)
@@ -155,9 +165,10 @@ async def test_an_allowed_address_is_delivered_to(receiver: LoopbackReceiver) ->
 async def test_a_proxy_carries_what_it_is_set_for_and_the_rest_is_checked(
     receiver: LoopbackReceiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The receiver plays the proxy: a request for http://... arrives there whole.
-    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{receiver.port}")
-    monkeypatch.setenv("NO_PROXY", "localhost")
+    # The receiver plays the proxy: a request for http://... arrives there whole. Set
+    # as host:port, as httpx also reads it.
+    monkeypatch.setenv("HTTP_PROXY", f"127.0.0.1:{receiver.port}")
+    monkeypatch.setenv("NO_PROXY", "other.example,localhost:8443")
     transport = _egress("169.254.0.0/16,127.0.0.0/8").transport()
     assert transport is not None
     async with httpx.AsyncClient(transport=transport) as client:

@@ -137,7 +137,7 @@ async def test_a_claim_cut_short_by_a_shutdown_is_given_back(db: Database, tmp_p
 async def test_a_success_stands_whatever_another_node_recorded_for_that_attempt(
     repo: WatchedRepository,
 ) -> None:
-    # Two nodes made attempt 1 (the first one's lease ran out in the middle of it).
+    # Nodes whose leases ran out in the middle of their attempts record them late.
     now = time.time()
     await repo.enqueue(
         [
@@ -147,13 +147,15 @@ async def test_a_success_stands_whatever_another_node_recorded_for_that_attempt(
         ]
     )
 
-    def attempt(status_code: int) -> WebhookAttemptRecord:
+    def attempt(number: int, status_code: int) -> WebhookAttemptRecord:
         error = None if status_code < 300 else f"HTTP {status_code}"
-        return WebhookAttemptRecord("msg_1", 1, now, 0.1, status_code, error)
+        return WebhookAttemptRecord("msg_1", number, now, 0.1, status_code, error)
 
-    await repo.record_attempt(attempt(500), "pending", now + 5, None)
-    await repo.record_attempt(attempt(204), "delivered", None, now)
-    await repo.record_attempt(attempt(500), "pending", now + 5, None)  # a late failure
+    await repo.record_attempt(attempt(1, 500), "pending", now + 5, None)
+    await repo.record_attempt(attempt(2, 500), "pending", now + 10, None)  # another node
+    await repo.record_attempt(attempt(1, 204), "delivered", None, now)  # late, and true
+    await repo.record_attempt(attempt(2, 500), "pending", now + 5, None)  # late again
+    await repo.record_attempt(attempt(3, 500), "failed", None, now)
     ((delivery, attempts),) = await repo.deliveries("wh-1", 10)
-    assert (delivery.status, delivery.attempts, delivery.next_attempt_at) == ("delivered", 1, None)
-    assert [a.status_code for a in attempts] == [500, 204, 500]
+    assert (delivery.status, delivery.attempts, delivery.next_attempt_at) == ("delivered", 2, None)
+    assert [a.status_code for a in attempts] == [500, 500, 204, 500, 500]
