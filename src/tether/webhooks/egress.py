@@ -80,6 +80,10 @@ class Egress:
 
 #: NAT64's well-known prefix: the last 32 bits are the IPv4 address reached.
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+#: NAT64's local-use prefix (RFC 8215), of any length from /48 to /96 within it: the
+#: IPv4 address sits where RFC 6052 puts it for that length, around the u-octet (byte 8).
+_NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
+_NAT64_PLACES = ((6, 7, 9, 10), (7, 9, 10, 11), (9, 10, 11, 12), (12, 13, 14, 15))
 #: IPv4-translated addresses (SIIT), ::ffff:0:a.b.c.d.
 _TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")
 #: IPv4-compatible addresses (deprecated), ::a.b.c.d; :: and ::1 are not.
@@ -88,7 +92,8 @@ _COMPATIBLE = ipaddress.IPv6Network("::/96")
 
 def _carried(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
     """The IPv4 addresses an IPv6 address leads to where the network translates it:
-    mapped (``::ffff:a.b.c.d``), translated, IPv4-compatible, NAT64, 6to4 and Teredo."""
+    mapped (``::ffff:a.b.c.d``), translated, IPv4-compatible, NAT64 (well-known and
+    local-use prefixes), 6to4 and Teredo."""
     if isinstance(ip, ipaddress.IPv4Address):
         return []
     carried = [a for a in (ip.ipv4_mapped, ip.sixtofour) if a is not None]
@@ -97,6 +102,9 @@ def _carried(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list[ipaddres
     low = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
     if ip in _NAT64 or ip in _TRANSLATED or (ip in _COMPATIBLE and int(ip) > 1):
         carried.append(low)
+    if ip in _NAT64_LOCAL:
+        octets = ip.packed
+        carried += [ipaddress.IPv4Address(bytes(octets[i] for i in at)) for at in _NAT64_PLACES]
     return carried
 
 

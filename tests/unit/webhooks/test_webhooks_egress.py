@@ -102,6 +102,9 @@ def test_the_deny_list_is_parsed_and_a_bad_entry_named() -> None:
         ("::a9fe:a9fe", True),  # IPv4-compatible
         ("::ffff:0:a9fe:a9fe", True),  # IPv4-translated
         ("64:ff9b::a9fe:a9fe", True),  # NAT64
+        ("64:ff9b:1:a9fe:a9:fe00::", True),  # NAT64, local-use prefix as a /48
+        ("64:ff9b:1::a9fe:a9fe", True),  # the same as a /96
+        ("64:ff9b:1:0:a9:fea9:fe00:0", True),  # and as a /64
         ("2002:a9fe:a9fe::1", True),  # 6to4
         ("2001:0:4136:e378:8000:63bf:5601:5601", True),  # Teredo, client 169.254.169.254
         ("127.0.0.1", False),  # a relay on the same machine
