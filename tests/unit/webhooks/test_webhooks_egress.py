@@ -1,7 +1,9 @@
-"""Where deliveries may not go: the deny list's parsing and matching (IPv4 written as
-IPv6, zones), and the guarded transport against a real HTTP server on loopback: a
-denied address, whether named or reached through a host name, gets no connection at all,
-and an allowed one is delivered to as before."""
+"""Where deliveries may not go: the deny list's parsing and matching (IPv4 in its other
+spellings and carried in IPv6, zones), and the guarded transport against a real HTTP
+server on loopback: a denied address, whether named or reached through a host name,
+gets no connection at all; an allowed one is delivered to as before, after an address
+that does not answer if need be; a proxy carries what its settings send it, and the
+rest is checked."""
 
 from __future__ import annotations
 
