@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import sqlalchemy as sa
 
@@ -103,7 +102,9 @@ class WebhookRepository:
         if status == "delivered":
             # Whatever was recorded for this attempt or a later one: it was delivered.
             moved_on = c.status != "delivered"
-            attempts: Any = sa.case((c.attempts > number, c.attempts), else_=number)
+            attempts: sa.ColumnElement[int] | int = sa.case(
+                (c.attempts > number, c.attempts), else_=number
+            )
         else:
             moved_on = sa.and_(c.status == "pending", c.attempts < number)
             attempts = number

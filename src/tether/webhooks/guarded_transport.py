@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 import urllib.request
 from collections.abc import Iterable
 
@@ -20,6 +21,9 @@ log = logging.getLogger(__name__)
 
 class DeniedAddress(httpcore.ConnectError):
     """Every address of the receiver's host is in a denied network."""
+
+    def __init__(self, message: str = f"the receiver's address is in {SETTING}") -> None:
+        super().__init__(message)
 
 
 class GuardedBackend(httpcore.AsyncNetworkBackend):
@@ -49,7 +53,7 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
         allowed = [a for a in addresses if not self._egress.denies(a)]
         if not allowed:
-            raise DeniedAddress(f"the receiver's address is in {SETTING}")
+            raise DeniedAddress()
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         failed: Exception | None = None
@@ -84,10 +88,10 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
     passes that, not the address, to the handshake). The egress tests fail if a later
     httpx stops using it."""
 
-    def __init__(self, egress: Egress) -> None:
-        super().__init__(trust_env=False)
+    def __init__(self, egress: Egress, ssl_context: ssl.SSLContext) -> None:
+        super().__init__(verify=ssl_context, trust_env=False)
         self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=httpx.create_ssl_context(),
+            ssl_context=ssl_context,
             max_connections=100,  # httpx's default limits
             max_keepalive_connections=20,
             keepalive_expiry=5.0,
@@ -105,6 +109,8 @@ class EgressTransport(httpx.AsyncBaseTransport):
 
     def __init__(self, egress: Egress) -> None:
         self._egress = egress
+        # One context for every pool: loading the CA bundle costs ~30 ms of start-up.
+        ssl_context = httpx.create_ssl_context()
         proxies = urllib.request.getproxies_environment()
         self._no_proxy = proxies.get("no", "")
         self._proxied: dict[str, httpx.AsyncHTTPTransport] = {}
@@ -113,8 +119,8 @@ class EgressTransport(httpx.AsyncBaseTransport):
             if proxy:
                 # A proxy set as host:port is an http:// one, as httpx reads it.
                 url = proxy if "://" in proxy else f"http://{proxy}"
-                self._proxied[scheme] = httpx.AsyncHTTPTransport(proxy=url)
-        self._direct = GuardedTransport(egress)
+                self._proxied[scheme] = httpx.AsyncHTTPTransport(verify=ssl_context, proxy=url)
+        self._direct = GuardedTransport(egress, ssl_context)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         host = request.url.host
@@ -122,7 +128,7 @@ class EgressTransport(httpx.AsyncBaseTransport):
         if proxy is None or _exempt(self._no_proxy, host):
             return await self._direct.handle_async_request(request)
         if self._egress.denies_host(host):
-            denied = DeniedAddress(f"the receiver's address is in {SETTING}")
+            denied = DeniedAddress()
             raise httpx.ConnectError(str(denied), request=request) from denied
         return await proxy.handle_async_request(request)
 

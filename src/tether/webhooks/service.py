@@ -325,11 +325,9 @@ class WebhookService:
                 resp = await self._client.post(hook.url, content=delivery.body, headers=headers)
         except (httpx.TimeoutException, TimeoutError):
             return None, "timeout"
-        except httpx.ConnectError as exc:
+        except (httpx.HTTPError, ValueError) as exc:
             if isinstance(exc.__cause__, DeniedAddress):
                 return None, f"address denied by {SETTING}"
-            return None, type(exc).__name__
-        except (httpx.HTTPError, ValueError) as exc:
             # The type only: an httpx message may quote the URL.
             return None, type(exc).__name__
         if 200 <= resp.status_code < 300:
