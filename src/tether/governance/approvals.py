@@ -241,9 +241,10 @@ class ApprovalService:
         rule = None
         if self._memory is not None:
             action: Action = "approve" if approve else "deny"
-            rule = await self._memory.remember(entry.record, action, scope, remember)
-        if entry.decided:  # decided while the rule was being stored
-            raise ApprovalDecided()
+            rule = self._memory.draft(entry.record, action, scope, remember)
+        # Taken with no await since the check above: a concurrent answer, the timeout or
+        # a cancel now finds the request decided, so only the decision that won stores
+        # its rule.
         entry.decided = True
         status = "approved" if approve else "denied"
         try:
@@ -251,6 +252,8 @@ class ApprovalService:
         finally:
             # Even if recording fails, the waiting call must not hang on it.
             entry.answer.set_result(Admission(approve, reason or "", "user"))
+        if rule is not None and self._memory is not None:
+            await self._memory.keep(rule)
         return entry.record, rule
 
     async def _resolve_elsewhere(

@@ -60,10 +60,11 @@ class DecisionMemory:
         """Every rule in force, oldest first."""
         return sorted(self._rules.values(), key=lambda r: r.created_at)
 
-    async def remember(
+    def draft(
         self, record: ApprovalRecord, action: Action, scope: Scope, remember: Remember
     ) -> RememberedRule | None:
-        """Keep a decision on ``record`` for later calls; None for ``once``.
+        """The rule that would keep a decision on ``record`` for later calls (None for
+        ``once``), not yet kept: the decision is taken first, then :meth:`keep` stores it.
 
         Raises CannotRemember when the call has no similar pattern or a CRITICAL finding.
         """
@@ -74,7 +75,7 @@ class DecisionMemory:
         ):
             raise CannotRemember("a call with a CRITICAL finding cannot be approved in advance")
         match, pattern = self._match_of(record, scope)
-        rule = RememberedRule(
+        return RememberedRule(
             id=f"rr-{uuid.uuid4().hex[:16]}",
             action=action,
             scope=scope,
@@ -86,9 +87,11 @@ class DecisionMemory:
             request_id=record.request_id,
             created_at=time.time(),
         )
+
+    async def keep(self, rule: RememberedRule) -> None:
+        """Store a drafted rule; later calls it matches are decided by it."""
         await self._repo.add(rule)
         self._rules[rule.id] = rule
-        return rule
 
     @staticmethod
     def _match_of(record: ApprovalRecord, scope: Scope) -> tuple[Any, str]:

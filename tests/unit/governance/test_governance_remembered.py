@@ -15,7 +15,7 @@ import pytest
 
 from tether.agent.ports import Attendance
 from tether.governance.analyzer import Analyzer
-from tether.governance.approvals import ApprovalService
+from tether.governance.approvals import ApprovalDecided, ApprovalService
 from tether.governance.context import AnalysisContext
 from tether.governance.findings import Finding, Severity
 from tether.governance.gate import GovernanceGate
@@ -185,6 +185,35 @@ async def test_similar_is_refused_for_a_call_without_a_pattern(parts: Parts) -> 
     await parts.approvals.resolve(pending.request_id, "s1", True, None, "exact")
     assert (await admission).allowed
     assert [r.scope for r in parts.memory.rules()] == ["exact"]
+
+
+async def test_only_the_answer_that_decides_keeps_its_rule(parts: Parts) -> None:
+    """Answers sent at the same moment: the first decides and keeps its rule; the others
+    get ApprovalDecided and keep none (an approve-always that lost to a deny must not
+    let the denied command run unasked later)."""
+    review = await parts.review("git push origin main")
+    assert review.ask is not None
+    admission = asyncio.create_task(review.ask())
+    while not parts.approvals.list_pending():
+        await asyncio.sleep(0)
+    (pending,) = parts.approvals.list_pending()
+
+    answers = await asyncio.gather(
+        parts.approvals.resolve(pending.request_id, "s1", False, None, "exact", "always"),
+        parts.approvals.resolve(pending.request_id, "s1", True, None, "exact", "always"),
+        parts.approvals.resolve(pending.request_id, "s1", False, None, "similar", "always"),
+        return_exceptions=True,
+    )
+
+    assert not isinstance(answers[0], BaseException)
+    assert [type(a) for a in answers[1:]] == [ApprovalDecided, ApprovalDecided]
+    assert not (await admission).allowed
+    (rule,) = parts.memory.rules()
+    assert (rule.action, rule.scope) == ("deny", "exact")
+    reloaded = DecisionMemory(RememberedRepository(parts.db), parts.ctx)
+    await reloaded.load()
+    assert [r.id for r in reloaded.rules()] == [rule.id]
+    assert (await parts.review("git push origin main", session="s2")).mode == "deny"
 
 
 async def test_unattended_deny_refuses_with_the_command_and_the_rule(parts: Parts) -> None:
