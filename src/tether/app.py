@@ -72,13 +72,14 @@ def create_app(
             async with mcp_endpoint.serving():
                 yield
         finally:
-            # No new cron runs; the runs in progress stop their turns.
-            await services.cron.scheduler.shutdown()
+            # With the keeper and TETHER_ON_SHUTDOWN=detach, calls and their tasks (and
+            # the cron runs waiting on them) are left running and unfinished, for the
+            # next start to adopt and resume.
+            detach = settings.keeper and settings.on_shutdown == "detach"
+            # No new cron runs; the runs in progress stop their turns unless detached.
+            await services.cron.scheduler.shutdown(detach)
             # Turns first (their calls are recorded as stopped by the shutdown), then
             # whatever still runs in the background.
-            # With the keeper and TETHER_ON_SHUTDOWN=detach, calls and their tasks are
-            # left running and unfinished, for the next start to adopt and resume.
-            detach = settings.keeper and settings.on_shutdown == "detach"
             services.coordinator.begin_shutdown(detach)
             await services.tasks.shutdown(detach)
             await services.coordinator.shutdown()

@@ -59,7 +59,7 @@ async def end_lost_node(store: Store, gate: GovernanceGate, node: NodeRecord) ->
     dead = recovery.DeadOwners(elsewhere=frozenset(owners))
     await recovery.interrupt_calls(store, dead, NODE_LOST, end_state="error")
     tasks = await store.tasks.fail_unfinished(NODE_LOST, owners)
-    runs = await store.cron.fail_running(NODE_LOST, time.time(), owners)
+    runs = len(await store.cron.fail_running(NODE_LOST, time.time(), owners))
     # Its calls are ended now, so its requests are among those nobody waits for.
     denied = await gate.deny_leftovers(approvals.NODE_LOST, owners)
     log.warning(

@@ -293,7 +293,8 @@ async def recover_from_last_run(services: Services) -> None:
     4. tasks whose calls were adopted are resumed, the others left running are failed,
        and results waiting for an idle session wake it (this can start turns, so it
        comes once everything above is settled);
-    5. cron runs left running are recorded as errors.
+    5. cron runs whose turn was resumed go on (within what is left of their timeout),
+       the others left running are recorded as errors.
 
     Only what servers that are gone left behind: another live server may share the
     database, and its calls, tasks and runs are not this one's to end
@@ -314,7 +315,7 @@ async def recover_from_last_run(services: Services) -> None:
     if denied:
         log.info("denied %d approval request(s) left pending by the last run", denied)
     await services.tasks.recover(dead.all, adoption)
-    await services.cron.scheduler.recover(dead.all)
+    await services.cron.scheduler.recover(dead.all, services.tasks.running_ids())
     await recovery.forget(store.owner, dead)
 
 

@@ -71,7 +71,46 @@ def test_restart_keeps_jobs_and_handles_missed_ticks(server: Any) -> None:
     assert len(history(server, "beyond-grace")) == 1
 
 
-def test_a_run_cut_by_a_crash_is_closed_after_restart(server: Any) -> None:
+@pytest.mark.parametrize("down", ["kill", "stop"])
+def test_a_run_whose_call_outlives_its_server_goes_on_to_its_end(server: Any, down: str) -> None:
+    """With the keeper (the default) the run's shell call survives a kill -9 or a
+    graceful stop, its turn resumes, and the run is recorded as it really ends, not as
+    cut by the restart."""
+    gate = server.home / "workspace" / "gate"
+    model = FakeModel()
+    try:
+        register_mock_provider(server, model.url)
+        command = f"while [ ! -e {gate} ]; do sleep 0.1; done; echo built"
+        model.script(shell_call(command, timeout=120), {"text": "the build is done"})
+        create_job(server, agent_job("durable", "build", approval_level="off", timeout_seconds=120))
+        assert server.api_request("POST", "/api/cron/jobs/durable/run").status_code == 200
+        wait_for(
+            lambda: server.api_request("GET", "/api/tool-calls/cron:durable").json()["items"],
+            10,
+            "the shell call",
+        )
+        if down == "kill":
+            server.kill()
+        else:
+            server.stop()
+        server.start()
+
+        (run,) = history(server, "durable")
+        assert (run["status"], run["error"]) == ("running", None)
+        gate.touch()
+        (run,) = wait_runs_finished(server, "durable", timeout=30)
+    finally:
+        model.close()
+
+    assert (run["status"], run["error"]) == ("success", None)
+    task = server.api_request("GET", f"/api/console/chat/task/{run['task_id']}").json()
+    assert (task["status"], task["result"]["status"]) == ("finished", "completed")
+    assert "the build is done" in str(task["result"])
+
+
+def test_a_run_cut_by_a_crash_is_closed_after_restart(tmp_path: Path) -> None:
+    """Without the keeper the call dies with its server: the run is recorded as cut."""
+    server = start_server(tmp_path / "home", TETHER_KEEPER="0")
     model = FakeModel()
     try:
         register_mock_provider(server, model.url)
@@ -85,9 +124,10 @@ def test_a_run_cut_by_a_crash_is_closed_after_restart(server: Any) -> None:
         )
         server.kill()
         server.start()
+        (run,) = history(server, "crashy")
     finally:
         model.close()
+        server.close()
 
-    (run,) = history(server, "crashy")
     assert (run["status"], run["error"]) == ("error", "server restarted during the run")
     assert run["finished_at"] is not None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 #: Where a job's answer can go in Tether; QwenPaw has more channels (DingTalk, ...).
 KNOWN_CHANNELS: Final = ("console",)
@@ -17,6 +17,11 @@ DEFAULT_CHANNEL: Final = "console"
 CRON_USER: Final = "cron"
 DEFAULT_TIMEOUT_SECONDS: Final = 120
 DEFAULT_MISFIRE_GRACE_SECONDS: Final = 600
+#: The most a run's timeout or a tick's misfire grace may be: ten years, far past any
+#: use, and far below what date arithmetic overflows at (QwenPaw sets no bound).
+MAX_SECONDS: Final = 10 * 365 * 86400
+#: How deeply ``request.input`` may nest lists and objects (a chat turn's input nests 3).
+MAX_INPUT_DEPTH: Final = 32
 
 SessionId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=256)]
 UserId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=256)]
@@ -56,9 +61,30 @@ class JobRequest(BaseModel):
     session_id: str | None = None
     user_id: str | None = None
 
+    @field_validator("input")
+    @classmethod
+    def _not_too_deep(cls, value: Any) -> Any:
+        if _depth(value) > MAX_INPUT_DEPTH:
+            raise ValueError(f"nests lists and objects more than {MAX_INPUT_DEPTH} deep")
+        return value
+
     def prompt(self) -> str:
         """The text the agent is given: every text part of ``input``, in order."""
         return "\n".join(t for t in _texts(self.input) if t.strip())
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value`` nests lists and objects (walked without recursion)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest > MAX_INPUT_DEPTH:
+            break
+        children = item.values() if isinstance(item, dict) else item
+        if isinstance(item, dict | list):
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def _texts(value: Any) -> list[str]:
@@ -78,7 +104,11 @@ class JobRuntime(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     max_concurrency: Annotated[int, Field(strict=True, ge=1)] = 1
-    timeout_seconds: Annotated[int, Field(strict=True, ge=1)] = DEFAULT_TIMEOUT_SECONDS
-    misfire_grace_seconds: Annotated[int, Field(strict=True, ge=0)] = DEFAULT_MISFIRE_GRACE_SECONDS
+    timeout_seconds: Annotated[int, Field(strict=True, ge=1, le=MAX_SECONDS)] = (
+        DEFAULT_TIMEOUT_SECONDS
+    )
+    misfire_grace_seconds: Annotated[int, Field(strict=True, ge=0, le=MAX_SECONDS)] = (
+        DEFAULT_MISFIRE_GRACE_SECONDS
+    )
     share_session: Annotated[bool, Field(strict=True)] = False
     tool_safety: Annotated[bool, Field(strict=True)] = False

@@ -34,9 +34,12 @@ class JobBusy(Conflict):
     """The job has a run in progress."""
 
 
-def _validated(data: Mapping[str, object], now: datetime) -> JobSpec:
-    """The request body as a spec; every problem located as request validation does."""
+def _validated(data: Mapping[str, object], now: datetime | None) -> JobSpec:
+    """The request body as a spec; every problem located as request validation does.
+    ``now``: a ``once`` time before it is refused (None: a stored time, not checked)."""
     try:
+        if now is None:
+            return JobSpec.model_validate(dict(data))
         return validate_job_spec(data, now=now)
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_context=False, include_input=False)
@@ -83,11 +86,13 @@ class CronJobs:
         """Replace a job's definition. Raises Invalid, JobNotFound."""
         record = await self._record(job_id)
         now = self.scheduler.clock()
-        spec = _validated(data, now)
+        old = load_spec(record)
+        spec = _validated(data, None)
+        if spec.schedule != old.schedule:
+            spec = _validated(data, now)  # a new once time must not be in the past
         if spec.id is not None and spec.id != job_id:
             raise Invalid(f"id {spec.id!r} does not match the job {job_id!r}", field="id")
         spec = spec.with_id(job_id)
-        old = load_spec(record)
         # A new schedule, or a job coming back from a pause, starts counting from now:
         # ticks it had before are not owed to it.
         fresh = old.schedule != spec.schedule or (spec.enabled and not record.enabled)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import zoneinfo
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal
 
 from croniter import croniter
@@ -66,6 +66,11 @@ APPROVAL_LEVELS: Final = ("off", "auto", "smart", "strict")
 DEFAULT_APPROVAL_LEVEL: Final = "auto"
 
 _CRON_FIELD_NAMES: Final = ("minute", "hour", "day-of-month", "month", "day-of-week")
+#: Longer than any useful expression (every minute, hour and day listed is under 400);
+#: each read of a job checks its expression again, so a huge one would stall the server.
+MAX_CRON_LENGTH: Final = 1000
+#: A ``once`` time must come before this, so date arithmetic on it cannot overflow.
+LATEST_RUN_AT: Final = datetime(9000, 1, 1, tzinfo=UTC)
 #: Zone keys that exist on disk but do not name a fixed IANA zone.
 _REJECTED_ZONE_KEYS: Final = frozenset({"localtime", "posixrules"})
 #: A fixed reference point for the "does this expression ever fire" check.
@@ -97,6 +102,10 @@ def normalize_cron_expression(value: str) -> str:
     croniter cannot parse, and expressions that never fire (``0 0 30 2 *``).
     Raises :class:`PydanticCustomError` so it can be used inside validators.
     """
+    if len(value) > MAX_CRON_LENGTH:
+        raise _cron_error(
+            value[:40] + "...", f"expression is longer than {MAX_CRON_LENGTH} characters"
+        )
     fields = value.split()
     if not fields:
         raise _cron_error(value, "expression is empty")
@@ -176,6 +185,12 @@ class OnceSchedule(_Strict):
     @field_validator("run_at")
     @classmethod
     def _not_in_past(cls, value: datetime, info: ValidationInfo) -> datetime:
+        if value >= LATEST_RUN_AT:
+            raise PydanticCustomError(
+                "run_at_too_late",
+                "run_at {run_at} is too far ahead (it must be before {latest})",
+                {"run_at": value.isoformat(), "latest": LATEST_RUN_AT.isoformat()},
+            )
         now = _now_from_context(info)
         if now is not None and value < now:
             raise PydanticCustomError(

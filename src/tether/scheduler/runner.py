@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
@@ -67,6 +68,14 @@ def outcome_of(result: dict[str, Any] | None) -> tuple[str, str | None]:
     return "error", str(result.get("error") or f"the task ended with status {status!r}")
 
 
+@dataclass(frozen=True)
+class ResumedRun:
+    """A run whose turn a restart took up again: its task, and when the run began."""
+
+    task_id: str
+    started_at: float
+
+
 class RunExecutor:
     """Carries a recorded run through to its end state."""
 
@@ -85,13 +94,26 @@ class RunExecutor:
         self._calls = calls
         self._tasks = tasks
         self._clock = clock
+        #: Set by a shutdown that leaves turns running (see CronScheduler.shutdown).
+        self.detaching = False
 
-    async def execute(self, spec: JobSpec, run_id: str) -> None:
-        """Perform the run and record how it ended (also when it is cancelled)."""
+    async def execute(self, spec: JobSpec, run_id: str, resumed: ResumedRun | None = None) -> None:
+        """Perform the run and record how it ended (also when it is cancelled).
+
+        ``resumed``: a run whose turn a restart took up again; it is followed to its end
+        within what is left of its timeout, counted from the run's start."""
         task_ids: list[str] = []
         try:
-            status, error = await self._perform(spec, run_id, task_ids)
+            if resumed is None:
+                status, error = await self._perform(spec, run_id, task_ids)
+            else:
+                task_ids.append(resumed.task_id)
+                left = resumed.started_at + spec.runtime.timeout_seconds
+                left -= self._clock().timestamp()
+                status, error = await self._conclude(spec, resumed.task_id, left)
         except asyncio.CancelledError:
+            if self.detaching and task_ids:
+                raise  # left in progress with its turn, for the next start to follow
             # Shutdown or job deletion: the turn must not outlive its run.
             for task_id in task_ids:
                 await self._tasks.stop(task_id)
@@ -102,8 +124,12 @@ class RunExecutor:
             status, error = "error", str(exc) or type(exc).__name__
         await self._finish(run_id, status, error)
         if status != "success":
-            event = {"job_id": spec.id, "run_id": run_id, "status": status, "error": error}
-            self._notify("cron.run_failed", event)
+            self.tell_failed(spec.id or "", run_id, status, error)
+
+    def tell_failed(self, job_id: str, run_id: str, status: str, error: str | None) -> None:
+        """Notify (webhooks) that a run ended other than ``success``."""
+        event = {"job_id": job_id, "run_id": run_id, "status": status, "error": error}
+        self._notify("cron.run_failed", event)
 
     async def _perform(
         self, spec: JobSpec, run_id: str, task_ids: list[str]
@@ -131,14 +157,19 @@ class RunExecutor:
         )
         task_ids.append(task_id)
         await self._runs.set_run_task(run_id, task_id)
-        timeout = spec.runtime.timeout_seconds
+        return await self._conclude(spec, task_id, spec.runtime.timeout_seconds)
+
+    async def _conclude(self, spec: JobSpec, task_id: str, left: float) -> tuple[str, str | None]:
+        """Wait (at most ``left`` seconds) for the run's turn to end; its outcome."""
         try:
-            result = await within(self._tasks.wait(task_id), timeout)
+            result = await within(self._tasks.wait(task_id), max(0.0, left))
         except TimeoutError:
             # Stopping the task cancels its turn and kills its tool processes.
             await self._tasks.stop(task_id)
+            timeout = spec.runtime.timeout_seconds
             return "timeout", f"the run exceeded its timeout of {timeout} s"
         status, error = outcome_of(result)
+        session_id = spec.target.session_id
         denied = await self._denied_calls(session_id, task_id)
         if denied:
             # A run at a level that asks a human has nobody to answer: its requests

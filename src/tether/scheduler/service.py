@@ -17,7 +17,7 @@ from datetime import datetime
 
 from tether.scheduler.clock import Clock, from_epoch, to_epoch
 from tether.scheduler.models import JobSpec, OnceSchedule
-from tether.scheduler.runner import RunExecutor
+from tether.scheduler.runner import ResumedRun, RunExecutor
 from tether.scheduler.timing import CatchUp, next_fire, plan_catch_up
 from tether.store.cron import CronRepository, NewRun, TickClaim
 from tether.store.records import CronJobRecord
@@ -51,7 +51,8 @@ def upcoming(spec: JobSpec, since: datetime, last_fire: datetime | None) -> date
     schedule = spec.schedule
     if isinstance(schedule, OnceSchedule):
         done = last_fire is not None and last_fire >= schedule.run_at
-        return None if done else schedule.run_at
+        # A time that passed before the schedule held (a pause) is not owed.
+        return None if done or schedule.run_at < since else schedule.run_at
     return next_fire(schedule, since if last_fire is None else max(since, last_fire))
 
 
@@ -140,9 +141,11 @@ class CronScheduler:
 
     # ------------------------------------------------------------------ runs
 
-    def launch(self, spec: JobSpec, run_id: str) -> None:
-        """Carry a recorded ``running`` run through in the background."""
-        task = asyncio.create_task(self._executor.execute(spec, run_id), name=f"cron-{run_id}")
+    def launch(self, spec: JobSpec, run_id: str, resumed: ResumedRun | None = None) -> None:
+        """Carry a recorded ``running`` run through in the background (``resumed``: one
+        whose turn a restart took up again)."""
+        work = self._executor.execute(spec, run_id, resumed)
+        task = asyncio.create_task(work, name=f"cron-{run_id}")
         self._inflight[run_id] = (spec.id or "", task)
         task.add_done_callback(lambda _t: self._inflight.pop(run_id, None))
 
@@ -162,11 +165,27 @@ class CronScheduler:
 
     # ------------------------------------------------------------------ the loop
 
-    async def recover(self, dead_owners: Collection[str | None]) -> None:
-        """After a restart no run of a server that is gone claims to be in progress."""
-        count = await self._repo.fail_running(RESTARTED, self.clock().timestamp(), dead_owners)
-        if count:
-            log.info("marked %d unfinished cron run(s) as error (%s)", count, RESTARTED)
+    async def recover(
+        self, dead_owners: Collection[str | None], resumed_tasks: Collection[str] = ()
+    ) -> None:
+        """After a restart no run of a server that is gone claims to be in progress: a
+        run whose turn was taken up again here (``resumed_tasks``, with the keeper) is
+        followed to its end within what is left of its timeout; the others are recorded
+        as errors."""
+        taken = await self._repo.take_over_runs(resumed_tasks, dead_owners, self.owner)
+        for run in taken:
+            assert run.task_id is not None  # taken over by its task
+            record = await self._repo.get(run.job_id)
+            if record is None:  # deleted meanwhile
+                await self._repo.finish_run(run.id, "error", RESTARTED, self.clock().timestamp())
+                continue
+            self.launch(load_spec(record), run.id, ResumedRun(run.task_id, run.started_at))
+            log.info("cron run %s of job %s goes on after the restart", run.id, run.job_id)
+        failed = await self._repo.fail_running(RESTARTED, self.clock().timestamp(), dead_owners)
+        for job_id, run_id in failed:
+            self._executor.tell_failed(job_id, run_id, "error", RESTARTED)
+        if failed:
+            log.info("marked %d unfinished cron run(s) as error (%s)", len(failed), RESTARTED)
 
     def start(self) -> None:
         """Run the loop in the background until :meth:`shutdown`."""
@@ -198,8 +217,11 @@ class CronScheduler:
         wait = earliest - self.clock().timestamp()
         return min(MAX_SLEEP_SECONDS, max(MIN_SLEEP_SECONDS, wait))
 
-    async def shutdown(self) -> None:
-        """Stop the loop and every run in progress here."""
+    async def shutdown(self, detach: bool = False) -> None:
+        """Stop the loop and every run in progress here; with ``detach`` (the keeper
+        keeps the calls) a run whose turn is under way is left in progress, its turn
+        with it, for the next start to take up."""
+        self._executor.detaching = detach
         if self._loop_task is not None:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,8 +29,8 @@ async def open_cron(database_url: str, clock: FakeClock) -> AsyncIterator[Any]:
     """Open more nodes over the same database file (another process, or a restart)."""
     opened: list[CronNode] = []
 
-    async def open_more(tasks: FakeTasks | None = None) -> CronNode:
-        opened.append(await open_node(database_url, clock, tasks))
+    async def open_more(tasks: FakeTasks | None = None, resumed: Collection[str] = ()) -> CronNode:
+        opened.append(await open_node(database_url, clock, tasks, resumed))
         return opened[-1]
 
     try:

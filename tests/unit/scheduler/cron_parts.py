@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -72,6 +72,11 @@ class FakeTasks:
             self.finish(task_id, {"status": "completed", "text": "ok"})
         return task_id
 
+    def resume(self, task_id: str) -> str:
+        """Know ``task_id`` as a turn taken up again after a restart (not yet ended)."""
+        self._ends[task_id] = asyncio.get_running_loop().create_future()
+        return task_id
+
     def finish(self, task_id: str, result: dict[str, Any]) -> None:
         if not self._ends[task_id].done():
             self._ends[task_id].set_result(result)
@@ -94,17 +99,32 @@ class CronNode:
     scheduler: CronScheduler
     jobs: CronJobs
     tasks: FakeTasks
+    #: The webhook events its runs notified, in order.
+    notified: list[tuple[str, dict[str, Any]]]
 
 
-async def open_node(url: str, clock: FakeClock, tasks: FakeTasks | None = None) -> CronNode:
+async def open_node(
+    url: str, clock: FakeClock, tasks: FakeTasks | None = None, resumed: Collection[str] = ()
+) -> CronNode:
+    """A node over the database at ``url``, recovered as a server is at its start:
+    every run left in progress is another's that is gone, and the turns ``resumed``
+    were taken up again here."""
     db = Database(url)
     await db.migrate()
     store = Store(db)
     tasks = tasks or FakeTasks()
-    executor = RunExecutor(store.cron, store.chats, store.tool_calls, tasks, clock)
+    notified: list[tuple[str, dict[str, Any]]] = []
+    executor = RunExecutor(
+        store.cron,
+        store.chats,
+        store.tool_calls,
+        tasks,
+        clock,
+        notify=lambda event, data: notified.append((event, data)),
+    )
     scheduler = CronScheduler(store.cron, executor, clock)
-    await scheduler.recover(await store.cron.running_owners())
-    return CronNode(db, store, scheduler, CronJobs(store.cron, scheduler), tasks)
+    await scheduler.recover(await store.cron.running_owners(), resumed)
+    return CronNode(db, store, scheduler, CronJobs(store.cron, scheduler), tasks, notified)
 
 
 async def close_node(node: CronNode) -> None:

@@ -234,6 +234,13 @@ def test_all_schedule_errors_are_reported_together() -> None:
     ]
 
 
+def nested(depth: int, inner: Any) -> Any:
+    """``inner`` wrapped in ``depth`` lists."""
+    for _ in range(depth):
+        inner = [inner]
+    return inner
+
+
 def drop(key: str) -> dict[str, Any]:
     job = cron_job()
     del job[key]
@@ -295,6 +302,31 @@ BAD_FIELDS: list[tuple[str, dict[str, Any], tuple[int | str, ...]]] = [
         with_runtime(misfire_grace_seconds=-1),
         ("runtime", "misfire_grace_seconds"),
     ),
+    (
+        "timeout past ten years",
+        with_runtime(timeout_seconds=10**400),
+        ("runtime", "timeout_seconds"),
+    ),
+    (
+        "grace past ten years",
+        with_runtime(misfire_grace_seconds=10**15),
+        ("runtime", "misfire_grace_seconds"),
+    ),
+    (
+        "run_at near the end of the calendar",
+        once_job("9999-12-31T23:59:59-14:00"),
+        ("schedule", "once", "run_at"),
+    ),
+    (
+        "cron of 800 KB",
+        with_schedule(cron=",".join(["1"] * 400_000) + " * * * *"),
+        ("schedule", "cron", "cron"),
+    ),
+    (
+        "input nested 300 deep",
+        cron_job(request={"input": nested(300, ask("hi"))}),
+        ("request", "input"),
+    ),
     ("zero concurrency", with_runtime(max_concurrency=0), ("runtime", "max_concurrency")),
     ("unknown runtime field", with_runtime(retries=3), ("runtime", "retries")),
     ("string enabled", cron_job(enabled="yes"), ("enabled",)),
@@ -317,6 +349,17 @@ def test_bad_field_is_located(data: dict[str, Any], loc: tuple[int | str, ...]) 
     with pytest.raises(ValidationError) as info:
         validate_job_spec(data, now=NOW)
     assert error_locs(info.value) == [loc]
+
+
+def test_the_largest_limits_and_a_deep_input_within_bounds_are_accepted() -> None:
+    ten_years = 10 * 365 * 86400
+    data = cron_job(
+        request={"input": nested(28, ask("still found"))},
+        runtime={"timeout_seconds": ten_years, "misfire_grace_seconds": ten_years},
+    )
+    spec = validate_job_spec(data, now=NOW)
+    assert spec.request is not None and spec.request.prompt() == "still found"
+    assert spec.runtime.timeout_seconds == spec.runtime.misfire_grace_seconds == ten_years
 
 
 def test_zero_grace_is_allowed() -> None:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from cron_parts import CronNode, FakeClock, FakeTasks
 
+from tether.errors import Invalid
 from tether.scheduler.runner import RunExecutor
 from tether.scheduler.service import CronScheduler
 from tether.store import cron as cron_store
@@ -186,6 +187,40 @@ async def test_paused_job_does_not_fire_and_resume_owes_nothing(
     assert await history(node, "p") == [("success", "scheduled", at(10, 15))]
 
 
+def once_job(job_id: str, run_at: datetime) -> dict[str, Any]:
+    job = text_job(job_id, "* * * * *")
+    return {**job, "schedule": {"type": "once", "run_at": run_at.isoformat()}}
+
+
+async def test_a_once_time_passed_while_paused_is_not_owed(
+    node: CronNode, clock: FakeClock
+) -> None:
+    await node.jobs.create(once_job("o", at(10, 5)))
+    await node.jobs.set_enabled("o", False)
+    assert await node.scheduler.tick(clock.set(at(10, 6))) == []
+
+    await node.jobs.set_enabled("o", True)
+    assert await node.scheduler.tick(clock.set(at(10, 7))) == []
+    assert await history(node, "o") == []
+    assert (await node.jobs.state("o")).next_run_at is None
+
+
+async def test_a_fired_once_job_can_be_put_back_with_a_new_name(
+    node: CronNode, clock: FakeClock
+) -> None:
+    await node.jobs.create(once_job("o", at(10, 5)))
+    assert len(await node.scheduler.tick(clock.set(at(10, 5)))) == 1
+    await node.scheduler.idle()
+    spec = (await node.jobs.get("o")).model_dump(mode="json")
+
+    renamed = await node.jobs.replace("o", {**spec, "name": "renamed"})
+    assert renamed.name == "renamed"
+    assert await node.scheduler.tick(clock.set(at(10, 9))) == []
+    assert await history(node, "o") == [("success", "scheduled", at(10, 5))]
+    with pytest.raises(Invalid, match="invalid cron job"):  # a new time must be ahead
+        await node.jobs.replace("o", {**spec, "schedule": once_job("o", at(10, 8))["schedule"]})
+
+
 async def test_run_left_running_by_a_crash_is_closed_on_restart(
     clock: FakeClock, open_cron: Any
 ) -> None:
@@ -198,6 +233,45 @@ async def test_run_left_running_by_a_crash_is_closed_on_restart(
     restarted: CronNode = await open_cron()
     (run,) = await restarted.jobs.history("crash")
     assert (run.status, run.error) == ("error", "server restarted during the run")
+    event = {"job_id": "crash", "run_id": run.id, "status": "error", "error": run.error}
+    assert restarted.notified == [("cron.run_failed", event)]
+
+
+async def test_a_run_whose_turn_is_resumed_goes_on_to_its_real_end(
+    clock: FakeClock, open_cron: Any
+) -> None:
+    first: CronNode = await open_cron(FakeTasks(instant=False))
+    await first.jobs.create(agent_job("durable", "0 * * * *", timeout_seconds=600))
+    await first.jobs.run_now("durable")
+    task_id = await first.tasks.wait_submitted()
+
+    again = FakeTasks(instant=False)
+    restarted: CronNode = await open_cron(again, [again.resume(task_id)])
+    (run,) = await restarted.store.cron.history("durable")
+    assert (run.status, run.task_id) == ("running", task_id)
+
+    again.finish(task_id, {"status": "completed", "text": "built"})
+    await restarted.scheduler.idle()
+    (run,) = await restarted.store.cron.history("durable")
+    assert (run.status, run.error) == ("success", None)
+    assert again.stopped == []
+
+
+async def test_a_resumed_run_keeps_the_timeout_counted_from_its_start(
+    clock: FakeClock, open_cron: Any
+) -> None:
+    first: CronNode = await open_cron(FakeTasks(instant=False))
+    await first.jobs.create(agent_job("slow", "0 * * * *", timeout_seconds=60))
+    await first.jobs.run_now("slow")
+    task_id = await first.tasks.wait_submitted()
+    clock.advance(61)  # the server was down past the run's timeout
+
+    again = FakeTasks(instant=False)
+    restarted: CronNode = await open_cron(again, [again.resume(task_id)])
+    await restarted.scheduler.idle()
+    (run,) = await restarted.store.cron.history("slow")
+    assert (run.status, run.error) == ("timeout", "the run exceeded its timeout of 60 s")
+    assert again.stopped == [task_id]
 
 
 async def test_a_job_that_cannot_be_handled_does_not_stop_the_others(
