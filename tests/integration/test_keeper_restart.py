@@ -79,6 +79,22 @@ def test_a_call_ended_for_its_node_meanwhile_is_killed_not_adopted(stack: Stack)
     assert "is stopped, not adopted" in stack.server.logs_tail(50_000)
 
 
+def test_a_running_call_with_a_corrupt_spec_is_lost_and_its_tree_stopped(stack: Stack) -> None:
+    gate = f"gate-{time.monotonic_ns()}"
+    session, task_id, call_id = start_ticker(stack, gate)
+    wait_for(lambda: marked(call_id), what="the call's processes")
+    stack.server.kill()
+    spec = layout.call_dir(stack.server.home, call_id) / layout.SPEC_NAME
+    spec.write_text('{"call_id": "' + call_id + '", "kill_at": "soon"')  # cut short
+    stack.server.start()
+    wait_for(lambda: not marked(call_id), 10, "the runner's call stopped")
+    info = stack.wait_completed(session, call_id)
+    assert info["end_state"] == "error"
+    assert str(spec) in info["extra"]["end_reason"]
+    task = stack.wait_task(task_id, timeout=30)
+    assert task["result"]["status"] == "failed"
+
+
 def test_a_call_that_ended_while_the_server_was_down_is_delivered(stack: Stack) -> None:
     gate = f"gate-{time.monotonic_ns()}"
     session = new_session()

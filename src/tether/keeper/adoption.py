@@ -86,7 +86,11 @@ async def _adopt_one(
         return
     problem = f"call {found.call_id} could not be recovered after the restart: {found.problem}"
     log.warning("%s", problem)
-    if spec is not None:
+    if found.runner_pid is not None:
+        # The runner still runs it and knows its whole tree: it stops it.
+        stopping = launcher.adopt(found.call_id, found.runner_pid, running=True)
+        await launcher.stop([stopping], 0.0, force=True)
+    elif spec is not None:
         # Whatever is left of its tree would run unwatched: find it by its marker only
         # (its pid and group numbers may have been reused).
         target = process_tree.Target(None, None, spec.marker, since=spec.create_time)

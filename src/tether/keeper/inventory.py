@@ -31,6 +31,8 @@ class Found:
     spec: CallSpec | None
     end: CallEnd | None
     problem: str | None = None
+    #: The pid the runner lists for the call, if the runner still runs it.
+    runner_pid: int | None = None
 
 
 def survey(
@@ -63,6 +65,8 @@ def _classify(
     home: Path, call_id: str, record: ToolCallRecord, running: Mapping[str, Mapping[str, Any]]
 ) -> Found:
     directory = layout.call_dir(home, call_id)
+    listed = running.get(call_id)
+    runner_pid = int(listed["pid"]) if listed is not None else None
     try:
         spec = read_spec(directory)
         if spec is None:
@@ -75,19 +79,19 @@ def _classify(
                 f"no call files at {directory}: it was not started under the keeper "
                 "(or its files were removed), so its process and output are lost",
             )
-        if call_id in running:
-            listed = running[call_id]
-            if int(listed["pid"]) != spec.pid:
+        if runner_pid is not None:
+            if runner_pid != spec.pid:
                 return _lost(
                     record,
                     spec,
-                    f"the runner's call {call_id} has pid {listed['pid']}, "
+                    f"the runner's call {call_id} has pid {runner_pid}, "
                     f"{directory / layout.SPEC_NAME} says {spec.pid}",
+                    runner_pid,
                 )
             return Found(call_id, "running", record, spec, None)
         end = read_end(directory)
     except CorruptFile as exc:
-        return _lost(record, None, str(exc))
+        return _lost(record, None, str(exc), runner_pid)
     if end is None:
         return _lost(
             record,
@@ -98,8 +102,10 @@ def _classify(
     return Found(call_id, "ended", record, spec, end)
 
 
-def _lost(record: ToolCallRecord, spec: CallSpec | None, problem: str) -> Found:
-    return Found(record.id, "lost", record, spec, None, problem)
+def _lost(
+    record: ToolCallRecord, spec: CallSpec | None, problem: str, runner_pid: int | None = None
+) -> Found:
+    return Found(record.id, "lost", record, spec, None, problem, runner_pid)
 
 
 def _spec_or_none(home: Path, call_id: str) -> CallSpec | None:

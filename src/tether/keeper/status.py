@@ -8,6 +8,9 @@ server can end the call ``error`` saying which file was bad instead of crashing.
 from __future__ import annotations
 
 import json
+import math
+import os
+import stat
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -76,33 +79,77 @@ def write_end(directory: Path, end: CallEnd) -> None:
     layout.write_atomically(directory / layout.STATUS_NAME, asdict(end))
 
 
+#: Far more than a spec or an end holds (a spec carries the command and its cwd); a
+#: bigger file is not one the runner wrote.
+MAX_FILE_BYTES = 4 * 1024 * 1024
+
+
 def _load(path: Path) -> dict[str, Any] | None:
+    """The file's JSON object; None if there is no file. Only a regular file of at most
+    MAX_FILE_BYTES is read (a FIFO would block, a link may point anywhere)."""
     try:
-        raw = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise CorruptFile(path, str(exc)) from exc
+        raise CorruptFile(path, exc.strerror or str(exc)) from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise CorruptFile(path, "not a regular file")
+        if info.st_size > MAX_FILE_BYTES:
+            raise CorruptFile(path, f"larger than {MAX_FILE_BYTES} bytes")
+        raw = os.read(fd, MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise CorruptFile(path, exc.strerror or str(exc)) from exc
+    finally:
+        os.close(fd)
     try:
         data = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CorruptFile(path, f"not JSON ({exc})") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise CorruptFile(path, f"not JSON ({reason})") from None
     if not isinstance(data, dict):
         raise CorruptFile(path, "not a JSON object")
     return data
 
 
+#: The type of every field, checked on reading (None: the field may be null).
+_SPEC_TYPES: dict[str, tuple[type | None, ...]] = {
+    "call_id": (str,),
+    "argv": (list,),
+    "cwd": (str,),
+    "pid": (int,),
+    "create_time": (float,),
+    "marker": (str,),
+    "started_at": (float,),
+    "kill_at": (float, None),
+    "output_limit": (int, None),
+}
+_END_TYPES: dict[str, tuple[type | None, ...]] = {
+    "exit_code": (int, None),
+    "signal": (int, None),
+    "ended_at": (float,),
+    "stopped_by": (str, None),
+    "output_end": (int,),
+    "dropped_bytes": (int,),
+    "resources": (dict, None),
+}
+
+
 def read_spec(directory: Path) -> CallSpec | None:
     """The call's spec, or None if it was never written."""
-    return _read(directory / layout.SPEC_NAME, CallSpec, {"pid": int, "create_time": float})
+    return _read(directory / layout.SPEC_NAME, CallSpec, _SPEC_TYPES)
 
 
 def read_end(directory: Path) -> CallEnd | None:
     """The call's end, or None while it runs (no status file yet)."""
     path = directory / layout.STATUS_NAME
-    end = _read(path, CallEnd, {"ended_at": float, "output_end": int})
+    end = _read(path, CallEnd, _END_TYPES)
     if end is not None and end.exit_code is None and end.signal is None:
         raise CorruptFile(path, "neither an exit code nor a signal")
+    if end is not None and end.stopped_by not in (None, "deadline", "request"):
+        raise CorruptFile(path, f"stopped_by is {end.stopped_by!r}")
     try:
         if end is not None:
             end.measured()
@@ -111,7 +158,7 @@ def read_end(directory: Path) -> CallEnd | None:
     return end
 
 
-def _read(path: Path, kind: type[_T], checked: dict[str, type]) -> _T | None:
+def _read(path: Path, kind: type[_T], types: dict[str, tuple[type | None, ...]]) -> _T | None:
     data = _load(path)
     if data is None:
         return None
@@ -119,15 +166,22 @@ def _read(path: Path, kind: type[_T], checked: dict[str, type]) -> _T | None:
     known = {f.name for f in fields(kind)}  # type: ignore[arg-type]
     try:
         value = kind(**{k: v for k, v in data.items() if k in known})
-        _check_types(value, checked)
+        for name, allowed in types.items():
+            _check_type(name, getattr(value, name), allowed)
     except (TypeError, ValueError) as exc:
         raise CorruptFile(path, str(exc)) from exc
     return value
 
 
-def _check_types(obj: object, fields: dict[str, type]) -> None:
-    for name, kind in fields.items():
-        value = getattr(obj, name)
-        ok = isinstance(value, int | float) if kind is float else isinstance(value, kind)
-        if not ok or isinstance(value, bool):
-            raise ValueError(f"{name} is {value!r}")
+def _check_type(name: str, value: object, allowed: tuple[type | None, ...]) -> None:
+    """A JSON value of one of ``allowed`` (float: any finite number; never a bool)."""
+    if value is None and None in allowed:
+        return
+    if isinstance(value, bool):
+        ok = False
+    elif float in allowed and isinstance(value, int | float):
+        ok = math.isfinite(value)
+    else:
+        ok = any(t is not None and isinstance(value, t) for t in allowed)
+    if not ok:
+        raise ValueError(f"{name} is {value!r}")

@@ -64,6 +64,18 @@ def test_each_call_is_classified(tmp_path: Path) -> None:
     assert found["done"].end == CallEnd(0, None, 2.0, None, 0)
     assert "its exit status is lost" in (found["orphan"].problem or "")
     assert "999" in (found["reused"].problem or "")
+    assert found["reused"].runner_pid == 999  # the runner is asked to stop its call
+    assert found["orphan"].runner_pid is None
+
+
+def test_a_corrupt_spec_of_a_call_the_runner_runs_names_the_file_and_the_pid(
+    tmp_path: Path,
+) -> None:
+    directory = files(tmp_path, "bad", pid=100)
+    (directory / layout.SPEC_NAME).write_text('{"call_id": "bad", "kill_at": "soon"}')
+    [found] = survey(tmp_path, [record("bad")], {"bad": {"pid": 100}})
+    assert (found.fate, found.runner_pid) == ("lost", 100)
+    assert str(directory / layout.SPEC_NAME) in (found.problem or "")
 
 
 def test_a_corrupt_status_file_is_a_lost_call_naming_the_file(tmp_path: Path) -> None:

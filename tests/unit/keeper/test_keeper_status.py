@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tether.keeper import layout
-from tether.keeper.status import CallEnd, CorruptFile, read_end, read_spec, write_end
+from tether.keeper.status import (
+    MAX_FILE_BYTES,
+    CallEnd,
+    CorruptFile,
+    read_end,
+    read_spec,
+    write_end,
+)
 
 
 def test_an_end_written_is_read_back(tmp_path: Path) -> None:
@@ -33,6 +43,25 @@ def test_no_status_file_means_still_running(tmp_path: Path) -> None:
         b'"output_end": 0}',
         b'{"exit_code": 0, "signal": null, "ended_at": "soon", "stopped_by": null, '
         b'"output_end": 0}',
+        b'{"exit_code": [1], "signal": null, "ended_at": 1.0, "stopped_by": null, "output_end": 0}',
+        b'{"exit_code": null, "signal": "TERM", "ended_at": 1.0, "stopped_by": null, '
+        b'"output_end": 0}',
+        b'{"exit_code": 0, "signal": null, "ended_at": 1.0, "stopped_by": "whim", "output_end": 0}',
+        b'{"exit_code": 0, "signal": null, "ended_at": NaN, "stopped_by": null, "output_end": 0}',
+        b"[" * 200_000 + b"]" * 200_000,
+    ],
+    ids=[
+        "truncated",
+        "zeros",
+        "array",
+        "fields missing",
+        "no exit code nor signal",
+        "string time",
+        "list exit code",
+        "signal name",
+        "unknown stopper",
+        "not a number",
+        "nested 200,000 deep",
     ],
 )
 def test_a_corrupt_status_file_raises_naming_it(tmp_path: Path, content: bytes) -> None:
@@ -44,12 +73,62 @@ def test_a_corrupt_status_file_raises_naming_it(tmp_path: Path, content: bytes) 
     assert str(path) in str(caught.value)
 
 
-def test_a_corrupt_spec_file_raises_naming_it(tmp_path: Path) -> None:
+SPEC = {
+    "call_id": "c1",
+    "argv": ["bash", "-c", "sleep 300"],
+    "cwd": "/w",
+    "pid": 4242,
+    "create_time": 1.5,
+    "marker": "m",
+    "started_at": 2.0,
+    "kill_at": None,
+    "output_limit": None,
+}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"pid": "twelve"},
+        {"kill_at": "soon"},
+        {"kill_at": float("nan")},
+        {"kill_at": float("inf")},
+        {"argv": "sleep 300"},
+        {"output_limit": True},
+        {"cwd": None},
+    ],
+)
+def test_a_corrupt_spec_file_raises_naming_it(tmp_path: Path, change: dict[str, Any]) -> None:
     path = tmp_path / layout.SPEC_NAME
-    path.write_text('{"call_id": "x", "pid": "twelve"}')
+    path.write_text(json.dumps({**SPEC, **change}))
     with pytest.raises(CorruptFile) as caught:
         read_spec(tmp_path)
     assert caught.value.path == path
+
+
+def test_a_good_spec_file_is_read(tmp_path: Path) -> None:
+    (tmp_path / layout.SPEC_NAME).write_text(json.dumps({**SPEC, "kill_at": 9}))
+    spec = read_spec(tmp_path)
+    assert spec is not None and (spec.pid, spec.kill_at) == (4242, 9)
+
+
+def test_a_call_file_that_is_not_a_regular_file_is_refused_without_blocking(
+    tmp_path: Path,
+) -> None:
+    os.mkfifo(tmp_path / layout.SPEC_NAME)  # reading it would wait for a writer forever
+    with pytest.raises(CorruptFile, match="not a regular file"):
+        read_spec(tmp_path)
+    (tmp_path / "elsewhere").write_text(json.dumps(SPEC))
+    (tmp_path / layout.STATUS_NAME).symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(CorruptFile):
+        read_end(tmp_path)
+
+
+def test_a_call_file_too_large_is_refused_unread(tmp_path: Path) -> None:
+    with (tmp_path / layout.STATUS_NAME).open("wb") as f:
+        f.truncate(MAX_FILE_BYTES + 1)  # sparse: nothing to read if it is refused first
+    with pytest.raises(CorruptFile, match="larger than"):
+        read_end(tmp_path)
 
 
 def test_call_ids_cannot_name_another_directory(tmp_path: Path) -> None:
