@@ -7,6 +7,7 @@ File analysis resolves symlinks itself before calling in here.
 
 from __future__ import annotations
 
+import itertools
 import posixpath
 import re
 from functools import lru_cache
@@ -158,10 +159,20 @@ def classify_path(raw: str, cwd: str | None, ctx: AnalysisContext) -> frozenset[
     return _classify(raw, cwd, ctx)
 
 
+#: Past this many words a brace expansion is judged as unknown, not word by word.
+MAX_BRACE_WORDS = 64
+
+
 @lru_cache(maxsize=8192)
 def _classify(raw: str, cwd: str | None, ctx: AnalysisContext) -> frozenset[str]:
     if not raw:
         return frozenset()
+    words = brace_words(raw)
+    if words is None:
+        return _UNKNOWN
+    if words != [raw]:
+        # Each word the shell makes of ``{/etc,x}`` is a path of its own.
+        return frozenset().union(*(_classify(w, cwd, ctx) for w in words))
     joined = _absolute(raw, cwd, ctx)
     if joined is None:
         return _UNKNOWN
@@ -182,6 +193,49 @@ def _classify(raw: str, cwd: str | None, ctx: AnalysisContext) -> frozenset[str]
     if DYNAMIC in rest:
         classes.add("dynamic")
     return frozenset(classes)
+
+
+def brace_words(raw: str) -> list[str] | None:
+    """The words the shell's brace expansion makes of ``raw`` (``a{b,c}`` gives ``ab``
+    and ``ac``, nested groups too); ``[raw]`` when it has no comma group; None for more
+    than MAX_BRACE_WORDS. Quoting is not known here, so a quoted group counts too: that
+    can only make a literal name look like more paths, never hide one."""
+    if raw.count("{") > MAX_BRACE_WORDS:
+        return None  # also keeps the search for groups below from growing quadratic
+    words, pending = [], [raw]
+    while pending:
+        word = pending.pop()
+        group = _first_comma_group(word)
+        if group is None:
+            words.append(word)
+        else:
+            start, end, parts = group
+            pending.extend(word[:start] + part + word[end + 1 :] for part in reversed(parts))
+        if len(words) + len(pending) > MAX_BRACE_WORDS:
+            return None
+    return words
+
+
+def _first_comma_group(word: str) -> tuple[int, int, list[str]] | None:
+    """The first ``{...}`` of ``word`` with a comma at its own level: where it opens and
+    closes, and its parts."""
+    for start, char in enumerate(word):
+        if char != "{":
+            continue
+        depth, cuts = 0, [start]
+        for i in range(start, len(word)):
+            if word[i] == "{":
+                depth += 1
+            elif word[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    if len(cuts) > 1:
+                        cuts.append(i)
+                        return start, i, [word[a + 1 : b] for a, b in itertools.pairwise(cuts)]
+                    break
+            elif word[i] == "," and depth == 1:
+                cuts.append(i)
+    return None
 
 
 def _normpath(path: str) -> str:

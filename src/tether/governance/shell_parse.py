@@ -24,7 +24,7 @@ import tree_sitter_bash
 from tree_sitter import Language, Node, Parser, Tree
 
 from tether.governance.context import AnalysisContext
-from tether.governance.paths import DYNAMIC, expand_tilde
+from tether.governance.paths import DYNAMIC, brace_words, expand_tilde
 from tether.governance.rules import in_command_set
 from tether.governance.shell_words import (
     decode_ansi_c,
@@ -48,6 +48,11 @@ from tether.governance.wrappers import (
 
 MAX_DEPTH = 5  # nested bash -c / eval / here-doc scripts
 MAX_SCRIPT_CHARS = 100_000
+# Each stage of a pipeline is told every command downstream of it, and each of those is
+# matched against the rules: past these counts the analysis would take seconds to
+# minutes (a 20,000-character "a|a|..." took 25 s), so the script counts as too large.
+MAX_PIPELINE_STAGES = 64
+MAX_COMMANDS = 2_000
 MAX_LOOP_VALUES = 4  # for-loop values bound one by one before giving up
 MAX_UNWRAP = 8  # sudo env nice timeout ... chains
 _SOURCE_CHARS = 200
@@ -244,6 +249,9 @@ class _Walker:
 
     def walk(self, node: Node, env: _Env) -> None:
         """Walk any node, dispatching on its type."""
+        if len(self.out) > MAX_COMMANDS:
+            self.too_large = True
+            return
         handler = _HANDLERS.get(node.type)
         if handler is not None:
             handler(self, node, env)
@@ -447,6 +455,9 @@ class _Walker:
 
     def run_pipeline(self, stages: list[tuple[Node, _Env]]) -> None:
         """Walk pipeline stages, then tell each stage what consumes its output."""
+        if len(stages) > MAX_PIPELINE_STAGES:
+            self.too_large = True
+            return
         ranges: list[tuple[int, int]] = []
         piped = len(stages) > 1
         for stage, stage_env in stages:
@@ -574,6 +585,7 @@ class _Walker:
             # A name built from a variable is never trusted, even when the
             # variable's value looks known: it is judged as the worst command.
             words[0] = DYNAMIC
+        words, subs = _brace_expanded(words, subs)
         chain = _unwrap_chain(words)
         self._walk_word_substitutions(chain, subs)
         info = self._redirections(c for c in node.children if c.type.endswith("_redirect"))
@@ -780,6 +792,21 @@ def _splice(args: tuple[str, ...], items: list[str]) -> tuple[str, ...]:
     return tuple(result)
 
 
+def _brace_expanded(words: list[str], subs: list[list[Node]]) -> tuple[list[str], list[list[Node]]]:
+    """The command's words as the shell's brace expansion makes them: ``{rm,-rf,/}``
+    is three words, the first of them the command. A word's substitutions stay with the
+    first word it makes; a word making too many to judge one by one is unknown."""
+    if not any("{" in w for w in words):
+        return words, subs
+    out_words: list[str] = []
+    out_subs: list[list[Node]] = []
+    for word, found in zip(words, subs, strict=True):
+        made = brace_words(word) or [DYNAMIC]
+        out_words.extend(made)
+        out_subs.extend([found] + [[] for _ in made[1:]])
+    return out_words, out_subs
+
+
 _HANDLERS: dict[str, Callable[[_Walker, Node, _Env], None]] = {
     "command": _Walker._command,
     "variable_assignment": _Walker._assignment,
@@ -795,7 +822,9 @@ _HANDLERS: dict[str, Callable[[_Walker, Node, _Env], None]] = {
 }
 
 __all__ = [
+    "MAX_COMMANDS",
     "MAX_DEPTH",
+    "MAX_PIPELINE_STAGES",
     "ParsedScript",
     "Redirect",
     "SimpleCommand",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tether.governance.context import AnalysisContext
-from tether.governance.paths import DYNAMIC, classify_path
+from tether.governance.paths import DYNAMIC, brace_words, classify_path
 
 CWD = "/home/u/proj"
 
@@ -70,3 +70,28 @@ def test_workspace_root(raw: str, ctx: AnalysisContext) -> None:
 @pytest.mark.parametrize("raw", ["build", "*.pyc", "src/*", "/home/u"])
 def test_not_workspace_root(raw: str, ctx: AnalysisContext) -> None:
     assert "workspace_root" not in classify_path(raw, CWD, ctx)
+
+
+@pytest.mark.parametrize(
+    ("raw", "words"),
+    [
+        ("{/etc,}", ["/etc", ""]),
+        ("/x/{home,y}/f", ["/x/home/f", "/x/y/f"]),
+        ("a{b,c{d,e}}f", ["abf", "acdf", "acef"]),
+        ("{a,b}{c,d}", ["ac", "ad", "bc", "bd"]),
+        ("{1..3}", ["{1..3}"]),  # a sequence stays a pattern in its directory
+        ("x{a}y", ["x{a}y"]),
+        ("{", ["{"]),
+        ("{a,b}" * 7, None),  # 128 words: judged as unknown
+        ("{" * 65 + "a,b" + "}" * 65, None),
+    ],
+)
+def test_brace_words(raw: str, words: list[str] | None) -> None:
+    assert brace_words(raw) == words
+
+
+def test_a_brace_group_cannot_hide_a_path(ctx: AnalysisContext) -> None:
+    assert "root_or_system" in classify_path("{/etc,}", CWD, ctx)
+    assert "tether_home" in classify_path("{/home/u/.tether/token,x}", CWD, ctx)
+    assert "block_device" in classify_path("/dev/{null,sda}", CWD, ctx)
+    assert "dynamic" in classify_path("{a,b}" * 7, CWD, ctx)

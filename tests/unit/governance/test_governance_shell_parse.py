@@ -9,7 +9,13 @@ from tether.governance.findings import Severity
 from tether.governance.paths import DYNAMIC
 from tether.governance.rules import Rule
 from tether.governance.shell_analysis import analyze_shell
-from tether.governance.shell_parse import MAX_DEPTH, SimpleCommand, parse_script
+from tether.governance.shell_parse import (
+    MAX_COMMANDS,
+    MAX_DEPTH,
+    MAX_PIPELINE_STAGES,
+    SimpleCommand,
+    parse_script,
+)
 
 
 def _cmds(script: str, ctx: AnalysisContext) -> list[SimpleCommand]:
@@ -165,3 +171,13 @@ def test_bare_redirect_is_a_command(ctx: AnalysisContext) -> None:
 def test_remote_commands_have_unknown_cwd(ctx: AnalysisContext) -> None:
     rm = next(c for c in _cmds("ssh -p 22 host rm -rf build", ctx) if c.name == "rm")
     assert rm.cwd is None and rm.args == ("-rf", "build")
+
+
+def test_a_pipeline_too_long_to_analyse_quickly_is_too_large(ctx: AnalysisContext) -> None:
+    """Each stage is told every command downstream of it: a 10,000-stage pipeline took
+    seconds to analyse on the server's event loop, so past the limit it is not walked."""
+    assert not parse_script(" | ".join(["cat"] * MAX_PIPELINE_STAGES), ctx).too_large
+    assert parse_script(" | ".join(["cat"] * (MAX_PIPELINE_STAGES + 1)), ctx).too_large
+    assert parse_script(("a|" * 10_000)[:-1], ctx).too_large
+    many = parse_script("a;" * (MAX_COMMANDS + 10), ctx)
+    assert many.too_large and len(many.commands) <= MAX_COMMANDS + 1
