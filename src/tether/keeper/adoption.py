@@ -76,7 +76,9 @@ async def _adopt_one(
         await launcher.stop([launcher.adopt(found.call_id, pid, running=True)], 0.0, force=True)
         return
     if found.fate == "not_kept":
-        return  # the usual recovery handles it
+        # The usual recovery ends it; with the keeper on, its files are missing.
+        log.warning("call %s is not adopted: %s", found.call_id, found.problem)
+        return
     if found.fate in ("running", "ended") and spec is not None:
         process = launcher.adopt(found.call_id, spec.pid, running=found.fate == "running")
         outcome = await coordinator.adopt(record, process, spec.kill_at)
