@@ -20,6 +20,10 @@ from tether.keeper import layout, protocol
 from tether.keeper.identity import ProcessIdentity
 
 _START_TIMEOUT = 15.0
+#: How long an answer may take. The runner answers in milliseconds, and in seconds when
+#: a thousand calls start at once; a runner silent this long is stopped (SIGSTOP) or
+#: stuck, and waiting on it for ever would hang the server's start and its requests.
+ANSWER_TIMEOUT = 30.0
 
 
 class RunnerUnavailable(Exception):
@@ -111,9 +115,16 @@ class KeeperClient:
             self._conn = await self._connect()
         reader, writer = self._conn
         try:
-            writer.write(message)
-            await writer.drain()
-            line = await reader.readline()
+            async with asyncio.timeout(ANSWER_TIMEOUT):
+                writer.write(message)
+                await writer.drain()
+                line = await reader.readline()
+        except TimeoutError:
+            self.close()
+            raise RunnerUnavailable(
+                f"the runner did not answer within {ANSWER_TIMEOUT:g} s "
+                "(is it stopped or stuck? see `tether status`)"
+            ) from None
         except OSError as exc:
             self.close()
             raise RunnerUnavailable(f"lost the runner's connection: {exc}") from exc
@@ -157,14 +168,20 @@ class KeeperClient:
         reader, writer = await self._connect()
         watch = Watch(reader, writer)
         try:
-            writer.write(protocol.encode({"v": self.spoken, "op": "watch"}))
-            await writer.drain()
-            line = await reader.readline()
+            async with asyncio.timeout(ANSWER_TIMEOUT):
+                writer.write(protocol.encode({"v": self.spoken, "op": "watch"}))
+                await writer.drain()
+                line = await reader.readline()
             if not line:
                 raise RunnerUnavailable("the runner closed the connection without answering")
             first = protocol.decode(line)
             if not first.get("watching"):
                 raise protocol.ProtocolError(str(first.get("error", "watch refused")))
+        except TimeoutError:
+            watch.close()
+            raise RunnerUnavailable(
+                f"the runner did not answer within {ANSWER_TIMEOUT:g} s"
+            ) from None
         except OSError as exc:
             watch.close()
             raise RunnerUnavailable(f"lost the runner's connection: {exc}") from exc

@@ -334,3 +334,22 @@ async def test_sigterm_stops_the_runner_and_every_call_it_runs(
         assert not ProcessIdentity(answer["pid"], answer["create_time"]).is_alive()
         end = read_end(layout.call_dir(runner_home, f"s{i}"))
         assert end is not None and end.stopped_by == "request"
+
+
+async def test_a_runner_that_does_not_answer_is_reported_not_waited_on_for_ever(
+    runner_home: Path, keeper: KeeperClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stopped (SIGSTOP) runner still accepts connections: the answer that never
+    comes must end in a clear error, or the server's start would hang on it."""
+    monkeypatch.setattr(client, "ANSWER_TIMEOUT", 0.3)
+    await keeper.hello()
+    runner = runner_of(runner_home)
+    os.kill(runner.pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(client.RunnerUnavailable, match=r"did not answer within 0\.3 s"):
+            await keeper.hello()
+        with pytest.raises(client.RunnerUnavailable, match="did not answer"):
+            await keeper.watch()
+    finally:
+        os.kill(runner.pid, signal.SIGCONT)
+    assert (await keeper.hello()).identity == runner
