@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import TypeVar
@@ -127,6 +128,48 @@ async def test_cancelling_the_request_kills_the_whole_tree(stack: Stack) -> None
 
     await asyncio.to_thread(wait_for, recorded, 15.0, "the call's end to be recorded")
     assert stack.call(session_id, call_id)["end_state"] == "cancelled"
+
+
+async def test_a_call_waiting_for_approval_names_its_request(stack: Stack) -> None:
+    session_id = "mcp:it-ask"
+    asking = asyncio.get_running_loop().create_future()
+
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        found = re.search(r"request (\S+);", message or "")
+        if found and not asking.done():
+            asking.set_result(found.group(1))
+
+    # The stack runs with governance off: the session (made by a turn) asks for all.
+    stack.model.script({"text": "hello"})
+    await asyncio.to_thread(stack.wait_task, stack.submit("hi", session_id))
+    level = {"approval_level": "strict"}
+    settings = await asyncio.to_thread(
+        stack.api, "PUT", f"/api/chats/{session_id}/settings", json=level
+    )
+    assert settings.status_code == 200, settings.text
+    async with connected(stack) as session:
+        call = asyncio.ensure_future(
+            session.call_tool(
+                "execute_shell_command",
+                {"command": "echo asks", "session_id": session_id},
+                progress_callback=progress,
+            )
+        )
+        request_id = await asyncio.wait_for(asking, 30)
+        body = {"request_id": request_id, "session_id": session_id}
+        resp = await asyncio.to_thread(stack.api, "POST", "/api/approval/deny", json=body)
+        assert resp.status_code == 200, resp.text
+        result = await call
+    assert result.is_error and "denied" in _text(result)
+
+
+async def test_a_session_id_the_api_could_not_take_is_refused(stack: Stack) -> None:
+    async with connected(stack) as session:
+        result = await session.call_tool(
+            "execute_shell_command", {"command": "echo hi", "session_id": "L" * 513}
+        )
+    assert result.is_error and "512" in _text(result)
+    assert stack.live_calls("L" * 512) == []
 
 
 async def test_cancel_tool_call_and_output_tools(stack: Stack) -> None:

@@ -15,12 +15,13 @@ import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
+from pydantic import Field
 from starlette.routing import BaseRoute
 
 from tether import __version__
@@ -36,6 +37,11 @@ from tether.waits import within
 DEFAULT_SESSION = "mcp:shell"
 AGENT_ID = "mcp"
 SHELL_TOOL = "execute_shell_command"
+
+
+#: A session id as the HTTP API takes it: over 512 characters its approvals could never
+#: be answered there.
+SessionId = Annotated[str, Field(min_length=1, max_length=512)]
 
 
 class _Progress:
@@ -60,9 +66,10 @@ class _Progress:
     # TurnEvents
     def emit(self, event: dict[str, Any]) -> None:
         if event.get("type") == "approval_requested":
+            request_id = (event.get("approval") or {}).get("request_id", "?")
             self.say(
                 f"[tether] waiting for a person to approve this call "
-                f"(request {event.get('request_id', '?')}; the console or /api/approval)\n"
+                f"(request {request_id}; the console or /api/approval)\n"
             )
 
     def say(self, text: str) -> None:
@@ -99,7 +106,7 @@ def build_endpoint(services_of: Callable[[], Services]) -> MCPServer[Any]:
         ctx: Context,
         timeout: float | None = None,  # noqa: ASYNC109 (the shell tool's argument name)
         cwd: str | None = None,
-        session_id: str = DEFAULT_SESSION,
+        session_id: SessionId = DEFAULT_SESSION,
     ) -> str:
         """Run a shell command in Tether's workspace under its governance and deadlines.
 
@@ -131,13 +138,15 @@ def build_endpoint(services_of: Callable[[], Services]) -> MCPServer[Any]:
         return outcome.model_text
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
-    async def list_tool_calls(session_id: str = DEFAULT_SESSION) -> str:
+    async def list_tool_calls(session_id: SessionId = DEFAULT_SESSION) -> str:
         """The tool calls in flight in a session, as JSON."""
         calls = await services_of().calls.list_live(session_id)
         return json.dumps([asdict(i) for i in calls])
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
-    async def get_tool_call_output(tool_call_id: str, session_id: str = DEFAULT_SESSION) -> str:
+    async def get_tool_call_output(
+        tool_call_id: str, session_id: SessionId = DEFAULT_SESSION
+    ) -> str:
         """The output of a call so far (or all of it, once it ended)."""
         try:
             text, _closed, _state = await services_of().calls.output_text(session_id, tool_call_id)
@@ -147,7 +156,7 @@ def build_endpoint(services_of: Callable[[], Services]) -> MCPServer[Any]:
 
     @server.tool(annotations=ToolAnnotations(destructiveHint=True))
     async def cancel_tool_call(
-        tool_call_id: str, session_id: str = DEFAULT_SESSION, force: bool = False
+        tool_call_id: str, session_id: SessionId = DEFAULT_SESSION, force: bool = False
     ) -> str:
         """Cancel a running call: SIGTERM to its whole tree, SIGKILL after a grace (at
         once with ``force``)."""

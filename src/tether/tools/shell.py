@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import signal
 import sys
@@ -107,7 +108,9 @@ def make_shell_tool(
 
     def timeout_of(args: Mapping[str, Any]) -> float | None:
         value = args.get("timeout", default_timeout)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return default_timeout
+        if not math.isfinite(value) or value <= 0:  # NaN passed "<= 0" and killed at once
             return default_timeout
         return float(value)
 
