@@ -65,7 +65,7 @@ async def _survey() -> tuple[list[Found], RunnerInfo | None]:
         await db.close()
     running: dict[str, dict[str, object]] = {}
     info = None
-    if client.recorded_runner(settings.home) is not None:
+    if await asyncio.to_thread(client.live_runner, settings.home) is not None:
         keeper = client.KeeperClient(settings.home)
         try:
             info = await keeper.hello()  # speaks the runner's protocol, whichever left it

@@ -8,6 +8,7 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -65,6 +66,15 @@ def recorded_runner(home: Path) -> ProcessIdentity | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return identity if identity.is_alive() else None
+
+
+def live_runner(home: Path) -> ProcessIdentity | None:
+    """The home's live runner: the one ``runner.json`` names, else the one answering
+    on the home's socket (its runner.json damaged or removed). Blocking."""
+    running = recorded_runner(home)
+    if running is None and layout.socket_path(home).exists():
+        running = _identify_by_socket(home)
+    return running
 
 
 # Requests that change nothing when repeated: retried once on a fresh connection.
@@ -218,7 +228,7 @@ def ensure_runner(home: Path, idle_exit: float | None = None) -> ProcessIdentity
     away from the server (never the server's zombie) and, in a session of its own,
     survives the server. It says ``ready`` on a pipe once its socket accepts requests.
     """
-    running = recorded_runner(home)
+    running = live_runner(home)
     if running is not None and layout.socket_path(home).exists():
         return running
     home.mkdir(parents=True, exist_ok=True)
@@ -256,10 +266,31 @@ def ensure_runner(home: Path, idle_exit: float | None = None) -> ProcessIdentity
         raise RunnerUnavailable(
             f"the runner did not start (see {layout.runner_log(home)}): {word!r}"
         )
-    running = recorded_runner(home)
+    running = live_runner(home)
     if running is None:
-        raise RunnerUnavailable(f"the runner started but {layout.runner_file(home)} is missing")
+        lock, record = layout.runner_lock(home), layout.runner_file(home)
+        if word == b"busy":
+            raise RunnerUnavailable(
+                f"a runner holds {lock} but neither {record} nor its socket names it: "
+                "it exits once idle, or stop it (`tether status` shows its calls)"
+            )
+        raise RunnerUnavailable(f"the runner started but {record} is missing")
     return running
+
+
+def _identify_by_socket(home: Path) -> ProcessIdentity | None:
+    """The live runner as it answers ``hello`` on the home's socket (its runner.json
+    may be damaged or gone), or None if nothing answers there. Blocking."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(_START_TIMEOUT)
+            conn.connect(str(layout.socket_path(home)))
+            conn.sendall(protocol.encode({"v": 1, "op": "hello"}))
+            answer = protocol.decode(conn.makefile("rb").readline())
+        identity = ProcessIdentity(int(answer["pid"]), float(answer["create_time"]))
+    except (OSError, ValueError, KeyError, TypeError, protocol.ProtocolError):
+        return None
+    return identity if identity.is_alive() else None
 
 
 def _runner_environment() -> dict[str, str]:
@@ -288,7 +319,7 @@ def stop_runner(home: Path, timeout: float = 10.0) -> bool:
     and exits) and wait for it; False if none ran. Blocking (a zombie waiting for
     init to reap it counts as gone).
     """
-    running = recorded_runner(home)
+    running = live_runner(home)
     if running is None:
         return False
     with contextlib.suppress(ProcessLookupError):

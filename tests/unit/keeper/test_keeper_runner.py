@@ -353,3 +353,13 @@ async def test_a_runner_that_does_not_answer_is_reported_not_waited_on_for_ever(
     finally:
         os.kill(runner.pid, signal.SIGCONT)
     assert (await keeper.hello()).identity == runner
+
+
+def test_a_live_runner_is_found_by_its_socket_when_its_record_is_damaged(
+    runner_home: Path,
+) -> None:
+    runner = runner_of(runner_home)
+    layout.runner_file(runner_home).write_text("{damaged")
+    assert client.ensure_runner(runner_home) == runner
+    layout.runner_file(runner_home).unlink()
+    assert client.ensure_runner(runner_home) == runner
