@@ -118,5 +118,5 @@ def _spec_or_none(home: Path, call_id: str) -> CallSpec | None:
 def _directories(home: Path) -> list[str]:
     try:
         return sorted(p.name for p in layout.calls_dir(home).iterdir())
-    except FileNotFoundError:
-        return []
+    except (FileNotFoundError, NotADirectoryError):
+        return []  # no call ever ran here, or the runner refuses to start (it says why)

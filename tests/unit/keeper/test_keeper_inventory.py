@@ -84,3 +84,10 @@ def test_a_corrupt_status_file_is_a_lost_call_naming_the_file(tmp_path: Path) ->
     [found] = survey(tmp_path, [record("bad")], {})
     assert found.fate == "lost"
     assert str(directory / layout.STATUS_NAME) in (found.problem or "")
+
+
+def test_a_calls_path_that_is_a_file_loses_the_calls_saying_so(tmp_path: Path) -> None:
+    layout.calls_dir(tmp_path).write_text("not a directory")
+    [found] = survey(tmp_path, [record("gone")], {})
+    assert found.fate == "lost"
+    assert "Not a directory" in (found.problem or "")
