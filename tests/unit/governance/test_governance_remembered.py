@@ -22,6 +22,7 @@ from tether.governance.gate import GovernanceGate
 from tether.governance.memory import CannotRemember, DecisionMemory, RuleNotFound
 from tether.store.database import Database
 from tether.store.governance import GovernanceRepository
+from tether.store.records import ApprovalRecord
 from tether.store.remembered import RememberedRepository
 from tether.toolcalls.call import AdmissionPlan, Invocation
 
@@ -63,16 +64,22 @@ class Parts:
             return await self.gate.plan_admission(inv, "smart", Events())
         return await self.gate.plan_admission(inv, "smart", Events(), attendance)
 
-    async def ask_and_decide(
-        self, command: str, approve: bool, scope: Any, remember: Any = "session"
-    ) -> Any:
-        """Ask about ``command`` in s1 and answer it; returns the admission."""
+    async def asking(self, command: str) -> tuple[asyncio.Task[Any], ApprovalRecord]:
+        """Ask a person about ``command`` in s1: the admission waiting on the answer, and
+        the request it waits on."""
         review = await self.review(command)
         assert review.ask is not None
         admission = asyncio.create_task(review.ask())
         while not self.approvals.list_pending():
             await asyncio.sleep(0)
         (pending,) = self.approvals.list_pending()
+        return admission, pending
+
+    async def ask_and_decide(
+        self, command: str, approve: bool, scope: Any, remember: Any = "session"
+    ) -> Any:
+        """Ask about ``command`` in s1 and answer it; returns the admission."""
+        admission, pending = await self.asking(command)
         await self.approvals.resolve(pending.request_id, "s1", approve, None, scope, remember)
         return await admission
 
@@ -171,12 +178,7 @@ async def test_a_critical_call_is_never_approved_by_a_rule(parts: Parts) -> None
 
 
 async def test_similar_is_refused_for_a_call_without_a_pattern(parts: Parts) -> None:
-    review = await parts.review("git push origin main | tee log")
-    assert review.ask is not None
-    admission = asyncio.create_task(review.ask())
-    while not parts.approvals.list_pending():
-        await asyncio.sleep(0)
-    (pending,) = parts.approvals.list_pending()
+    admission, pending = await parts.asking("git push origin main | tee log")
     assert pending.similar_pattern is None
 
     with pytest.raises(CannotRemember):
@@ -191,13 +193,7 @@ async def test_only_the_answer_that_decides_keeps_its_rule(parts: Parts) -> None
     """Answers sent at the same moment: the first decides and keeps its rule; the others
     get ApprovalDecided and keep none (an approve-always that lost to a deny must not
     let the denied command run unasked later)."""
-    review = await parts.review("git push origin main")
-    assert review.ask is not None
-    admission = asyncio.create_task(review.ask())
-    while not parts.approvals.list_pending():
-        await asyncio.sleep(0)
-    (pending,) = parts.approvals.list_pending()
-
+    admission, pending = await parts.asking("git push origin main")
     answers = await asyncio.gather(
         parts.approvals.resolve(pending.request_id, "s1", False, None, "exact", "always"),
         parts.approvals.resolve(pending.request_id, "s1", True, None, "exact", "always"),

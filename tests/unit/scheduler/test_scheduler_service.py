@@ -237,16 +237,26 @@ async def test_run_left_running_by_a_crash_is_closed_on_restart(
     assert restarted.notified == [("cron.run_failed", event)]
 
 
+async def _run_then_restart(
+    open_cron: Any, clock: FakeClock, job_id: str, timeout: int, down_for: float = 0.0
+) -> tuple[CronNode, str]:
+    """A manual run of a new agent job whose turn is still going when its server goes
+    away; then, ``down_for`` seconds later, a start that took that turn up again. The
+    restarted node and the turn's task id."""
+    first: CronNode = await open_cron(FakeTasks(instant=False))
+    await first.jobs.create(agent_job(job_id, "0 * * * *", timeout_seconds=timeout))
+    await first.jobs.run_now(job_id)
+    task_id = await first.tasks.wait_submitted()
+    clock.advance(down_for)
+    again = FakeTasks(instant=False)
+    return await open_cron(again, [again.resume(task_id)]), task_id
+
+
 async def test_a_run_whose_turn_is_resumed_goes_on_to_its_real_end(
     clock: FakeClock, open_cron: Any
 ) -> None:
-    first: CronNode = await open_cron(FakeTasks(instant=False))
-    await first.jobs.create(agent_job("durable", "0 * * * *", timeout_seconds=600))
-    await first.jobs.run_now("durable")
-    task_id = await first.tasks.wait_submitted()
-
-    again = FakeTasks(instant=False)
-    restarted: CronNode = await open_cron(again, [again.resume(task_id)])
+    restarted, task_id = await _run_then_restart(open_cron, clock, "durable", 600)
+    again = restarted.tasks
     (run,) = await restarted.store.cron.history("durable")
     assert (run.status, run.task_id) == ("running", task_id)
 
@@ -260,14 +270,9 @@ async def test_a_run_whose_turn_is_resumed_goes_on_to_its_real_end(
 async def test_a_resumed_run_keeps_the_timeout_counted_from_its_start(
     clock: FakeClock, open_cron: Any
 ) -> None:
-    first: CronNode = await open_cron(FakeTasks(instant=False))
-    await first.jobs.create(agent_job("slow", "0 * * * *", timeout_seconds=60))
-    await first.jobs.run_now("slow")
-    task_id = await first.tasks.wait_submitted()
-    clock.advance(61)  # the server was down past the run's timeout
-
-    again = FakeTasks(instant=False)
-    restarted: CronNode = await open_cron(again, [again.resume(task_id)])
+    # The server was down past the run's timeout.
+    restarted, task_id = await _run_then_restart(open_cron, clock, "slow", 60, down_for=61)
+    again = restarted.tasks
     await restarted.scheduler.idle()
     (run,) = await restarted.store.cron.history("slow")
     assert (run.status, run.error) == ("timeout", "the run exceeded its timeout of 60 s")
