@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from tether import model_texts
@@ -70,6 +70,16 @@ def remembered_denial(rule: RememberedRule) -> str:
     return model_texts.refused_by_remembered_rule(rule.pattern)
 
 
+#: Calls whose arguments hold more text than this are analysed in a worker thread: a
+#: long script takes up to a few hundred milliseconds to parse and walk, which every
+#: other request would wait out on the event loop. Short ones (nearly all) stay inline.
+ANALYSE_INLINE_CHARS = 4096
+
+
+def _argument_chars(arguments: Mapping[str, object]) -> int:
+    return sum(len(v) for v in arguments.values() if isinstance(v, str))
+
+
 class GovernanceGate:
     """Implements the agent's Gate with the analyser, the approval service and the audit."""
 
@@ -101,7 +111,10 @@ class GovernanceGate:
         attendance: Attendance = ATTENDED,
     ) -> AdmissionPlan:
         """allow, deny (with the text the model sees) or ask (a person decides)."""
-        parsed, findings = self._analyse(inv, level)
+        if _argument_chars(inv.arguments) <= ANALYSE_INLINE_CHARS:
+            parsed, findings = self._analyse(inv, level)
+        else:
+            parsed, findings = await asyncio.to_thread(self._analyse, inv, level)
         contained = await self._containment(inv) if self._containment else None
         escalations = escalation_findings(contained)
         mode: AdmissionMode = "deny"

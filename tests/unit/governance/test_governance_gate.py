@@ -4,6 +4,7 @@ the audit trail, failing closed, and user rules through the RuleBook."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -13,7 +14,7 @@ from tether.governance.analyzer import Analyzer
 from tether.governance.approvals import ApprovalService
 from tether.governance.context import AnalysisContext
 from tether.governance.findings import Finding
-from tether.governance.gate import GovernanceGate
+from tether.governance.gate import ANALYSE_INLINE_CHARS, GovernanceGate
 from tether.governance.rulebook import InvalidRules, RuleBook
 from tether.store.database import Database
 from tether.store.governance import GovernanceRepository
@@ -229,3 +230,29 @@ async def test_bad_user_rules_are_refused_and_change_nothing(
         await book.replace(rules)
     assert analyzer.user_rules == ()
     assert await repo.get_user_rules() == []
+
+
+class HeldAnalyzer(Analyzer):
+    """Finds nothing, once the event loop has let it go: analysing on the loop itself
+    would wait out the whole hold and fail."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+
+    def analyze_tool_call(
+        self, tool_name: str, arguments: Mapping[str, object], ctx: AnalysisContext
+    ) -> list[Finding]:
+        assert self.released.wait(5), "the analysis held the event loop"
+        return []
+
+
+async def test_a_long_command_is_analysed_off_the_event_loop(
+    repo: GovernanceRepository, approvals: ApprovalService, ctx: AnalysisContext
+) -> None:
+    analyzer = HeldAnalyzer()
+    gate = _gate(repo, approvals, ctx, analyzer)
+    long = "echo " + "x" * ANALYSE_INLINE_CHARS
+    admission = asyncio.create_task(gate.plan_admission(_shell(long), "auto", Events()))
+    await asyncio.sleep(0)  # the admission starts; analysed inline, it holds the loop here
+    analyzer.released.set()
+    assert (await admission).mode == "allow"
