@@ -119,6 +119,8 @@ class CronJobs:
         await self.scheduler.cancel_runs(job_id)
         if not await self._repo.delete(job_id):
             raise JobNotFound(job_id)
+        # A tick claimed before the delete may have started a run since.
+        await self.scheduler.cancel_runs(job_id)
         self.scheduler.wake()
 
     async def run_now(self, job_id: str) -> str:

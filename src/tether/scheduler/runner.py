@@ -103,6 +103,10 @@ class RunExecutor:
         ``resumed``: a run whose turn a restart took up again; it is followed to its end
         within what is left of its timeout, counted from the run's start."""
         task_ids: list[str] = []
+        if resumed is None and await self._runs.get_run(run_id) is None:
+            # Its job was deleted between the tick's claim and this start.
+            log.info("cron run %s of job %s is not started: the job is gone", run_id, spec.id)
+            return
         try:
             if resumed is None:
                 status, error = await self._perform(spec, run_id, task_ids)

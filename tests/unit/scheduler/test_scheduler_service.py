@@ -334,3 +334,19 @@ async def test_a_stop_that_comes_as_the_loop_is_woken_still_stops_it(
     await repo.asked.wait()
     scheduler.wake()
     await scheduler.shutdown()  # cancels the loop in this same turn
+
+
+async def test_a_run_whose_job_was_deleted_before_it_started_does_not_start(
+    node: CronNode, clock: FakeClock
+) -> None:
+    """A tick claimed (its run recorded) just before the job's delete: the run the
+    scheduler then launches finds its row gone and asks the agent nothing."""
+    spec = await node.jobs.create(agent_job("gone", "0 * * * *"))
+    assert await node.store.cron.start_manual("gone", "r1", clock().timestamp(), "me") == (
+        "started"
+    )
+    assert await node.store.cron.delete("gone")
+    node.scheduler.launch(spec, "r1")
+    await node.scheduler.idle()
+    assert node.tasks.submitted == []
+    assert node.notified == []
