@@ -92,7 +92,8 @@ async def interrupt_calls(
     # and the marker in the environment still finds those processes.
     owners = dead.all if by_marker else set()
     markers = tuple(f"{OwnerLock.marker_prefix_of(o)}:" for o in owners if o is not None)
-    reaped = await asyncio.to_thread(process_tree.reap_groups, groups, markers)
+    leaders = tuple(f"{marker_prefix(o)}:" for o in dead.here)
+    reaped = await asyncio.to_thread(process_tree.reap_groups, groups, leaders, markers)
     if groups or reaped:
         log.info(
             "recorded %d interrupted call group(s); reaped %d process(es)", len(groups), reaped

@@ -8,6 +8,7 @@ on this one.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from tether.store.owners import OwnerLock
 from tether.store.records import ToolCallRecord
 from tether.store.store import Store
 from tether.store.toolcalls import ToolCallRepository
+from tether.toolcalls.launcher import MARKER_VAR
 
 LEASE = 15.0
 LIVE, UNLEASED, EXPIRED, LAST_RUN = "aaaa0001", "aaaa0002", "aaaa0003", "aaaa0004"
@@ -39,8 +41,10 @@ class Clock:
 
 @pytest.fixture
 def sleeper() -> Iterator[subprocess.Popen[bytes]]:
-    """A process in a group of its own, as a call's tree is."""
-    with subprocess.Popen(["sleep", "300"], start_new_session=True) as proc:
+    """A process in a group of its own, as a call's tree is: the call ``call-local`` of
+    the owner ``local``, marked as Tether marks it."""
+    env = {**os.environ, MARKER_VAR: "tether-local:call-local"}
+    with subprocess.Popen(["sleep", "300"], start_new_session=True, env=env) as proc:
         try:
             yield proc
         finally:

@@ -154,36 +154,27 @@ def terminate_many(targets: Sequence[Target], grace: float, force: bool) -> None
         psutil.wait_procs(list(survivors.values()), timeout=1.0)
 
 
-#: How much later than its call's recorded start a group's leader may have started
-#: (process start times are read to about a second).
-_START_SLACK = 2.0
-
-
-def _reused(pgid: int, started_at: float) -> bool:
-    """Whether the process numbered ``pgid`` started after the call: not its leader."""
-    try:
-        return psutil.Process(pgid).create_time() > started_at + _START_SLACK
-    except psutil.NoSuchProcess:
-        return False  # the leader is gone; members of its group may live on
-    except psutil.Error:
-        return True  # it cannot be told apart: leave it alone
-
-
-def reap_groups(groups: list[tuple[int, float]], marker_prefixes: Sequence[str] = ()) -> int:
+def reap_groups(
+    groups: list[tuple[int, float]],
+    owner_prefixes: Sequence[str],
+    marker_prefixes: Sequence[str] = (),
+) -> int:
     """Kill process groups (and marked processes) a crashed server left behind.
 
-    ``groups`` holds (process group, epoch time the call started). A group whose number
-    may now belong to something else is skipped: one recorded before the machine last
-    booted, and one whose leader (the process of that number) started after the call
-    did (the number was freed and reused; while any member of the old group lives, the
-    kernel gives its number to nobody). ``marker_prefixes`` finds processes by the
-    marker in their environment (a call's setsid'd child outside its group); pass only
-    prefixes of owners known to be gone.
+    ``groups`` holds (process group, epoch time the call started) of calls whose owners'
+    markers begin with one of ``owner_prefixes``. A group whose number may now belong to
+    something else is skipped: one recorded before the machine last booted, and one
+    whose leader (the process of that number) does not carry such a marker (the number
+    was freed and given to another process; while any member of the old group lives,
+    the kernel gives its number to nobody, so a group whose leader is gone is still the
+    call's). ``marker_prefixes`` also finds processes by the marker in their environment
+    (a call's setsid'd child outside its group); pass only prefixes of owners known to
+    be gone.
     """
     killed = 0
     booted = psutil.boot_time()
     for pgid, started_at in groups:
-        if started_at < booted or _reused(pgid, started_at):
+        if started_at < booted or not _led_by_a_call(pgid, tuple(owner_prefixes)):
             continue
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
@@ -198,3 +189,14 @@ def reap_groups(groups: list[tuple[int, float]], marker_prefixes: Sequence[str] 
     if killed:
         time.sleep(0.05)
     return killed
+
+
+def _led_by_a_call(pgid: int, prefixes: tuple[str, ...]) -> bool:
+    """Whether group ``pgid`` is still a call's: its leader carries a call marker with
+    one of ``prefixes``, or the leader is gone (the number stays the group's)."""
+    try:
+        return psutil.Process(pgid).environ().get(MARKER_VAR, "").startswith(prefixes)
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.Error:
+        return False  # not ours to read: not ours to kill

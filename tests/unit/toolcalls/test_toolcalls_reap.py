@@ -1,51 +1,86 @@
 """Reaping what a crashed server left: only groups recorded since the machine booted,
-and never a number given to another process since."""
+and only while their number still names a call's group."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import psutil
 import pytest
 
+from tether.toolcalls.launcher import MARKER_VAR
 from tether.toolcalls.process_tree import reap_groups
+
+DEAD = "tether-dead-owner:"
+
+Start = Callable[..., subprocess.Popen[bytes]]
 
 
 @pytest.fixture
-def orphan_group() -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
-    yield proc
-    proc.kill()
-    proc.wait()
+def start_group() -> Iterator[Start]:
+    """Start ``sleep 30`` as the leader of a group of its own (``marker``: the call
+    marker in its environment); every one started is killed afterwards."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(marker: str | None = f"{DEAD}call-1") -> subprocess.Popen[bytes]:
+        env = {k: v for k, v in os.environ.items() if k != MARKER_VAR}
+        if marker is not None:
+            env[MARKER_VAR] = marker
+        started.append(subprocess.Popen(["sleep", "30"], start_new_session=True, env=env))
+        return started[-1]
+
+    yield start
+    for proc in started:
+        proc.kill()
+        proc.wait()
 
 
 def _alive(proc: subprocess.Popen[bytes]) -> bool:
     return proc.poll() is None
 
 
-def test_a_group_recorded_before_the_last_boot_is_left_alone(
-    orphan_group: subprocess.Popen[bytes],
-) -> None:
+def test_a_group_recorded_before_the_last_boot_is_left_alone(start_group: Start) -> None:
+    leader = start_group()
     before_boot = psutil.boot_time() - 60
-    assert reap_groups([(orphan_group.pid, before_boot)]) == 0
-    assert _alive(orphan_group)
+    assert reap_groups([(leader.pid, before_boot)], (DEAD,)) == 0
+    assert _alive(leader)
 
 
-def test_a_group_recorded_since_boot_is_killed(orphan_group: subprocess.Popen[bytes]) -> None:
-    assert reap_groups([(orphan_group.pid, time.time())]) == 1
-    orphan_group.wait(timeout=5)
-    assert not _alive(orphan_group)
+def test_a_call_group_recorded_since_boot_is_killed(start_group: Start) -> None:
+    leader = start_group()
+    assert reap_groups([(leader.pid, time.time())], (DEAD,)) == 1
+    leader.wait(timeout=5)
+    assert not _alive(leader)
 
 
-def test_a_group_whose_number_was_reused_after_the_call_is_left_alone(
-    orphan_group: subprocess.Popen[bytes],
+@pytest.mark.parametrize("marker", [None, "tether-a-live-owner:call-9"])
+def test_a_group_number_given_to_another_process_since_is_left_alone(
+    start_group: Start, marker: str | None
 ) -> None:
-    """The row's group number now names a process that started well after the call
-    (the number was freed and given again): it is not the call's, and lives."""
-    started = psutil.Process(orphan_group.pid).create_time()
-    call_started = max(psutil.boot_time() + 0.001, started - 30)
-    assert started - call_started > 2  # the machine has been up for more than that
-    assert reap_groups([(orphan_group.pid, call_started)]) == 0
-    assert _alive(orphan_group)
+    """The row's group number now names a process that is not a call of a dead owner
+    (the number was freed and given again): it lives, however recent the row."""
+    leader = start_group(marker)
+    assert reap_groups([(leader.pid, time.time())], (DEAD,)) == 0
+    assert _alive(leader)
+
+
+def test_a_call_group_whose_leader_is_gone_is_still_killed(start_group: Start) -> None:
+    """A leader that exited leaves its group number taken while a member lives: the
+    member (here started by the leader's shell, which then exits) dies."""
+    env = {**os.environ, MARKER_VAR: f"{DEAD}call-2"}
+    shell = subprocess.Popen(
+        ["sh", "-c", "sleep 30 & echo $!"], start_new_session=True, env=env, stdout=subprocess.PIPE
+    )
+    assert shell.stdout is not None
+    with shell.stdout:
+        member = psutil.Process(int(shell.stdout.readline()))
+    shell.wait()
+    try:
+        assert reap_groups([(shell.pid, time.time())], (DEAD,)) == 1
+        member.wait(timeout=5)
+    finally:
+        if member.is_running():
+            member.kill()
