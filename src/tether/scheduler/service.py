@@ -46,6 +46,17 @@ def load_spec(record: CronJobRecord) -> JobSpec:
     return JobSpec.model_validate(record.spec)
 
 
+def _loaded(record: CronJobRecord | None) -> JobSpec | None:
+    """The stored job, or None if there is none or it no longer validates."""
+    if record is None:
+        return None
+    try:
+        return load_spec(record)
+    except ValueError:  # pydantic's ValidationError is one
+        log.exception("cron job %s: its stored spec does not load", record.id)
+        return None
+
+
 def upcoming(spec: JobSpec, since: datetime, last_fire: datetime | None) -> datetime | None:
     """The next tick of a job whose schedule holds from ``since`` (None: nothing left)."""
     schedule = spec.schedule
@@ -175,11 +186,12 @@ class CronScheduler:
         taken = await self._repo.take_over_runs(resumed_tasks, dead_owners, self.owner)
         for run in taken:
             assert run.task_id is not None  # taken over by its task
-            record = await self._repo.get(run.job_id)
-            if record is None:  # deleted meanwhile
+            spec = _loaded(await self._repo.get(run.job_id))
+            if spec is None:  # deleted, or no longer a job this version reads
                 await self._repo.finish_run(run.id, "error", RESTARTED, self.clock().timestamp())
+                self._executor.tell_failed(run.job_id, run.id, "error", RESTARTED)
                 continue
-            self.launch(load_spec(record), run.id, ResumedRun(run.task_id, run.started_at))
+            self.launch(spec, run.id, ResumedRun(run.task_id, run.started_at))
             log.info("cron run %s of job %s goes on after the restart", run.id, run.job_id)
         failed = await self._repo.fail_running(RESTARTED, self.clock().timestamp(), dead_owners)
         for job_id, run_id in failed:

@@ -220,44 +220,36 @@ class CronRepository:
     ) -> list[CronRunRecord]:
         """After a restart: the runs ``owners`` (servers that are gone) left in progress
         whose turn this server took up again (``task_ids``) become ``owner``'s; returns
-        them."""
+        those it changed (another server recovering the same owners changes each at
+        most once, in one statement)."""
         if not task_ids:
             return []
-        mine = sa.and_(
-            cron_runs.c.status == "running",
-            owned_by(cron_runs.c.claimed_by, owners),
-            cron_runs.c.task_id.in_(list(task_ids)),
-        )
         async with self._db.write() as conn:
-            rows = (await conn.execute(sa.select(cron_runs).where(mine))).all()
-            taken = [r.id for r in rows]
-            if taken:
-                await conn.execute(
-                    sa.update(cron_runs)
-                    .where(cron_runs.c.id.in_(taken), cron_runs.c.status == "running")
-                    .values(claimed_by=owner)
+            rows = await conn.execute(
+                sa.update(cron_runs)
+                .where(
+                    cron_runs.c.status == "running",
+                    owned_by(cron_runs.c.claimed_by, owners),
+                    cron_runs.c.task_id.in_(list(task_ids)),
                 )
-            return [to_record(CronRunRecord, r) for r in rows]
+                .values(claimed_by=owner)
+                .returning(*cron_runs.c)
+            )
+            return [to_record(CronRunRecord, r) for r in rows.all()]
 
     async def fail_running(
         self, reason: str, now: float, owners: Collection[str | None]
     ) -> list[tuple[str, str]]:
         """After a restart: the runs ``owners`` (servers that are gone) left in progress
-        are recorded as failed; returns their (job id, run id)."""
-        left = sa.and_(cron_runs.c.status == "running", owned_by(cron_runs.c.claimed_by, owners))
+        are recorded as failed; returns the (job id, run id) of those it changed."""
         async with self._db.write() as conn:
-            rows = (
-                await conn.execute(sa.select(cron_runs.c.job_id, cron_runs.c.id).where(left))
-            ).all()
-            if rows:
-                await conn.execute(
-                    sa.update(cron_runs)
-                    .where(
-                        cron_runs.c.id.in_([r.id for r in rows]), cron_runs.c.status == "running"
-                    )
-                    .values(status="error", error=reason, finished_at=now)
-                )
-            return [(r.job_id, r.id) for r in rows]
+            rows = await conn.execute(
+                sa.update(cron_runs)
+                .where(cron_runs.c.status == "running", owned_by(cron_runs.c.claimed_by, owners))
+                .values(status="error", error=reason, finished_at=now)
+                .returning(cron_runs.c.job_id, cron_runs.c.id)
+            )
+            return [(r.job_id, r.id) for r in rows.all()]
 
     # ----------------------------------------------------------------- history
 

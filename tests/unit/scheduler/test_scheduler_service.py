@@ -350,3 +350,21 @@ async def test_a_run_whose_job_was_deleted_before_it_started_does_not_start(
     await node.scheduler.idle()
     assert node.tasks.submitted == []
     assert node.notified == []
+
+
+async def test_a_run_taken_over_is_not_also_failed_by_another_recovery(
+    node: CronNode, clock: FakeClock
+) -> None:
+    """Two servers recover the same gone owner: the run one of them took over (its turn
+    resumed there) is not failed by the other, and each reports only what it changed."""
+    await node.jobs.create(agent_job("shared", "0 * * * *"))
+    now = clock().timestamp()
+    assert await node.store.cron.start_manual("shared", "r1", now, "gone") == "started"
+    await node.store.cron.set_run_task("r1", "t1")
+
+    taken = await node.store.cron.take_over_runs(["t1"], {"gone"}, "server-a")
+    assert [r.id for r in taken] == ["r1"]
+    assert await node.store.cron.take_over_runs(["t1"], {"gone"}, "server-c") == []
+    assert await node.store.cron.fail_running("restarted", now, {"gone"}) == []
+    (run,) = await node.store.cron.history("shared")
+    assert run.status == "running"
