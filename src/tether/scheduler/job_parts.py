@@ -6,9 +6,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+)
 
 #: Where a job's answer can go in Tether; QwenPaw has more channels (DingTalk, ...).
 KNOWN_CHANNELS: Final = ("console",)
@@ -63,14 +71,26 @@ class JobRequest(BaseModel):
 
     @field_validator("input")
     @classmethod
-    def _not_too_deep(cls, value: Any) -> Any:
-        if _depth(value) > MAX_INPUT_DEPTH:
+    def _not_too_deep(cls, value: Any, info: ValidationInfo) -> Any:
+        if not is_stored(info) and _depth(value) > MAX_INPUT_DEPTH:
             raise ValueError(f"nests lists and objects more than {MAX_INPUT_DEPTH} deep")
         return value
 
     def prompt(self) -> str:
         """The text the agent is given: every text part of ``input``, in order."""
         return "\n".join(t for t in _texts(self.input) if t.strip())
+
+
+#: Set in the validation context when a stored job is read, not a request: the bounds
+#: added since it may have been stored are for requests, so that an older job still
+#: loads (and can be corrected with a PUT, which they do apply to).
+STORED_CONTEXT_KEY: Final = "stored"
+
+
+def is_stored(info: ValidationInfo) -> bool:
+    """Whether a stored job is being read (``STORED_CONTEXT_KEY``), not a request."""
+    context = info.context
+    return isinstance(context, Mapping) and bool(context.get(STORED_CONTEXT_KEY))
 
 
 def _depth(value: Any) -> int:
@@ -104,11 +124,14 @@ class JobRuntime(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     max_concurrency: Annotated[int, Field(strict=True, ge=1)] = 1
-    timeout_seconds: Annotated[int, Field(strict=True, ge=1, le=MAX_SECONDS)] = (
-        DEFAULT_TIMEOUT_SECONDS
-    )
-    misfire_grace_seconds: Annotated[int, Field(strict=True, ge=0, le=MAX_SECONDS)] = (
-        DEFAULT_MISFIRE_GRACE_SECONDS
-    )
+    timeout_seconds: Annotated[int, Field(strict=True, ge=1)] = DEFAULT_TIMEOUT_SECONDS
+    misfire_grace_seconds: Annotated[int, Field(strict=True, ge=0)] = DEFAULT_MISFIRE_GRACE_SECONDS
     share_session: Annotated[bool, Field(strict=True)] = False
     tool_safety: Annotated[bool, Field(strict=True)] = False
+
+    @field_validator("timeout_seconds", "misfire_grace_seconds")
+    @classmethod
+    def _at_most_ten_years(cls, value: int, info: ValidationInfo) -> int:
+        if value > MAX_SECONDS and not is_stored(info):
+            raise ValueError(f"must be at most {MAX_SECONDS} seconds (ten years)")
+        return value

@@ -39,16 +39,19 @@ from pydantic_core import PydanticCustomError
 
 from tether.scheduler.job_parts import (
     CRON_USER,
+    STORED_CONTEXT_KEY,
     DispatchSpec,
     DispatchTarget,
     JobRequest,
     JobRuntime,
+    is_stored,
 )
 
 __all__ = [
     "APPROVAL_LEVELS",
     "DEFAULT_APPROVAL_LEVEL",
     "NOW_CONTEXT_KEY",
+    "STORED_CONTEXT_KEY",
     "CronSchedule",
     "JobSpec",
     "OnceSchedule",
@@ -102,10 +105,6 @@ def normalize_cron_expression(value: str) -> str:
     croniter cannot parse, and expressions that never fire (``0 0 30 2 *``).
     Raises :class:`PydanticCustomError` so it can be used inside validators.
     """
-    if len(value) > MAX_CRON_LENGTH:
-        raise _cron_error(
-            value[:40] + "...", f"expression is longer than {MAX_CRON_LENGTH} characters"
-        )
     fields = value.split()
     if not fields:
         raise _cron_error(value, "expression is empty")
@@ -163,7 +162,10 @@ class CronSchedule(_Strict):
 
     @field_validator("cron")
     @classmethod
-    def _check_cron(cls, value: str) -> str:
+    def _check_cron(cls, value: str, info: ValidationInfo) -> str:
+        if len(value) > MAX_CRON_LENGTH and not is_stored(info):
+            too_long = f"expression is longer than {MAX_CRON_LENGTH} characters"
+            raise _cron_error(value[:40] + "...", too_long)
         return normalize_cron_expression(value)
 
     @field_validator("timezone")
@@ -185,7 +187,7 @@ class OnceSchedule(_Strict):
     @field_validator("run_at")
     @classmethod
     def _not_in_past(cls, value: datetime, info: ValidationInfo) -> datetime:
-        if value >= LATEST_RUN_AT:
+        if value >= LATEST_RUN_AT and not is_stored(info):
             raise PydanticCustomError(
                 "run_at_too_late",
                 "run_at {run_at} is too far ahead (it must be before {latest})",

@@ -16,7 +16,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from tether.scheduler.clock import Clock, from_epoch, to_epoch
-from tether.scheduler.models import JobSpec, OnceSchedule
+from tether.scheduler.models import STORED_CONTEXT_KEY, JobSpec, OnceSchedule
 from tether.scheduler.runner import ResumedRun, RunExecutor
 from tether.scheduler.timing import CatchUp, next_fire, plan_catch_up
 from tether.store.cron import CronRepository, NewRun, TickClaim
@@ -43,7 +43,7 @@ def new_run_id() -> str:
 
 def load_spec(record: CronJobRecord) -> JobSpec:
     """A stored job (validated without a clock: its once time may have passed)."""
-    return JobSpec.model_validate(record.spec)
+    return JobSpec.model_validate(record.spec, context={STORED_CONTEXT_KEY: True})
 
 
 def _loaded(record: CronJobRecord | None) -> JobSpec | None:

@@ -368,3 +368,21 @@ async def test_a_run_taken_over_is_not_also_failed_by_another_recovery(
     assert await node.store.cron.fail_running("restarted", now, {"gone"}) == []
     (run,) = await node.store.cron.history("shared")
     assert run.status == "running"
+
+
+async def test_a_job_stored_before_the_bounds_still_loads_and_can_be_corrected(
+    node: CronNode, clock: FakeClock
+) -> None:
+    """An older version took a timeout of 999,999,999 s (a natural "no timeout"): such
+    a job still lists, and a PUT, which the bounds apply to, corrects it."""
+    spec = agent_job("old", "0 * * * *", timeout_seconds=999_999_999)
+    now = clock().timestamp()
+    assert await node.store.cron.create("old", spec, True, now, now)
+
+    (listed,) = await node.jobs.list_jobs()
+    assert listed.runtime.timeout_seconds == 999_999_999
+    stored = listed.model_dump(mode="json")
+    with pytest.raises(Invalid):
+        await node.jobs.replace("old", stored)
+    fixed = {**stored, "runtime": {**stored["runtime"], "timeout_seconds": 3600}}
+    assert (await node.jobs.replace("old", fixed)).runtime.timeout_seconds == 3600
