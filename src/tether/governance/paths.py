@@ -159,8 +159,12 @@ def classify_path(raw: str, cwd: str | None, ctx: AnalysisContext) -> frozenset[
     return _classify(raw, cwd, ctx)
 
 
-#: Past this many words a brace expansion is judged as unknown, not word by word.
-MAX_BRACE_WORDS = 64
+#: Past this many distinct words, or this much text, a brace expansion is not judged
+#: word by word: see ``brace_words``.
+MAX_BRACE_WORDS = 256
+MAX_BRACE_CHARS = 65_536
+#: What a path that may be anything at all, the root included, is judged as.
+_ANYTHING: frozenset[str] = frozenset({"any", "dynamic", "outside_workspace", "root_or_system"})
 
 
 @lru_cache(maxsize=8192)
@@ -169,7 +173,7 @@ def _classify(raw: str, cwd: str | None, ctx: AnalysisContext) -> frozenset[str]
         return frozenset()
     words = brace_words(raw)
     if words is None:
-        return _UNKNOWN
+        return _ANYTHING
     if words != [raw]:
         # Each word the shell makes of ``{/etc,x}`` is a path of its own.
         return frozenset().union(*(_classify(w, cwd, ctx) for w in words))
@@ -196,46 +200,52 @@ def _classify(raw: str, cwd: str | None, ctx: AnalysisContext) -> frozenset[str]
 
 
 def brace_words(raw: str) -> list[str] | None:
-    """The words the shell's brace expansion makes of ``raw`` (``a{b,c}`` gives ``ab``
-    and ``ac``, nested groups too); ``[raw]`` when it has no comma group; None for more
-    than MAX_BRACE_WORDS. Quoting is not known here, so a quoted group counts too: that
-    can only make a literal name look like more paths, never hide one."""
-    if raw.count("{") > MAX_BRACE_WORDS:
-        return None  # also keeps the search for groups below from growing quadratic
-    words, pending = [], [raw]
+    """The distinct words the shell's brace expansion makes of ``raw`` (``a{b,c}``
+    gives ``ab`` and ``ac``, nested groups too); ``[raw]`` when it has no comma group;
+    None past MAX_BRACE_WORDS words or MAX_BRACE_CHARS characters. Quoting is not known
+    here, so a quoted group counts too: that can only make a literal name look like
+    more paths, never hide one."""
+    if "{" not in raw or "," not in raw:
+        return [raw]
+    words: dict[str, None] = {}
+    pending, seen, size = [raw], {raw}, len(raw)
     while pending:
         word = pending.pop()
         group = _first_comma_group(word)
         if group is None:
-            words.append(word)
-        else:
-            start, end, parts = group
-            pending.extend(word[:start] + part + word[end + 1 :] for part in reversed(parts))
-        if len(words) + len(pending) > MAX_BRACE_WORDS:
+            words[word] = None
+            continue
+        start, end, parts = group
+        for part in reversed(parts):
+            made = word[:start] + part + word[end + 1 :]
+            if made not in seen:
+                seen.add(made)
+                size += len(made)
+                pending.append(made)
+        if len(seen) > MAX_BRACE_WORDS or size > MAX_BRACE_CHARS:
             return None
-    return words
+    return list(words)
 
 
 def _first_comma_group(word: str) -> tuple[int, int, list[str]] | None:
-    """The first ``{...}`` of ``word`` with a comma at its own level: where it opens and
-    closes, and its parts."""
-    for start, char in enumerate(word):
-        if char != "{":
-            continue
-        depth, cuts = 0, [start]
-        for i in range(start, len(word)):
-            if word[i] == "{":
-                depth += 1
-            elif word[i] == "}":
-                depth -= 1
-                if depth == 0:
-                    if len(cuts) > 1:
-                        cuts.append(i)
-                        return start, i, [word[a + 1 : b] for a, b in itertools.pairwise(cuts)]
-                    break
-            elif word[i] == "," and depth == 1:
-                cuts.append(i)
-    return None
+    """The ``{...}`` of ``word`` opening first among those with a comma at their own
+    level: where it opens and closes, and its parts. One pass over the word."""
+    opened: list[list[int]] = []  # per open brace: its position, then its commas
+    best: tuple[int, int, list[int]] | None = None
+    for i, char in enumerate(word):
+        if char == "{":
+            opened.append([i])
+        elif char == "," and opened:
+            opened[-1].append(i)
+        elif char == "}" and opened:
+            cuts = opened.pop()
+            if len(cuts) > 1 and (best is None or cuts[0] < best[0]):
+                best = (cuts[0], i, cuts)
+    if best is None:
+        return None
+    start, end, cuts = best
+    bounds = [*cuts, end]
+    return start, end, [word[a + 1 : b] for a, b in itertools.pairwise(bounds)]
 
 
 def _normpath(path: str) -> str:

@@ -47,7 +47,8 @@ def _literal_words(arguments: Mapping[str, Any], ctx: AnalysisContext) -> list[s
     except ValueError:
         return None
     parsed = parse_script(command, ctx, None)
-    if parsed.syntax_error or parsed.too_deep or parsed.too_large or len(parsed.commands) != 1:
+    unread = parsed.syntax_error or parsed.too_deep or parsed.too_large or parsed.too_wide
+    if unread or len(parsed.commands) != 1:
         return None
     (cmd,) = parsed.commands
     if cmd.redirects or cmd.pipe_into or cmd.executed_by or cmd.stdin_args or not words:

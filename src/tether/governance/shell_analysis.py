@@ -6,9 +6,16 @@ from collections.abc import Iterable, Sequence
 
 from tether.governance.context import AnalysisContext
 from tether.governance.findings import Finding, Severity
+from tether.governance.paths import MAX_BRACE_WORDS
 from tether.governance.rules import Rule
 from tether.governance.shell_match import rule_matches
-from tether.governance.shell_parse import MAX_DEPTH, SimpleCommand, parse_script
+from tether.governance.shell_parse import (
+    MAX_COMMANDS,
+    MAX_DEPTH,
+    MAX_PIPE_NAMES,
+    SimpleCommand,
+    parse_script,
+)
 
 _SNIPPET_CHARS = 120
 
@@ -16,6 +23,7 @@ PARSE_ERROR = "shell.parse-error"
 DYNAMIC_COMMAND = "shell.dynamic-command"
 TOO_DEEP = "shell.nesting-too-deep"
 TOO_LARGE = "shell.too-large"
+TOO_WIDE = "shell.too-wide"
 
 
 def analyze_shell(
@@ -43,6 +51,17 @@ def analyze_shell(
         )
     if parsed.too_large:
         findings.append(Finding(TOO_LARGE, Severity.HIGH, "Script too large to analyse"))
+    if parsed.too_wide:
+        findings.append(
+            Finding(
+                TOO_WIDE,
+                Severity.CRITICAL,
+                f"Expands to more than can be checked (more than {MAX_COMMANDS} commands, "
+                f"a pipeline through more than {MAX_PIPE_NAMES} different ones, or a brace "
+                f"expansion of more than {MAX_BRACE_WORDS} words): split it or run it "
+                "from a script file",
+            )
+        )
     shell_rules = [rule for rule in rules if rule.kind == "shell"]
     for cmd in parsed.commands:
         findings.extend(_command_findings(cmd, ctx, shell_rules))

@@ -48,11 +48,15 @@ from tether.governance.wrappers import (
 
 MAX_DEPTH = 5  # nested bash -c / eval / here-doc scripts
 MAX_SCRIPT_CHARS = 100_000
-# Each stage of a pipeline is told every command downstream of it, and each of those is
-# matched against the rules: past these counts the analysis would take seconds to
-# minutes (a 20,000-character "a|a|..." took 25 s), so the script counts as too large.
-MAX_PIPELINE_STAGES = 64
-MAX_COMMANDS = 2_000
+# Each stage of a pipeline is told the distinct commands downstream of it (what rules
+# such as "curl piped into sh" look for). Kept to distinct names, a long pipeline costs
+# time in proportion to its length (repeated, a 20,000-character "a|a|..." took 25 s);
+# past this many distinct names it could again take minutes, and is not judged: a
+# script that cannot be checked is refused, never allowed unread.
+MAX_PIPE_NAMES = 64
+# Each simple command costs about 0.1 ms to judge; past this many (a script of half a
+# megabyte of commands would be minutes of work) the script is not judged either.
+MAX_COMMANDS = 5_000
 MAX_LOOP_VALUES = 4  # for-loop values bound one by one before giving up
 MAX_UNWRAP = 8  # sudo env nice timeout ... chains
 _SOURCE_CHARS = 200
@@ -132,6 +136,10 @@ class ParsedScript:
     syntax_error: bool = False
     too_deep: bool = False
     too_large: bool = False
+    #: It expands to more than can be checked: a pipeline through more than
+    #: MAX_PIPE_NAMES distinct commands, more than MAX_COMMANDS commands, or a brace
+    #: expansion past its limits.
+    too_wide: bool = False
 
 
 def parse_script(script: str, ctx: AnalysisContext, cwd: str | None = None) -> ParsedScript:
@@ -147,6 +155,7 @@ def parse_script(script: str, ctx: AnalysisContext, cwd: str | None = None) -> P
         syntax_error=walker.syntax_error,
         too_deep=walker.too_deep,
         too_large=walker.too_large,
+        too_wide=walker.too_wide or len(walker.out) > MAX_COMMANDS,
     )
 
 
@@ -218,6 +227,7 @@ class _Walker:
         self.syntax_error = False
         self.too_deep = False
         self.too_large = False
+        self.too_wide = False
 
     # ------------------------------------------------------------ scripts
 
@@ -250,7 +260,7 @@ class _Walker:
     def walk(self, node: Node, env: _Env) -> None:
         """Walk any node, dispatching on its type."""
         if len(self.out) > MAX_COMMANDS:
-            self.too_large = True
+            self.too_wide = True
             return
         handler = _HANDLERS.get(node.type)
         if handler is not None:
@@ -304,8 +314,8 @@ class _Walker:
             rec = self.out[k]
             self.out[k] = dataclasses.replace(
                 rec,
-                pipe_into=rec.pipe_into + downstream,
-                executed_by=rec.executed_by + executors,
+                pipe_into=_joined(rec.pipe_into, downstream),
+                executed_by=_joined(rec.executed_by, executors),
             )
 
     # ------------------------------------------------------------ words
@@ -455,9 +465,6 @@ class _Walker:
 
     def run_pipeline(self, stages: list[tuple[Node, _Env]]) -> None:
         """Walk pipeline stages, then tell each stage what consumes its output."""
-        if len(stages) > MAX_PIPELINE_STAGES:
-            self.too_large = True
-            return
         ranges: list[tuple[int, int]] = []
         piped = len(stages) > 1
         for stage, stage_env in stages:
@@ -471,11 +478,12 @@ class _Walker:
         for start, end in reversed(ranges):
             self._tag(start, end, downstream, executors)
             records = self.out[start:end]
-            downstream = tuple(r.name for r in records) + downstream
-            executors = (
-                tuple(r.name for r in records if executes_stdin(r.name, r.args, r.stdin_args))
-                + executors
-            )
+            downstream = _joined(tuple(r.name for r in records), downstream)
+            stdin_runners = (r for r in records if executes_stdin(r.name, r.args, r.stdin_args))
+            executors = _joined(tuple(r.name for r in stdin_runners), executors)
+            if len(downstream) > MAX_PIPE_NAMES:
+                self.too_wide = True
+                return
         self._feed_literals(ranges)
 
     def _feed_literals(self, ranges: list[tuple[int, int]]) -> None:
@@ -585,7 +593,11 @@ class _Walker:
             # A name built from a variable is never trusted, even when the
             # variable's value looks known: it is judged as the worst command.
             words[0] = DYNAMIC
-        words, subs = _brace_expanded(words, subs)
+        expanded = _brace_expanded(words, subs)
+        if expanded is None:
+            self.too_wide = True
+        else:
+            words, subs = expanded
         chain = _unwrap_chain(words)
         self._walk_word_substitutions(chain, subs)
         info = self._redirections(c for c in node.children if c.type.endswith("_redirect"))
@@ -792,19 +804,34 @@ def _splice(args: tuple[str, ...], items: list[str]) -> tuple[str, ...]:
     return tuple(result)
 
 
-def _brace_expanded(words: list[str], subs: list[list[Node]]) -> tuple[list[str], list[list[Node]]]:
+def _brace_expanded(
+    words: list[str], subs: list[list[Node]]
+) -> tuple[list[str], list[list[Node]]] | None:
     """The command's words as the shell's brace expansion makes them: ``{rm,-rf,/}``
     is three words, the first of them the command. A word's substitutions stay with the
-    first word it makes; a word making too many to judge one by one is unknown."""
+    first word it makes. None if a word makes more than can be checked."""
     if not any("{" in w for w in words):
         return words, subs
     out_words: list[str] = []
     out_subs: list[list[Node]] = []
     for word, found in zip(words, subs, strict=True):
-        made = brace_words(word) or [DYNAMIC]
+        made = brace_words(word)
+        if made is None:
+            return None
         out_words.extend(made)
         out_subs.extend([found] + [[] for _ in made[1:]])
     return out_words, out_subs
+
+
+def _joined(
+    first: tuple[str | None, ...], second: tuple[str | None, ...]
+) -> tuple[str | None, ...]:
+    """``first``, then the names of ``second`` it does not hold yet (rules only ask
+    whether a name is there, and a pipeline repeating one command stays short)."""
+    if not second:
+        return first
+    have = set(first)
+    return first + tuple(n for n in dict.fromkeys(second) if n not in have)
 
 
 _HANDLERS: dict[str, Callable[[_Walker, Node, _Env], None]] = {
@@ -824,7 +851,7 @@ _HANDLERS: dict[str, Callable[[_Walker, Node, _Env], None]] = {
 __all__ = [
     "MAX_COMMANDS",
     "MAX_DEPTH",
-    "MAX_PIPELINE_STAGES",
+    "MAX_PIPE_NAMES",
     "ParsedScript",
     "Redirect",
     "SimpleCommand",

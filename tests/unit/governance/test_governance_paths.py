@@ -82,8 +82,13 @@ def test_not_workspace_root(raw: str, ctx: AnalysisContext) -> None:
         ("{1..3}", ["{1..3}"]),  # a sequence stays a pattern in its directory
         ("x{a}y", ["x{a}y"]),
         ("{", ["{"]),
-        ("{a,b}" * 7, None),  # 128 words: judged as unknown
-        ("{" * 65 + "a,b" + "}" * 65, None),
+        ("{/,x}{,}{,}{,}", ["/", "x"]),  # the same word twice is judged once
+        ("{a,b}" * 8, None),  # 256 words, then too many to judge one by one
+        ("{a,b}" * 4 + "x" * 5000, None),  # too much text
+        (
+            "{" * 2_000 + "a,b" + "}" * 2_000,
+            ["{" * 1_999 + "a" + "}" * 1_999, "{" * 1_999 + "b" + "}" * 1_999],
+        ),
     ],
 )
 def test_brace_words(raw: str, words: list[str] | None) -> None:
@@ -94,4 +99,5 @@ def test_a_brace_group_cannot_hide_a_path(ctx: AnalysisContext) -> None:
     assert "root_or_system" in classify_path("{/etc,}", CWD, ctx)
     assert "tether_home" in classify_path("{/home/u/.tether/token,x}", CWD, ctx)
     assert "block_device" in classify_path("/dev/{null,sda}", CWD, ctx)
-    assert "dynamic" in classify_path("{a,b}" * 7, CWD, ctx)
+    # Too many words to judge one by one: it may be anything, the root included.
+    assert "root_or_system" in classify_path("{/,x}" + "{a,b}" * 8, CWD, ctx)
