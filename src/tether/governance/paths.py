@@ -161,7 +161,7 @@ def classify_path(raw: str, cwd: str | None, ctx: AnalysisContext) -> frozenset[
 
 #: Past this many distinct words, or this much text, a brace expansion is not judged
 #: word by word: see ``brace_words``.
-MAX_BRACE_WORDS = 256
+MAX_BRACE_WORDS = 1024
 MAX_BRACE_CHARS = 65_536
 #: What a path that may be anything at all, the root included, is judged as.
 _ANYTHING: frozenset[str] = frozenset({"any", "dynamic", "outside_workspace", "root_or_system"})
@@ -210,6 +210,8 @@ def brace_words(raw: str) -> list[str] | None:
     words: dict[str, None] = {}
     pending, seen, size = [raw], {raw}, len(raw)
     while pending:
+        if len(words) > MAX_BRACE_WORDS or size > MAX_BRACE_CHARS:
+            return None
         word = pending.pop()
         group = _first_comma_group(word)
         if group is None:
@@ -222,9 +224,7 @@ def brace_words(raw: str) -> list[str] | None:
                 seen.add(made)
                 size += len(made)
                 pending.append(made)
-        if len(seen) > MAX_BRACE_WORDS or size > MAX_BRACE_CHARS:
-            return None
-    return list(words)
+    return list(words) if len(words) <= MAX_BRACE_WORDS else None
 
 
 def _first_comma_group(word: str) -> tuple[int, int, list[str]] | None:

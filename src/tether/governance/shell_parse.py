@@ -58,6 +58,7 @@ MAX_PIPE_NAMES = 64
 # megabyte of commands would be minutes of work) the script is not judged either.
 MAX_COMMANDS = 5_000
 MAX_LOOP_VALUES = 4  # for-loop values bound one by one before giving up
+MAX_BOUND_LOOPS = 2  # nested loops whose values are bound; deeper ones run once, unknown
 MAX_UNWRAP = 8  # sudo env nice timeout ... chains
 _SOURCE_CHARS = 200
 
@@ -228,6 +229,7 @@ class _Walker:
         self.too_deep = False
         self.too_large = False
         self.too_wide = False
+        self.loops = 0  # for-loops being walked, one inside the other
 
     # ------------------------------------------------------------ scripts
 
@@ -267,6 +269,38 @@ class _Walker:
             handler(self, node, env)
         else:
             self.walk_children(node, env)
+
+    def _error(self, node: Node, env: _Env) -> None:
+        """Text that does not parse. A bare word opening with a brace group is what
+        bash expands to a command (``{rm,-rf,/}`` runs ``rm -rf /``); the grammar reads
+        it as a broken ``{ ...; }`` block (a ``{`` token, then the rest as a command),
+        so each such word is judged here as bash would run it."""
+        self.syntax_error = True
+        children = node.children
+        skip: set[int] = set()
+        for i, child in enumerate(children[:-1]):
+            after = children[i + 1]
+            glued = child.type == "{" and child.end_byte == after.start_byte
+            if glued and after.type in ("command_name", "command"):
+                self._brace_command(after, env)
+                skip.add(i + 1)
+        for i, child in enumerate(children):
+            if child.is_named and i not in skip:
+                self.walk(child, env)
+
+    def _brace_command(self, node: Node, env: _Env) -> None:
+        """``node`` (a command, or its name) read after a ``{`` glued to it: the word
+        ``{`` + its name is brace-expanded into the command and its first arguments."""
+        name = node.child_by_field_name("name") if node.type == "command" else node
+        if name is None:
+            return
+        words = brace_words("{" + self.word(name)[0])
+        if words is None:
+            self.too_wide = True
+            return
+        arguments = node.children_by_field_name("argument") if node.type == "command" else []
+        words += [self.word(a)[0] for a in arguments]
+        self._emit(_unwrap_chain(words), env, ("{" + _text(node))[:_SOURCE_CHARS])
 
     def walk_children(self, node: Node, env: _Env) -> None:
         """Walk named children; a statement followed by ``&`` runs in the background."""
@@ -451,12 +485,18 @@ class _Walker:
             values.append(value)
         if not values or len(values) > MAX_LOOP_VALUES:
             values = [*values[:MAX_LOOP_VALUES], DYNAMIC]
+        if self.loops >= MAX_BOUND_LOOPS:
+            values = [DYNAMIC]  # nested deeper: one walk, or the walks multiply
         if body is None:
             return
-        for value in values:
-            if var is not None:
-                self.variables[_text(var)] = value
-            self.walk(body, env)
+        self.loops += 1
+        try:
+            for value in values:
+                if var is not None:
+                    self.variables[_text(var)] = value
+                self.walk(body, env)
+        finally:
+            self.loops -= 1
         if var is not None:
             self.variables[_text(var)] = DYNAMIC
 
@@ -593,7 +633,8 @@ class _Walker:
             # A name built from a variable is never trusted, even when the
             # variable's value looks known: it is judged as the worst command.
             words[0] = DYNAMIC
-        expanded = _brace_expanded(words, subs)
+        word_nodes = (name_node, *node.children_by_field_name("argument"))
+        expanded = _brace_expanded(words, subs, [_unquoted_brace(n) for n in word_nodes])
         if expanded is None:
             self.too_wide = True
         else:
@@ -804,18 +845,31 @@ def _splice(args: tuple[str, ...], items: list[str]) -> tuple[str, ...]:
     return tuple(result)
 
 
+def _unquoted_brace(node: Node) -> bool:
+    """Whether a word has a ``{`` outside quotes (only those are brace-expanded: a JSON
+    body in quotes is one word)."""
+    if node.type == "command_name":
+        return any(_unquoted_brace(c) for c in node.named_children)
+    if node.type == "word":
+        return "{" in _text(node)
+    if node.type == "concatenation":
+        return any(c.type == "word" and "{" in _text(c) for c in node.named_children)
+    return False
+
+
 def _brace_expanded(
-    words: list[str], subs: list[list[Node]]
+    words: list[str], subs: list[list[Node]], expands: list[bool]
 ) -> tuple[list[str], list[list[Node]]] | None:
     """The command's words as the shell's brace expansion makes them: ``{rm,-rf,/}``
-    is three words, the first of them the command. A word's substitutions stay with the
-    first word it makes. None if a word makes more than can be checked."""
-    if not any("{" in w for w in words):
+    is three words, the first of them the command. Only words with a brace outside
+    quotes (``expands``) are expanded; a word's substitutions stay with the first word
+    it makes. None if a word makes more than can be checked."""
+    if not any(expands):
         return words, subs
     out_words: list[str] = []
     out_subs: list[list[Node]] = []
-    for word, found in zip(words, subs, strict=True):
-        made = brace_words(word)
+    for word, found, expand in zip(words, subs, expands, strict=True):
+        made = brace_words(word) if expand else [word]
         if made is None:
             return None
         out_words.extend(made)
@@ -846,6 +900,7 @@ _HANDLERS: dict[str, Callable[[_Walker, Node, _Env], None]] = {
     "process_substitution": _Walker._subshell,
     "for_statement": _Walker._for,
     "comment": _Walker._ignore,
+    "ERROR": _Walker._error,
 }
 
 __all__ = [

@@ -132,6 +132,10 @@ class JobRuntime(BaseModel):
     @field_validator("timeout_seconds", "misfire_grace_seconds")
     @classmethod
     def _at_most_ten_years(cls, value: int, info: ValidationInfo) -> int:
-        if value > MAX_SECONDS and not is_stored(info):
-            raise ValueError(f"must be at most {MAX_SECONDS} seconds (ten years)")
-        return value
+        if value <= MAX_SECONDS:
+            return value
+        if is_stored(info):
+            # Stored by an older version: read as the longest there is (more overflowed
+            # the date arithmetic at every tick, or failed every run).
+            return MAX_SECONDS
+        raise ValueError(f"must be at most {MAX_SECONDS} seconds (ten years)")

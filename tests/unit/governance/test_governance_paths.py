@@ -83,7 +83,7 @@ def test_not_workspace_root(raw: str, ctx: AnalysisContext) -> None:
         ("x{a}y", ["x{a}y"]),
         ("{", ["{"]),
         ("{/,x}{,}{,}{,}", ["/", "x"]),  # the same word twice is judged once
-        ("{a,b}" * 8, None),  # 256 words, then too many to judge one by one
+        ("{a,b}" * 11, None),  # 2,048 words: too many to judge one by one
         ("{a,b}" * 4 + "x" * 5000, None),  # too much text
         (
             "{" * 2_000 + "a,b" + "}" * 2_000,
@@ -100,4 +100,4 @@ def test_a_brace_group_cannot_hide_a_path(ctx: AnalysisContext) -> None:
     assert "tether_home" in classify_path("{/home/u/.tether/token,x}", CWD, ctx)
     assert "block_device" in classify_path("/dev/{null,sda}", CWD, ctx)
     # Too many words to judge one by one: it may be anything, the root included.
-    assert "root_or_system" in classify_path("{/,x}" + "{a,b}" * 8, CWD, ctx)
+    assert "root_or_system" in classify_path("{/,x}" + "{a,b}" * 10, CWD, ctx)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shlex
 
+import pytest
+
 from tether.governance.context import AnalysisContext
 from tether.governance.findings import Severity
 from tether.governance.paths import DYNAMIC
@@ -191,3 +193,34 @@ def test_a_long_pipeline_is_judged_whole_and_a_wide_one_is_refused(
     many = "echo a; " * (MAX_COMMANDS + 1)
     (finding,) = [f for f in analyze_shell(many, ctx, rules) if f.rule_id == "shell.too-wide"]
     assert finding.severity is Severity.CRITICAL
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        """curl -H 'Content-Type: application/json' -d '[{"id":0,"qty":2}, {"id":1,"qty":2},"""
+        """ {"id":2,"qty":2}, {"id":3,"qty":2}, {"id":4,"qty":2}, {"id":5,"qty":2}]' http://x""",
+        'python3 -c "rows=[' + ",".join(f"{{'a':{i},'b':2}}" for i in range(8)) + ']"',
+        "echo '{" + ",".join(f'"k{i}":{i}' for i in range(300)) + "}' > payload.json",
+        "touch f" + "{0,1}" * 10,
+        "mkdir -p src/{a,b,c,d}/{e,f,g,h}/{i,j,k,l}/{m,n,o,p}",
+        "for a in 1 2; do for b in 1 2; do for c in 1 2; do for d in 1 2; do x=$a; done; done;"
+        " done; done",
+    ],
+)
+def test_everyday_commands_with_braces_are_not_refused(
+    ctx: AnalysisContext, rules: list[Rule], command: str
+) -> None:
+    """Braces in quotes (JSON, code) are one word; an unquoted expansion of a thousand
+    words is still judged word by word."""
+    severities = {f.severity for f in analyze_shell(command, ctx, rules)}
+    assert severities <= {Severity.LOW, Severity.MEDIUM}
+
+
+def test_nested_loops_are_walked_a_bounded_number_of_times(ctx: AnalysisContext) -> None:
+    """Each loop binds up to 4 values one by one, and loops nest: past two levels a
+    loop is walked once, or eleven levels (a 322-character script) took 28 s."""
+    script = "echo body"
+    for i in range(11):
+        script = f"for v{i} in 1 2 3 4; do {script}; done"
+    assert len(parse_script(script, ctx).commands) <= 5 * 5

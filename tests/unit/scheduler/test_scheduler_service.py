@@ -10,6 +10,7 @@ import pytest
 from cron_parts import CronNode, FakeClock, FakeTasks
 
 from tether.errors import Invalid
+from tether.scheduler.job_parts import MAX_SECONDS
 from tether.scheduler.runner import RunExecutor
 from tether.scheduler.service import CronScheduler
 from tether.store import cron as cron_store
@@ -374,15 +375,17 @@ async def test_a_job_stored_before_the_bounds_still_loads_and_can_be_corrected(
     node: CronNode, clock: FakeClock
 ) -> None:
     """An older version took a timeout of 999,999,999 s (a natural "no timeout"): such
-    a job still lists, and a PUT, which the bounds apply to, corrects it."""
+    a job still lists, read as the longest timeout there is, and a PUT, which the
+    bounds apply to, corrects it."""
     spec = agent_job("old", "0 * * * *", timeout_seconds=999_999_999)
     now = clock().timestamp()
     assert await node.store.cron.create("old", spec, True, now, now)
 
     (listed,) = await node.jobs.list_jobs()
-    assert listed.runtime.timeout_seconds == 999_999_999
+    assert listed.runtime.timeout_seconds == MAX_SECONDS  # read as the longest there is
     stored = listed.model_dump(mode="json")
+    too_long = {**stored, "runtime": {**stored["runtime"], "timeout_seconds": 999_999_999}}
     with pytest.raises(Invalid):
-        await node.jobs.replace("old", stored)
+        await node.jobs.replace("old", too_long)
     fixed = {**stored, "runtime": {**stored["runtime"], "timeout_seconds": 3600}}
     assert (await node.jobs.replace("old", fixed)).runtime.timeout_seconds == 3600
