@@ -230,6 +230,7 @@ class _Walker:
         self.too_large = False
         self.too_wide = False
         self.loops = 0  # for-loops being walked, one inside the other
+        self.sources: list[bytes] = []  # the text of each script being walked, innermost last
 
     # ------------------------------------------------------------ scripts
 
@@ -241,13 +242,16 @@ class _Walker:
         if len(text) > MAX_SCRIPT_CHARS:
             self.too_large = True
             return
-        root = _parse(remove_line_continuations(text)).root_node
+        tree = _parse(remove_line_continuations(text))
+        root = tree.root_node
         if root.has_error:
             self.syntax_error = True
         self.depth += 1
+        self.sources.append(root.text or b"")
         try:
             self.walk(root, env)
         finally:
+            self.sources.pop()
             self.depth -= 1
 
     def nested_script(self, text: str, env: _Env, source: str) -> None:
@@ -281,12 +285,17 @@ class _Walker:
         for i, child in enumerate(children[:-1]):
             after = children[i + 1]
             glued = child.type == "{" and child.end_byte == after.start_byte
-            if glued and after.type in ("command_name", "command"):
+            if glued and after.type == "command_name":  # a command node checks for itself
                 self._brace_command(after, env)
                 skip.add(i + 1)
         for i, child in enumerate(children):
             if child.is_named and i not in skip:
                 self.walk(child, env)
+
+    def _after_glued_brace(self, node: Node) -> bool:
+        """Whether the script has a ``{`` right before ``node`` (no space between)."""
+        start = node.start_byte
+        return start > 0 and bool(self.sources) and self.sources[-1][start - 1 : start] == b"{"
 
     def _brace_command(self, node: Node, env: _Env) -> None:
         """``node`` (a command, or its name) read after a ``{`` glued to it: the word
@@ -294,12 +303,16 @@ class _Walker:
         name = node.child_by_field_name("name") if node.type == "command" else node
         if name is None:
             return
-        words = brace_words("{" + self.word(name)[0])
+        arguments = node.children_by_field_name("argument") if node.type == "command" else []
+        flat = [self.word(n) for n in (name, *arguments)]
+        for _value, subs in flat:
+            for sub in subs:  # $(...) in these words runs too
+                self.walk_substitution(sub, (), ())
+        words = brace_words("{" + flat[0][0])
         if words is None:
             self.too_wide = True
             return
-        arguments = node.children_by_field_name("argument") if node.type == "command" else []
-        words += [self.word(a)[0] for a in arguments]
+        words += [value for value, _subs in flat[1:]]
         self._emit(_unwrap_chain(words), env, ("{" + _text(node))[:_SOURCE_CHARS])
 
     def walk_children(self, node: Node, env: _Env) -> None:
@@ -634,7 +647,12 @@ class _Walker:
             # variable's value looks known: it is judged as the worst command.
             words[0] = DYNAMIC
         word_nodes = (name_node, *node.children_by_field_name("argument"))
-        expanded = _brace_expanded(words, subs, [_unquoted_brace(n) for n in word_nodes])
+        expands = [_unquoted_brace(n) for n in word_nodes]
+        if self._after_glued_brace(node):
+            # "{rm,-rf,/} | cat": the grammar took the "{" for a block; bash, for the
+            # start of this word.
+            words[0], expands[0] = "{" + words[0], True
+        expanded = _brace_expanded(words, subs, expands)
         if expanded is None:
             self.too_wide = True
         else:
