@@ -66,6 +66,9 @@ _SOURCE_CHARS = 200
 # script string is re-parsed, so the unknown part stays unknown.
 _DYNAMIC_VAR = "$__TETHER_DYNAMIC__"
 
+#: Variables whose value is known (the context's) and names a home that rules protect.
+_HOMES = frozenset({"HOME", "TETHER_HOME"})
+
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", ">&", "<>"})
 _READ_OPS = frozenset({"<", "<>", "<&"})
 _REDIRECT_OPS = _WRITE_OPS | _READ_OPS | {">&-", "<&-"}
@@ -436,6 +439,10 @@ class _Walker:
         if plain:
             return self._lookup(named)
         subs.extend(_find_substitutions(node))
+        if named and named[0].type == "variable_name" and _text(named[0]) in _HOMES:
+            # ${HOME%/}, ${TETHER_HOME:-x}: an operator on a home is judged as the home
+            # itself (whatever it trims or replaces, the path most likely stays there).
+            return self._lookup(named[:1])
         return DYNAMIC
 
     def _lookup(self, named: list[Node]) -> str:
