@@ -123,31 +123,14 @@ class KeeperClient:
     async def _exchange(self, message: bytes) -> bytes:
         if self._conn is None:
             self._conn = await self._connect()
-        reader, writer = self._conn
         try:
-            async with asyncio.timeout(ANSWER_TIMEOUT):
-                writer.write(message)
-                await writer.drain()
-                line = await reader.readline()
-        except TimeoutError:
-            self.close()
-            raise RunnerUnavailable(
-                f"the runner did not answer within {ANSWER_TIMEOUT:g} s "
-                "(is it stopped or stuck? see `tether status`)"
-            ) from None
-        except OSError as exc:
-            self.close()
-            raise RunnerUnavailable(f"lost the runner's connection: {exc}") from exc
+            return await _ask(*self._conn, message)
         except BaseException:
-            # Cancelled between the request and its answer (a stopped turn): the answer
-            # is still coming, and the next request on this connection would read it
-            # as its own. A fresh connection keeps every answer with its request.
+            # A failed connection is dropped. So is one cancelled between the request
+            # and its answer (a stopped turn): the answer is still coming, and the next
+            # request on it would read it as its own.
             self.close()
             raise
-        if not line:
-            self.close()
-            raise RunnerUnavailable("the runner closed the connection without answering")
-        return line
 
     def close(self) -> None:
         """Drop the kept connection (the next request opens another)."""
@@ -178,27 +161,35 @@ class KeeperClient:
         reader, writer = await self._connect()
         watch = Watch(reader, writer)
         try:
-            async with asyncio.timeout(ANSWER_TIMEOUT):
-                writer.write(protocol.encode({"v": self.spoken, "op": "watch"}))
-                await writer.drain()
-                line = await reader.readline()
-            if not line:
-                raise RunnerUnavailable("the runner closed the connection without answering")
+            line = await _ask(reader, writer, protocol.encode({"v": self.spoken, "op": "watch"}))
             first = protocol.decode(line)
             if not first.get("watching"):
                 raise protocol.ProtocolError(str(first.get("error", "watch refused")))
-        except TimeoutError:
-            watch.close()
-            raise RunnerUnavailable(
-                f"the runner did not answer within {ANSWER_TIMEOUT:g} s"
-            ) from None
-        except OSError as exc:
-            watch.close()
-            raise RunnerUnavailable(f"lost the runner's connection: {exc}") from exc
         except BaseException:
             watch.close()
             raise
         return watch
+
+
+async def _ask(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, message: bytes) -> bytes:
+    """Send one request and read its answer line. RunnerUnavailable if the connection
+    fails or closes, or the runner says nothing for ANSWER_TIMEOUT seconds (a stopped
+    or stuck runner still accepts connections); the caller closes the connection."""
+    try:
+        async with asyncio.timeout(ANSWER_TIMEOUT):
+            writer.write(message)
+            await writer.drain()
+            line = await reader.readline()
+    except TimeoutError:
+        raise RunnerUnavailable(
+            f"the runner did not answer within {ANSWER_TIMEOUT:g} s "
+            "(is it stopped or stuck? see `tether status`)"
+        ) from None
+    except OSError as exc:
+        raise RunnerUnavailable(f"lost the runner's connection: {exc}") from exc
+    if not line:
+        raise RunnerUnavailable("the runner closed the connection without answering")
+    return line
 
 
 class Watch:
