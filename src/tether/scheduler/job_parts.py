@@ -101,9 +101,10 @@ def _depth(value: Any) -> int:
         deepest = max(deepest, depth)
         if deepest > MAX_INPUT_DEPTH:
             break
-        children = item.values() if isinstance(item, dict) else item
-        if isinstance(item, dict | list):
-            stack.extend((child, depth + 1) for child in children)
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
     return deepest
 
 

@@ -35,11 +35,9 @@ class JobBusy(Conflict):
 
 
 def _validated(data: Mapping[str, object], now: datetime | None) -> JobSpec:
-    """The request body as a spec; every problem located as request validation does.
-    ``now``: a ``once`` time before it is refused (None: a stored time, not checked)."""
+    """The request body as a spec (see ``validate_job_spec``); every problem located as
+    request validation does."""
     try:
-        if now is None:
-            return JobSpec.model_validate(dict(data))
         return validate_job_spec(data, now=now)
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_context=False, include_input=False)

@@ -315,12 +315,15 @@ def default_session_id(job_id: str) -> str:
     return f"cron:{job_id}"
 
 
-def validate_job_spec(data: Mapping[str, object], *, now: datetime) -> JobSpec:
-    """Validate a request body, additionally rejecting a ``once`` time before ``now``.
+def validate_job_spec(data: Mapping[str, object], *, now: datetime | None) -> JobSpec:
+    """Validate a request body, additionally rejecting a ``once`` time before ``now``
+    (None: a time the job already had, which may have passed, is not judged).
 
     Raises :class:`pydantic.ValidationError` for every problem with ``data`` and
     :class:`ValueError` if ``now`` is naive.
     """
+    if now is None:
+        return JobSpec.model_validate(dict(data))
     if now.utcoffset() is None:
         raise ValueError("now must be an aware datetime")
     return JobSpec.model_validate(dict(data), context={NOW_CONTEXT_KEY: now})
