@@ -86,7 +86,9 @@ async def _build_and_load(
     settings: Settings, factory: ModelFactory | None, gate: Gate | None, clock: Clock | None
 ) -> Services:
     store = await open_store(settings)
-    sandbox = await sandbox_for(settings, store.chats.sandbox_settings, home_tag(settings.home))
+    # The app holds the home's lock: the groups found are a gone server's.
+    tag = home_tag(settings.home)
+    sandbox = await sandbox_for(settings, store.chats.sandbox_settings, tag, reap=True)
     # The keeper's runner is found or started before anything can launch a call.
     keeper = await start_keeper(settings, sandbox) if settings.keeper else None
     assert store.owner is not None

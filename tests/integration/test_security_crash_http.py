@@ -51,13 +51,17 @@ def _messages(server: Any, session_id: str) -> list[dict[str, Any]]:
 
 def test_kill_9_mid_turn_then_restart(tmp_path: Path) -> None:
     shell_pid_file, child_pid_file = tmp_path / "shell.pid", tmp_path / "child.pid"
-    # The shell records itself, starts a grandchild in its process group, and waits.
-    command = f"echo $$ > {shell_pid_file}; sleep 300 & echo $! > {child_pid_file}; wait"
+    daemon_pid_file = tmp_path / "daemon.pid"
+    # The shell records itself, starts a grandchild in its process group and a daemon
+    # that leaves its session and clears its environment (no group, parent or marker
+    # leads to it: only the call's limits group), and waits.
+    daemon = f"setsid env -i sh -c 'echo $$ > {daemon_pid_file}; exec sleep 300' &"
+    command = f"echo $$ > {shell_pid_file}; {daemon} sleep 300 & echo $! > {child_pid_file}; wait"
     # Unsandboxed and without the keeper: this is the parent-death signal and
     # process-group reaping of a plain shell call (test_sandbox covers a sandboxed call
     # dying with the server), and the command writes outside the workspace.
     server = start_server(tmp_path / "home", TETHER_SANDBOX="off", TETHER_KEEPER="0")
-    child_pid = None
+    child_pid = daemon_pid = None
     try:
         with mock_model() as (model, url):
             use_model(server, url)
@@ -67,6 +71,7 @@ def test_kill_9_mid_turn_then_restart(tmp_path: Path) -> None:
             task_id, session_id = submit(server, "run something long")
             shell_pid = wait_for(lambda: _pid_in(shell_pid_file), what="the shell to start")
             child_pid = wait_for(lambda: _pid_in(child_pid_file), what="its child to start")
+            daemon_pid = wait_for(lambda: _pid_in(daemon_pid_file), what="the daemon to start")
             (call_id,) = call_ids(server, session_id)
             assert call_info(server, session_id, call_id)["status"] == "running"
             before = _messages(server, session_id)
@@ -76,12 +81,14 @@ def test_kill_9_mid_turn_then_restart(tmp_path: Path) -> None:
 
         # The shell dies with the server (parent-death signal), without any restart.
         wait_for(lambda: not _alive(shell_pid), 10, "the shell to die with the server")
-        # Its child, in the same process group, is only reaped by the next start.
-        assert _alive(child_pid)
+        # Its child, in the same process group, and the daemon, in the call's limits
+        # group, are only reaped by the next start.
+        assert _alive(child_pid) and _alive(daemon_pid)
 
         server.start()
 
         wait_for(lambda: not _alive(child_pid), 10, "start-up to reap the orphan")
+        wait_for(lambda: not _alive(daemon_pid), 10, "start-up to reap the daemon")
         after = _messages(server, session_id)
         assert after[: len(before)] == before
         task = server.api_request("GET", f"/api/console/chat/task/{task_id}").json()
@@ -100,5 +107,6 @@ def test_kill_9_mid_turn_then_restart(tmp_path: Path) -> None:
         assert server.api_request("GET", "/api/chats").json()[0]["status"] == "idle"
     finally:
         server.close()
-        if child_pid is not None and _alive(child_pid):
-            psutil.Process(child_pid).kill()
+        for pid in (child_pid, daemon_pid):
+            if pid is not None and _alive(pid):
+                psutil.Process(pid).kill()

@@ -339,7 +339,8 @@ def serve(home: Path, ready_fd: int | None = None, idle_exit: float | None = Non
         _signal_ready(ready_fd, b"busy\n")
         return 3
     try:
-        enforcer = enforcers.choose(enforcers.runner_tag(home))
+        # Holding the lock: any group left is a dead runner's lost call's.
+        enforcer = enforcers.choose(enforcers.runner_tag(home), reap=True)
         asyncio.run(_serve(Runner(home, enforcer, idle_exit), ready_fd))
     finally:
         os.close(lock)

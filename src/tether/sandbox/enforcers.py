@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 
 from tether.sandbox import cgroup_v1, cgroup_v2
-from tether.sandbox.groups import CallGroup, Enforcer
+from tether.sandbox.groups import CallGroup, Enforcer, kill_members
 from tether.sandbox.limits import Limits
 from tether.sandbox.rlimits import Rlimits
 
@@ -23,11 +23,12 @@ def _read(path: str) -> str:
         return ""
 
 
-def choose(tag: str) -> Enforcer:
+def choose(tag: str, *, reap: bool = False) -> Enforcer:
     """The best mechanism that works for this process (blocking: creates directories).
 
     ``tag`` names the server's own directory in each hierarchy, so two servers on one
-    machine never share groups.
+    machine never share groups. ``reap``: the processes left in the groups a previous
+    run of ``tag`` left are killed (see :func:`sweep`).
     """
     proc_cgroup, mounts = _read("/proc/self/cgroup"), _read("/proc/self/mounts")
     enforcer: Enforcer | None = cgroup_v2.detect(proc_cgroup, mounts, tag)
@@ -35,15 +36,21 @@ def choose(tag: str) -> Enforcer:
         enforcer = cgroup_v1.detect(proc_cgroup, mounts, tag)
     if enforcer is None:
         enforcer = Rlimits()
-    sweep(enforcer)
+    sweep(enforcer, reap=reap)
     return enforcer
 
 
-def sweep(enforcer: Enforcer) -> None:
-    """Remove call groups a previous run left behind (those still busy stay)."""
+def sweep(enforcer: Enforcer, *, reap: bool = False) -> None:
+    """Remove call groups a previous run left behind. Those still holding processes stay,
+    unless ``reap``: then what they hold is killed first. Only the holder of the tag's
+    lock may reap (a home's runner, or its server for its own groups): any group then
+    found is a dead run's, and what it holds escaped that run's end (a daemon that left
+    its session and cleared its environment is found by nothing else)."""
     for parent in getattr(enforcer, "parents", ()):
         for child in Path(parent).iterdir() if Path(parent).is_dir() else ():
             if child.is_dir() and child.name.startswith("call-"):
+                if reap and (killed := kill_members(child)):
+                    log.warning("killed %d process(es) a dead run's call left in %s", killed, child)
                 with contextlib.suppress(OSError):
                     child.rmdir()
 

@@ -21,9 +21,13 @@ def _hidden(settings: Settings) -> tuple[Path, ...]:
     return tuple(hidden)
 
 
-async def sandbox_for(settings: Settings, session_settings: SessionSettings, tag: str) -> Sandbox:
+async def sandbox_for(
+    settings: Settings, session_settings: SessionSettings, tag: str, *, reap: bool = False
+) -> Sandbox:
     """Probe bwrap and choose the limits mechanism (raises SandboxUnavailable when
-    TETHER_SANDBOX=bwrap and bwrap does not work). ``tag`` names this server's groups."""
+    TETHER_SANDBOX=bwrap and bwrap does not work). ``tag`` names this server's groups;
+    ``reap``: what a previous server on this home left in them is killed (the caller
+    holds the home's lock)."""
     config = SandboxConfig(
         mode=settings.sandbox,
         network=settings.sandbox_network,
@@ -33,5 +37,5 @@ async def sandbox_for(settings: Settings, session_settings: SessionSettings, tag
         workspace=await asyncio.to_thread(settings.resolved_workspace.resolve),
         hidden=await asyncio.to_thread(_hidden, settings),
     )
-    enforcer = await asyncio.to_thread(enforcers.choose, tag)
+    enforcer = await asyncio.to_thread(enforcers.choose, tag, reap=reap)
     return await build_sandbox(config, enforcer, session_settings)

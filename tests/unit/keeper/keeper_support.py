@@ -107,3 +107,17 @@ async def unsandboxed(home: Path, **options: Any) -> tuple[Settings, Sandbox]:
 
     settings = Settings(home=home, sandbox="off", **options)
     return settings, await sandbox_for(settings, no_settings, "test-keeper")
+
+
+#: Limits for a call run in a limits group.
+LIMITS = {"memory_mb": 256, "max_processes": 32, "cpu_seconds": None}
+
+
+def cgroups_here() -> bool:
+    """Whether this process can make cgroups (else the runner falls back to rlimits)."""
+    from tether.sandbox import enforcers
+    from tether.sandbox.rlimits import Rlimits
+
+    enforcer = enforcers.choose(f"tether-unit-probe-{os.getpid()}")
+    enforcer.close()
+    return not isinstance(enforcer, Rlimits)

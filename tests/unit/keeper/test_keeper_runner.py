@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 from keeper_support import (
+    LIMITS,
     MARKER_PREFIX,
     SH,
+    cgroups_here,
     output_of,
     run_to_end,
     runner_of,
@@ -153,22 +155,10 @@ async def test_output_past_the_limit_is_dropped_with_one_note(
     assert end is not None and end.dropped_bytes == 10000 - 4096
 
 
-def _cgroups_here() -> bool:
-    from tether.sandbox import enforcers
-    from tether.sandbox.rlimits import Rlimits
-
-    enforcer = enforcers.choose(f"tether-unit-probe-{os.getpid()}")
-    enforcer.close()
-    return not isinstance(enforcer, Rlimits)
-
-
-LIMITS = {"memory_mb": 256, "max_processes": 32, "cpu_seconds": None}
-
-
 async def test_a_call_with_limits_runs_in_a_group_and_its_figures_are_on_disk(
     runner_home: Path, keeper: KeeperClient
 ) -> None:
-    if not _cgroups_here():
+    if not cgroups_here():
         pytest.skip("no writable cgroup hierarchy here")
     assert (await keeper.hello()).protocol == 2
     command = "grep -c call- /proc/self/cgroup; exec python3 -c \"b = b'x' * (32 << 20)\""
@@ -186,7 +176,7 @@ async def test_a_call_with_limits_runs_in_a_group_and_its_figures_are_on_disk(
 async def test_the_runner_ends_a_call_on_its_process_limit_and_says_why(
     runner_home: Path, keeper: KeeperClient
 ) -> None:
-    if not _cgroups_here():
+    if not cgroups_here():
         pytest.skip("no writable cgroup hierarchy here")
     await run_to_end(
         keeper, "bomb", "perl -e 'fork while 1'", limits=LIMITS, kill_at=time.time() + 60

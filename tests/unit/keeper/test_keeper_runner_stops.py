@@ -12,9 +12,10 @@ from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
 import psutil
-from keeper_support import output_of, runner_of, start_fields, wait_for
+import pytest
+from keeper_support import LIMITS, cgroups_here, output_of, runner_of, start_fields, wait_for
 
-from tether.keeper import layout
+from tether.keeper import client, layout
 from tether.keeper.client import KeeperClient, Watch
 from tether.keeper.identity import ProcessIdentity, identify
 from tether.keeper.status import read_end
@@ -154,3 +155,31 @@ async def test_sigterm_waits_for_the_kill_after_the_grace_before_the_runner_exit
     assert not survivor.is_alive(), "the runner exited before killing what its call left"
     end = read_end(layout.call_dir(runner_home, "leaves"))
     assert end is not None and end.stopped_by == "request"
+
+
+async def test_a_new_runner_kills_what_a_dead_runners_call_left_in_its_group(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
+    if not cgroups_here():
+        pytest.skip("no writable cgroup hierarchy here")
+    # A daemon that left the call's session and cleared its environment: no process
+    # group, parent or marker leads to it, only the call's limits group.
+    escape = "setsid env -i sh -c 'echo $$; exec sleep 300' & wait"
+    await keeper.request("start", **start_fields("esc", escape, limits=LIMITS))
+    got = wait_for(lambda: output_of(runner_home, "esc"), what="the daemon's pid")
+    daemon = identify(int(got[0].text))
+    wait_for(lambda: psutil.Process(daemon.pid).cmdline() == ["sleep", "300"], what="sleep")
+    old = runner_of(runner_home)
+    os.kill(old.pid, signal.SIGKILL)
+    wait_for(lambda: not old.is_alive(), what="the runner to die")
+    keeper.close()
+    assert daemon.is_alive()  # the runner's death did not reach it
+
+    try:
+        await asyncio.to_thread(client.ensure_runner, runner_home)
+        wait_for(lambda: not daemon.is_alive(), what="the new runner to kill the daemon")
+    finally:
+        with contextlib.suppress(psutil.Error):
+            if daemon.is_alive():
+                psutil.Process(daemon.pid).kill()
+    assert "killed" in _runner_log(runner_home)

@@ -6,10 +6,12 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tether.sandbox import cgroup_v1, cgroup_v2, enforcers
@@ -117,8 +119,8 @@ def _child(group: CallGroup, script: str) -> Iterator[subprocess.Popen[str]]:
         proc.stdout.close()
 
 
-def _real_enforcer() -> cgroup_v1.CgroupV1 | cgroup_v2.CgroupV2 | None:
-    enforcer = enforcers.choose(f"tether-unit-{uuid.uuid4().hex[:8]}")
+def _real_enforcer(tag: str = "") -> cgroup_v1.CgroupV1 | cgroup_v2.CgroupV2 | None:
+    enforcer = enforcers.choose(tag or f"tether-unit-{uuid.uuid4().hex[:8]}")
     return None if isinstance(enforcer, Rlimits) else enforcer  # type: ignore[return-value]
 
 
@@ -135,6 +137,49 @@ def test_a_real_group_counts_and_kills_its_processes() -> None:
         assert proc.wait(10) < 0
     assert group.close()
     enforcer.close()
+
+
+def test_only_a_reaping_choice_kills_what_a_dead_runs_group_holds() -> None:
+    tag = f"tether-unit-{uuid.uuid4().hex[:8]}"
+    enforcer = _real_enforcer(tag)
+    if enforcer is None:
+        pytest.skip("no writable cgroup hierarchy here")
+    group = enforcer.create("call-left", Limits(256, 64, None))
+    # What a dead run's call left: a process that keeps forking, and one that left its
+    # session and cleared its environment (nothing but the group still knows it).
+    script = "setsid env -i sleep 300 & while :; do sleep 300 & sleep 0.01; done"
+    argv = group.join_command(["/bin/sh", "-c", script])
+    assert argv is not None
+    root = subprocess.Popen(argv, start_new_session=True)
+    try:
+        for _ in range(500):
+            if len(group.members()) >= 4:
+                break
+            root.poll()
+            time.sleep(0.01)
+        assert len(group.members()) >= 4
+        enforcers.choose(tag)  # a look without the lock: the busy group stays
+        assert group.members()
+        enforcers.choose(tag, reap=True)
+        assert root.wait(10) < 0
+        assert not [p for p in group.members() if psutil.pid_exists(p)]
+        assert not any(Path(parent, "call-left").exists() for parent in enforcer.parents)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            root.kill()
+        root.wait()
+        kill_members_everywhere(enforcer, "call-left")
+        enforcer.close()
+
+
+def kill_members_everywhere(enforcer: cgroup_v1.CgroupV1 | cgroup_v2.CgroupV2, name: str) -> None:
+    from tether.sandbox.groups import kill_members
+
+    for parent in enforcer.parents:
+        if (Path(parent) / name).is_dir():
+            kill_members(Path(parent) / name)
+            with contextlib.suppress(OSError):
+                (Path(parent) / name).rmdir()
 
 
 def test_rlimits_are_the_last_resort_and_apply_in_the_child() -> None:
