@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import posixpath
+import re
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -68,6 +69,8 @@ _DYNAMIC_VAR = "$__TETHER_DYNAMIC__"
 
 #: Variables whose value is known (the context's) and names a home that rules protect.
 _HOMES = frozenset({"HOME", "TETHER_HOME"})
+# A variable's name, where the grammar left the "$" before it in the word before.
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", ">&", "<>"})
 _READ_OPS = frozenset({"<", "<>", "<&"})
@@ -448,7 +451,9 @@ class _Walker:
     def _lookup(self, named: list[Node]) -> str:
         if not named or named[0].type != "variable_name":
             return DYNAMIC  # $@, $1, $$ ...
-        name = _text(named[0])
+        return self._variable(_text(named[0]))
+
+    def _variable(self, name: str) -> str:
         if name in self.variables:
             return self.variables[name]
         if name == "HOME":
@@ -643,18 +648,11 @@ class _Walker:
         if name_node is None:
             self.walk_children(node, env)
             return
-        words: list[str] = []
-        subs: list[list[Node]] = []
-        for word_node in (name_node, *node.children_by_field_name("argument")):
-            value, found = self.word(word_node)
-            words.append(value)
-            subs.append(found)
+        words, subs, expands = self._words([name_node, *node.children_by_field_name("argument")])
         if _has_expansion(name_node):
             # A name built from a variable is never trusted, even when the
             # variable's value looks known: it is judged as the worst command.
             words[0] = DYNAMIC
-        word_nodes = (name_node, *node.children_by_field_name("argument"))
-        expands = [_unquoted_brace(n) for n in word_nodes]
         if self._after_glued_brace(node):
             # "{rm,-rf,/} | cat": the grammar took the "{" for a block; bash, for the
             # start of this word.
@@ -677,6 +675,34 @@ class _Walker:
             else env.stdin_literal,
         )
         self._emit(chain, cmd_env, _text(node)[:_SOURCE_CHARS])
+
+    def _words(self, nodes: list[Node]) -> tuple[list[str], list[list[Node]], list[bool]]:
+        """Each word bash reads from a command's word nodes, its substitutions, and
+        whether it brace-expands (a ``{`` outside quotes). Nodes with nothing between
+        them are one word to bash, however the grammar cut it: ``{/a,$HOME/x}`` comes as
+        ``{/a,$`` and ``HOME/x}``, the ``$`` cut off from its name."""
+        words: list[str] = []
+        subs: list[list[Node]] = []
+        expands: list[bool] = []
+        previous: Node | None = None
+        for node in nodes:
+            if previous is None or node.start_byte != previous.end_byte:
+                value, found = self.word(node)
+                words.append(value)
+                subs.append(found)
+                expands.append(_unquoted_brace(node))
+            else:
+                found = []
+                value = self._flat(node, found)
+                name = _NAME.match(value)
+                if name and _ends_with_dollar(previous):
+                    words[-1] = words[-1][:-1] + self._variable(name.group())
+                    value = value[name.end() :]
+                words[-1] += value
+                subs[-1].extend(found)
+                expands[-1] = expands[-1] or _unquoted_brace(node)
+            previous = node
+        return words, subs, expands
 
     def _walk_word_substitutions(self, chain: list[_Link], subs: list[list[Node]]) -> None:
         """Walk substitutions in the command's words, knowing which ones are run as code."""
@@ -868,6 +894,13 @@ def _splice(args: tuple[str, ...], items: list[str]) -> tuple[str, ...]:
         else:
             result.append(arg.replace(DYNAMIC, items[0] if items else ""))
     return tuple(result)
+
+
+def _ends_with_dollar(node: Node) -> bool:
+    """Whether a word node ends with a bare ``$`` token (not a quoted or escaped one)."""
+    while node.children:
+        node = node.children[-1]
+    return node.type == "$"
 
 
 def _unquoted_brace(node: Node) -> bool:

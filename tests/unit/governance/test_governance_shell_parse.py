@@ -224,3 +224,27 @@ def test_nested_loops_are_walked_a_bounded_number_of_times(ctx: AnalysisContext)
     for i in range(11):
         script = f"for v{i} in 1 2 3 4; do {script}; done"
     assert len(parse_script(script, ctx).commands) <= 5 * 5
+
+
+@pytest.mark.parametrize(
+    ("script", "args"),
+    [
+        # The grammar cuts these words after the "$" (two argument nodes, nothing between).
+        ("cat {/tmp/a,$HOME/.tether/token}", ("/tmp/a", "/home/u/.tether/token")),
+        ("cat x{$TETHER_HOME/token,}", ("x/home/u/.tether/token", "x")),
+        ("cat {/a,$OTHER/b}", ("/a", f"{DYNAMIC}/b")),
+        # A "$" in quotes or escaped stays a "$".
+        ("echo {/a,\\$HOME/b}", ("/a", "$HOME/b")),
+        ("echo {/a,'$'HOME/b}", ("/a", "$HOME/b")),
+    ],
+)
+def test_a_word_the_grammar_cut_is_one_word(
+    ctx: AnalysisContext, script: str, args: tuple[str, ...]
+) -> None:
+    [cmd] = _cmds(script, ctx)
+    assert cmd.args == args
+
+
+def test_a_home_after_a_comma_in_braces_is_seen(ctx: AnalysisContext, rules: list[Rule]) -> None:
+    findings = analyze_shell("cat {/tmp/a,$HOME/.tether/token}", ctx, rules)
+    assert Severity.CRITICAL in {f.severity for f in findings}
