@@ -98,6 +98,15 @@ class Settings(BaseSettings):
     mcp_ping_interval: float = Field(
         5.0, gt=0, description="How often a connected MCP server is pinged to notice a loss."
     )
+    mcp_max_sessions: int = Field(
+        256,
+        ge=1,
+        description="MCP sessions clients may hold open on /mcp at once; one more is "
+        "refused with 503 until one ends or idles out.",
+    )
+    mcp_session_idle_seconds: float = Field(
+        1800.0, gt=0, description="An /mcp session with no request this long is closed."
+    )
     offload_after_seconds: float | None = Field(
         None, gt=0, description="Move a running call to the background after this long."
     )

@@ -14,7 +14,7 @@ import httpx
 import httpx2
 import psutil
 import pytest
-from core_support import Stack, stack_for_module, wait_for
+from core_support import Stack, stack_for_module, temporary_server, wait_for
 from helpers import host_pid
 from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
@@ -208,6 +208,39 @@ def test_the_endpoint_requires_the_token(stack: Stack) -> None:
         headers={**headers, "Authorization": "Bearer not-the-token"},
     )
     assert wrong.status_code == 401
+
+
+def test_open_sessions_are_bounded_and_an_ended_one_frees_its_place() -> None:
+    """Each session holds memory until it ends or idles out: one past
+    TETHER_MCP_MAX_SESSIONS is refused (503) instead of growing without end."""
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "flood", "version": "1"},
+        },
+    }
+    with temporary_server("mcp-sessions", TETHER_MCP_MAX_SESSIONS="2") as server:
+        headers = {
+            "Authorization": f"Bearer {server.token}",
+            "Accept": "application/json, text/event-stream",
+        }
+
+        def open_one() -> httpx.Response:
+            return httpx.post(f"{server.base_url}/mcp", json=initialize, headers=headers)
+
+        first, second, third = open_one(), open_one(), open_one()
+        assert (first.status_code, second.status_code) == (200, 200)
+        assert third.status_code == 503
+        ended = httpx.delete(
+            f"{server.base_url}/mcp",
+            headers={**headers, "Mcp-Session-Id": first.headers["mcp-session-id"]},
+        )
+        assert ended.status_code == 200
+        assert wait_for(lambda: open_one().status_code == 200, what="a place") is True
 
 
 async def _until(probe: Callable[[], Awaitable[T | None]], what: str) -> T:

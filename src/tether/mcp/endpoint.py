@@ -26,6 +26,7 @@ from starlette.routing import BaseRoute
 
 from tether import __version__
 from tether.agent.calls import run_tool_call
+from tether.config import Settings
 from tether.mcp.mount import PATH
 from tether.services import Services
 from tether.store.records import OutputChunk
@@ -171,12 +172,15 @@ def build_endpoint(services_of: Callable[[], Services]) -> MCPServer[Any]:
     return server
 
 
-def endpoint_routes(server: MCPServer[Any]) -> list[BaseRoute]:
+def endpoint_routes(server: MCPServer[Any], settings: Settings) -> list[BaseRoute]:
     """The route serving ``/mcp``. Host, Origin and token checks are the perimeter's, so
-    the SDK's own DNS-rebinding check (loopback names only) is not doubled here."""
+    the SDK's own DNS-rebinding check (loopback names only) is not doubled here. Open
+    sessions are bounded (each holds memory until it ends or idles out)."""
     app = server.streamable_http_app(
         streamable_http_path=PATH,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        max_sessions=settings.mcp_max_sessions,
+        session_idle_timeout=settings.mcp_session_idle_seconds,
     )
     return list(app.routes)
 

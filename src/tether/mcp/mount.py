@@ -62,7 +62,7 @@ class LazyEndpoint:
         if self._stop.is_set():
             raise RuntimeError("the server is stopping")
         server = endpoint.build_endpoint(self._services_of)
-        (route,) = endpoint.endpoint_routes(server)
+        (route,) = endpoint.endpoint_routes(server, self._services_of().settings)
         started = asyncio.get_running_loop().create_future()
         self._runner = asyncio.create_task(self._run(server, started))
         await asyncio.wait({started, self._runner}, return_when=asyncio.FIRST_COMPLETED)
