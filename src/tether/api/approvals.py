@@ -11,6 +11,7 @@ from tether.api.deps import ServicesDep
 from tether.api.valid_json import ValidTextRoute
 from tether.governance.approvals import approval_view
 from tether.services import Services
+from tether.store.tables import SESSION_ID_CHARS
 
 router = APIRouter(prefix="/api/approval", tags=["approvals"], route_class=ValidTextRoute)
 
@@ -59,7 +60,7 @@ class PendingList(BaseModel):
 class DecisionRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     request_id: str = Field(min_length=1, max_length=64)
-    session_id: str = Field(min_length=1, max_length=512)
+    session_id: str = Field(min_length=1, max_length=SESSION_ID_CHARS)
     user_id: str | None = Field(None, max_length=256)
     reason: str | None = Field(None, max_length=2000)
     # QwenPaw sends null for "no scope"; it means this call only.
@@ -91,7 +92,7 @@ class DecisionOut(BaseModel):
 @router.get("/list", response_model=PendingList)
 async def list_pending(
     services: ServicesDep,
-    session_id: Annotated[str | None, Query(min_length=1, max_length=512)] = None,
+    session_id: Annotated[str | None, Query(min_length=1, max_length=SESSION_ID_CHARS)] = None,
 ) -> PendingList:
     """Approvals still waiting, oldest first (all sessions unless ``session_id``)."""
     items = [

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from tether.api.deps import ServicesDep
 from tether.api.valid_json import ValidTextRoute
 from tether.governance.levels import parse_level
+from tether.store.tables import SESSION_ID_CHARS
 from tether.tasks.chats import DEFAULT_CHAT_NAME, ChatView
 
 router = APIRouter(prefix="/api/chats", tags=["chats"], route_class=ValidTextRoute)
@@ -53,7 +54,7 @@ class ChatCreate(BaseModel):
     """QwenPaw's chat spec as a client sends it; ids and times are the server's."""
 
     name: str = Field(DEFAULT_CHAT_NAME, max_length=500)
-    session_id: str = Field(min_length=1, max_length=512)
+    session_id: str = Field(min_length=1, max_length=SESSION_ID_CHARS)
     user_id: str = Field(min_length=1, max_length=256)
     channel: str = Field("console", min_length=1, max_length=64)
     meta: dict[str, Any] = Field(default_factory=dict)

@@ -18,6 +18,7 @@ from tether.api.sse import SSE_HEADERS, sse_event
 from tether.api.valid_json import ValidTextRoute
 from tether.governance.levels import parse_level
 from tether.services import Services
+from tether.store.tables import SESSION_ID_CHARS
 
 router = APIRouter(prefix="/api/console/chat", tags=["chat"], route_class=ValidTextRoute)
 
@@ -53,7 +54,7 @@ class ChatRequest(BaseModel):
 
     channel: str = Field("console", min_length=1, max_length=64)
     user_id: str = Field("default", min_length=1, max_length=256)
-    session_id: str | None = Field(None, min_length=1, max_length=512)
+    session_id: str | None = Field(None, min_length=1, max_length=SESSION_ID_CHARS)
     input: list[InputMessage] = Field(min_length=1)
     request_context: RequestContext = Field(default_factory=RequestContext)
     timeout: float | None = Field(
@@ -154,7 +155,7 @@ async def stop_task(task_id: str, services: ServicesDep) -> dict[str, Any]:
 @router.post("/stop", response_model=StopOut)
 async def stop_chat(
     services: ServicesDep,
-    chat_id: Annotated[str, Query(min_length=1, max_length=512)],
+    chat_id: Annotated[str, Query(min_length=1, max_length=SESSION_ID_CHARS)],
 ) -> StopOut:
     """Stop the chat's running turn and its tool calls; ``stopped: false`` if none ran.
 

@@ -16,6 +16,7 @@ from tether.api.valid_json import ValidTextRoute
 from tether.errors import Invalid
 from tether.services import Services
 from tether.store.records import AuditQuery
+from tether.store.tables import SESSION_ID_CHARS
 
 router = APIRouter(prefix="/api/governance", tags=["governance"], route_class=ValidTextRoute)
 
@@ -84,7 +85,7 @@ class RulesIn(BaseModel):
 @router.get("/audit", response_model=AuditList)
 async def audit(
     services: ServicesDep,
-    session_id: Annotated[str | None, Query(min_length=1, max_length=512)] = None,
+    session_id: Annotated[str | None, Query(min_length=1, max_length=SESSION_ID_CHARS)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> AuditList:
     """Governance decisions, newest first."""
@@ -122,7 +123,7 @@ async def export_audit(
     services: ServicesDep,
     since: Annotated[str | None, Query(description=_TIME_HELP, max_length=64)] = None,
     until: Annotated[str | None, Query(description=_TIME_HELP, max_length=64)] = None,
-    session_id: Annotated[str | None, Query(min_length=1, max_length=512)] = None,
+    session_id: Annotated[str | None, Query(min_length=1, max_length=SESSION_ID_CHARS)] = None,
     decision: Literal["allowed", "denied"] | None = None,
 ) -> StreamingResponse:
     """Every matching decision, oldest first, one JSON object per line (JSON Lines).

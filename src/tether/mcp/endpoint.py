@@ -30,6 +30,7 @@ from tether.config import Settings
 from tether.mcp.mount import PATH
 from tether.services import Services
 from tether.store.records import OutputChunk
+from tether.store.tables import SESSION_ID_CHARS
 from tether.toolcalls.call import CallInfo, Invocation
 from tether.toolcalls.errors import ToolCallConflict, ToolCallNotFound
 from tether.toolcalls.ids import new_call_id
@@ -40,9 +41,9 @@ AGENT_ID = "mcp"
 SHELL_TOOL = "execute_shell_command"
 
 
-#: A session id as the HTTP API takes it: over 512 characters its approvals could never
+#: A session id as the HTTP API takes it: a longer one's approvals could never
 #: be answered there.
-SessionId = Annotated[str, Field(min_length=1, max_length=512)]
+SessionId = Annotated[str, Field(min_length=1, max_length=SESSION_ID_CHARS)]
 
 
 class _Progress:

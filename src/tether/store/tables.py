@@ -10,6 +10,9 @@ import sqlalchemy as sa
 
 metadata = sa.MetaData()
 
+#: The longest session id stored (and so the longest any route or tool takes).
+SESSION_ID_CHARS = 512
+
 providers = sa.Table(
     "providers",
     metadata,
@@ -34,7 +37,7 @@ app_settings = sa.Table(
 chat_sessions = sa.Table(
     "chat_sessions",
     metadata,
-    sa.Column("id", sa.String(512), primary_key=True),
+    sa.Column("id", sa.String(SESSION_ID_CHARS), primary_key=True),
     sa.Column("user_id", sa.String(512), nullable=False),
     sa.Column("channel", sa.String(64), nullable=False),
     sa.Column("title", sa.Text, nullable=True),
@@ -51,7 +54,7 @@ messages = sa.Table(
     "messages",
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("session_id", sa.String(512), nullable=False, index=True),
+    sa.Column("session_id", sa.String(SESSION_ID_CHARS), nullable=False, index=True),
     sa.Column("task_id", sa.String(64), nullable=True),
     # user | assistant | tool | notification
     sa.Column("kind", sa.String(32), nullable=False),
@@ -64,7 +67,7 @@ tasks = sa.Table(
     "tasks",
     metadata,
     sa.Column("id", sa.String(64), primary_key=True),
-    sa.Column("session_id", sa.String(512), nullable=False, index=True),
+    sa.Column("session_id", sa.String(SESSION_ID_CHARS), nullable=False, index=True),
     sa.Column("user_id", sa.String(512), nullable=False),
     # pending | running | finished
     sa.Column("status", sa.String(16), nullable=False),
@@ -84,7 +87,7 @@ tool_calls = sa.Table(
     "tool_calls",
     metadata,
     sa.Column("id", sa.String(128), primary_key=True),
-    sa.Column("session_id", sa.String(512), nullable=False, index=True),
+    sa.Column("session_id", sa.String(SESSION_ID_CHARS), nullable=False, index=True),
     sa.Column("task_id", sa.String(64), nullable=True),
     sa.Column("agent_id", sa.String(128), nullable=False),
     sa.Column("tool_name", sa.String(128), nullable=False),
@@ -123,7 +126,7 @@ deliveries = sa.Table(
     "deliveries",
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("session_id", sa.String(512), nullable=False, index=True),
+    sa.Column("session_id", sa.String(SESSION_ID_CHARS), nullable=False, index=True),
     sa.Column("tool_call_id", sa.String(128), nullable=False),
     sa.Column("content", sa.Text, nullable=False),
     sa.Column("created_at", sa.Float, nullable=False),
@@ -134,7 +137,7 @@ approvals = sa.Table(
     "approvals",
     metadata,
     sa.Column("request_id", sa.String(64), primary_key=True),
-    sa.Column("session_id", sa.String(512), nullable=False, index=True),
+    sa.Column("session_id", sa.String(SESSION_ID_CHARS), nullable=False, index=True),
     sa.Column("tool_call_id", sa.String(128), nullable=False),
     sa.Column("tool_name", sa.String(128), nullable=False),
     sa.Column("arguments", sa.JSON, nullable=False),
@@ -157,7 +160,7 @@ governance_audit = sa.Table(
     "governance_audit",
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("session_id", sa.String(512), nullable=False, index=True),
+    sa.Column("session_id", sa.String(SESSION_ID_CHARS), nullable=False, index=True),
     sa.Column("tool_call_id", sa.String(128), nullable=False),
     sa.Column("tool_name", sa.String(128), nullable=False),
     sa.Column("arguments", sa.JSON, nullable=False),
@@ -193,7 +196,7 @@ remembered_rules = sa.Table(
     sa.Column("pattern", sa.Text, nullable=False),
     # Rule ids of the findings the person saw; an approval covers no others.
     sa.Column("finding_ids", sa.JSON, nullable=False),
-    sa.Column("session_id", sa.String(512), nullable=True, index=True),
+    sa.Column("session_id", sa.String(SESSION_ID_CHARS), nullable=True, index=True),
     sa.Column("request_id", sa.String(64), nullable=True),
     sa.Column("created_at", sa.Float, nullable=False),
 )
@@ -285,7 +288,7 @@ cron_runs = sa.Table(
 session_turns = sa.Table(
     "session_turns",
     metadata,
-    sa.Column("session_id", sa.String(512), primary_key=True),
+    sa.Column("session_id", sa.String(SESSION_ID_CHARS), primary_key=True),
     sa.Column("task_id", sa.String(64), nullable=False),
     sa.Column("node_id", sa.String(255), nullable=False),
     sa.Column("owner", sa.String(64), nullable=False),
