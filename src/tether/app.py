@@ -100,7 +100,7 @@ def create_app(
                 services.store.owner.release(left_unfinished=detach)
 
     app = FastAPI(title="Tether", version=__version__, lifespan=lifespan)
-    mcp_endpoint = LazyEndpoint(lambda: app.state.services)
+    mcp_endpoint = LazyEndpoint(lambda: app.state.services, settings)
     app.router.routes.append(mcp_endpoint.route())
     errors.install(app)
     for module in (

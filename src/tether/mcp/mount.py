@@ -20,6 +20,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from tether import late_imports
+from tether.config import Settings
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -34,8 +35,9 @@ PATH = "/mcp"
 class LazyEndpoint:
     """The ``/mcp`` route; :meth:`serving` spans the application's lifetime."""
 
-    def __init__(self, services_of: Callable[[], Services]) -> None:
+    def __init__(self, services_of: Callable[[], Services], settings: Settings) -> None:
         self._services_of = services_of
+        self._settings = settings
         self._start: asyncio.Future[BaseRoute] | None = None
         self._runner: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
@@ -62,7 +64,7 @@ class LazyEndpoint:
         if self._stop.is_set():
             raise RuntimeError("the server is stopping")
         server = endpoint.build_endpoint(self._services_of)
-        (route,) = endpoint.endpoint_routes(server, self._services_of().settings)
+        (route,) = endpoint.endpoint_routes(server, self._settings)
         started = asyncio.get_running_loop().create_future()
         self._runner = asyncio.create_task(self._run(server, started))
         await asyncio.wait({started, self._runner}, return_when=asyncio.FIRST_COMPLETED)

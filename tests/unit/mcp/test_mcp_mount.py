@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 from starlette.applications import Starlette
 
+from tether.config import Settings
 from tether.mcp.mount import PATH, LazyEndpoint
 
 _VERSION = "2025-06-18"
@@ -42,7 +43,7 @@ def _no_services() -> object:
 
 
 async def test_a_burst_of_first_requests_is_answered_by_one_endpoint() -> None:
-    endpoint = LazyEndpoint(_no_services)
+    endpoint = LazyEndpoint(_no_services, Settings())
     app = Starlette(routes=[endpoint.route()])
     transport = httpx.ASGITransport(app=app)
     async with (
@@ -67,7 +68,7 @@ async def test_a_burst_of_first_requests_is_answered_by_one_endpoint() -> None:
 
 
 async def test_an_endpoint_never_asked_stops_at_once() -> None:
-    endpoint = LazyEndpoint(_no_services)
+    endpoint = LazyEndpoint(_no_services, Settings())
     async with endpoint.serving():
         pass
     assert _tasks_left() == []
