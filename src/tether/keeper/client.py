@@ -220,8 +220,8 @@ def ensure_runner(home: Path, idle_exit: float | None = None) -> ProcessIdentity
     survives the server. It says ``ready`` on a pipe once its socket accepts requests.
     """
     running = live_runner(home)
-    if running is not None and layout.socket_path(home).exists():
-        return running
+    if running is not None:
+        return _reachable(home, running)
     home.mkdir(parents=True, exist_ok=True)
     read_end, write_end = os.pipe()
     try:
@@ -267,6 +267,38 @@ def ensure_runner(home: Path, idle_exit: float | None = None) -> ProcessIdentity
             )
         raise RunnerUnavailable(f"the runner started but {record} is missing")
     return running
+
+
+def _reachable(home: Path, running: ProcessIdentity) -> ProcessIdentity:
+    """``running``, once it accepts connections on the home's socket: if it does not
+    (its socket file was removed, or replaced by something else), it is asked to
+    listen again (SIGHUP) and waited for. Blocking."""
+    sock = layout.socket_path(home)
+    if _accepts(sock):
+        return running
+    with contextlib.suppress(OSError):
+        os.kill(running.pid, signal.SIGHUP)
+    deadline = time.monotonic() + _START_TIMEOUT
+    while time.monotonic() < deadline:
+        if _accepts(sock):
+            return running
+        if not running.is_alive():
+            raise RunnerUnavailable(f"the runner pid {running.pid} exited")
+        time.sleep(0.02)
+    raise RunnerUnavailable(
+        f"the runner pid {running.pid} of {home} lives but does not listen on {sock}, "
+        "even when asked (SIGHUP); stop it (`tether status` shows its calls)"
+    )
+
+
+def _accepts(sock: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(1.0)
+        try:
+            conn.connect(str(sock))
+        except OSError:
+            return False
+    return True
 
 
 def _identify_by_socket(home: Path) -> ProcessIdentity | None:

@@ -66,6 +66,8 @@ class Runner:
         self._stoppers: dict[float, TreeStopper] = {}
         #: The listening socket, closed at once when the runner decides to leave.
         self.listening: asyncio.Server | None = None
+        #: The socket file it listens on (device, inode), to notice it removed or replaced.
+        self.socket_id: tuple[int, int] | None = None
         self.done = asyncio.Event()
 
     # ------------------------------------------------------------------ requests
@@ -350,11 +352,7 @@ def serve(home: Path, ready_fd: int | None = None, idle_exit: float | None = Non
 async def _serve(runner: Runner, ready_fd: int | None) -> None:
     home = runner.home
     sock = layout.socket_path(home)
-    with contextlib.suppress(FileNotFoundError):
-        sock.unlink()  # a stale socket of a dead runner (we hold the lock)
-    server = await asyncio.start_unix_server(runner.handle, path=sock, limit=protocol.MAX_LINE)
-    runner.listening = server
-    sock.chmod(0o600)
+    await _listen(runner, sock)
     heap.settle()
     me = identify(os.getpid())
     layout.write_atomically(
@@ -370,12 +368,22 @@ async def _serve(runner: Runner, ready_fd: int | None) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, runner.stop_everything)
-    loop.add_signal_handler(signal.SIGHUP, lambda: None)
+    # A client that finds the socket gone (a cleaner of the temporary directory, where
+    # deep homes keep it) while this runner lives sends SIGHUP: listen there again.
+    relistening: set[asyncio.Task[None]] = set()
+
+    def relisten() -> None:
+        task = loop.create_task(_listen_again(runner, sock))
+        relistening.add(task)
+        task.add_done_callback(relistening.discard)
+
+    loop.add_signal_handler(signal.SIGHUP, relisten)
     _signal_ready(ready_fd, b"ready\n")
     log.info("runner %s serving %s on %s", me.pid, home, sock)
     runner.idle.arm()  # if the server that started it never connects
     await runner.done.wait()
-    server.close()
+    if runner.listening is not None:
+        runner.listening.close()
     await runner.settle()
     await runner.hang_up()
     await runner.watcher.close()
@@ -386,6 +394,51 @@ async def _serve(runner: Runner, ready_fd: int | None) -> None:
         sock.unlink()
     with contextlib.suppress(FileNotFoundError):
         layout.runner_file(home).unlink()
+
+
+async def _listen(runner: Runner, sock: Path) -> None:
+    """Listen on ``sock``, replacing whatever is there (this runner holds the home's
+    lock: a file there is a dead runner's, or no socket at all)."""
+    _remove(sock)
+    runner.listening = await asyncio.start_unix_server(
+        runner.handle, path=sock, limit=protocol.MAX_LINE
+    )
+    runner.socket_id = _owner_only(sock)
+
+
+async def _listen_again(runner: Runner, sock: Path) -> None:
+    """Listen anew if the socket file is no longer the one this runner made (removed,
+    or replaced); the old listener stops taking connections, open ones go on."""
+    if runner.done.is_set() or _file_id(sock) == runner.socket_id:
+        return
+    log.warning("the socket %s was removed or replaced; listening there again", sock)
+    old = runner.listening
+    try:
+        await _listen(runner, sock)
+    except OSError:
+        log.exception("listening on %s again failed", sock)
+        return
+    if old is not None:
+        old.close()
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+
+
+def _owner_only(sock: Path) -> tuple[int, int] | None:
+    """Make the socket the runner's user's alone; its file id."""
+    sock.chmod(0o600)
+    return _file_id(sock)
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
 
 
 def _signal_ready(fd: int | None, word: bytes) -> None:

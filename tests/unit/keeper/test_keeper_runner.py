@@ -3,6 +3,7 @@ enforces deadlines and tree kills with no server connected."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -353,3 +354,18 @@ def test_a_live_runner_is_found_by_its_socket_when_its_record_is_damaged(
     assert client.ensure_runner(runner_home) == runner
     layout.runner_file(runner_home).unlink()
     assert client.ensure_runner(runner_home) == runner
+
+
+async def test_a_runner_whose_socket_was_removed_listens_again_when_found(
+    runner_home: Path,
+) -> None:
+    # A cleaner of the temporary directory (where deep homes keep the socket) removed it.
+    old = runner_of(runner_home)
+    layout.socket_path(runner_home).unlink()
+    assert await asyncio.to_thread(client.ensure_runner, runner_home) == old
+    fresh = KeeperClient(runner_home)
+    try:
+        assert (await fresh.hello()).identity == old
+    finally:
+        fresh.close()
+    assert "listening there again" in layout.runner_log(runner_home).read_text()
