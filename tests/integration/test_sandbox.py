@@ -123,6 +123,19 @@ def test_writes_outside_the_workspace_fail_read_only(
     assert (stack.workspace / marker).read_text() == "ok\n"
 
 
+def test_kernel_settings_cannot_be_written(stack: Stack) -> None:
+    """The server runs as root here: a call keeps uid 0 (its capabilities dropped), and
+    /proc/sys's files are root's, so only a read-only mount stops it writing them
+    (kernel.core_pattern names a program the kernel runs as root outside every
+    namespace). Opening for writing is enough to tell; nothing is written."""
+    opener = "import os, sys; os.close(os.open(sys.argv[1], os.O_WRONLY)); print('opened')"
+    for path in ("/proc/sys/kernel/core_pattern", "/proc/sys/vm/drop_caches"):
+        result = run(stack, f'python3 -c "{opener}" {path}')
+        assert "opened" not in result["told"]
+        if os.geteuid() == 0:
+            assert "Read-only file system" in result["told"]
+
+
 def test_tether_home_is_hidden(stack: Stack) -> None:
     home = stack.server.home
     # A file of Tether's own state that exists whatever the database (the token comes from
@@ -181,6 +194,45 @@ def test_network_none_cannot_reach_loopback_and_full_can(stack: Stack, tcp_serve
     assert "got pong" in run(stack, _connect(tcp_server), opened)["told"]
     # Asking for the network in a `none` session is an escalation, which `off` runs.
     assert "got pong" in run(stack, _connect(tcp_server), closed, network=True)["told"]
+
+
+@pytest.fixture
+def unix_server() -> Iterator[Path]:
+    """A unix socket under /run, where services keep theirs, answering "pong"."""
+    path = Path("/run") / f"tether-test-{uuid.uuid4().hex[:8]}.sock"
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(str(path))
+    srv.listen()
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            with conn:
+                conn.sendall(b"pong")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield path
+    finally:
+        srv.shutdown(socket.SHUT_RDWR)  # ends the accept the thread waits in
+        srv.close()
+        path.unlink()
+        thread.join(5)
+
+
+def test_network_none_cannot_reach_a_local_services_socket(stack: Stack, unix_server: Path) -> None:
+    connect = (
+        'python3 -c "import socket; s = socket.socket(socket.AF_UNIX); '
+        f"s.connect('{unix_server}'); print('got', s.recv(4).decode())\""
+    )
+    closed = session_with(stack, network="none")
+    assert "got pong" not in run(stack, connect, closed)["told"]
+    opened = session_with(stack, network="full")
+    assert "got pong" in run(stack, connect, opened)["told"]
 
 
 def test_a_call_cannot_see_or_signal_the_server(stack: Stack) -> None:

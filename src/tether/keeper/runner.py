@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tether import __version__, heap
-from tether.keeper import layout, protocol
+from tether.keeper import layout, peers, protocol
 from tether.keeper.identity import identify
 from tether.keeper.idle import IdleExit
 from tether.keeper.runner_call import RunningCall, spawn
@@ -45,6 +45,8 @@ _WATCHER_BACKLOG = 1 << 20
 _LAST_RESORT = 10.0
 # Seconds a thread holds the interpreter before another that wants it may take it.
 _SWITCH_INTERVAL = 0.0005
+# How long a refused peer has to send its first request and read why.
+_REFUSAL_WAIT = 2.0
 # How long an exiting runner waits for its tree kills still under way (the SIGKILL
 # after the grace for what ignored SIGTERM).
 _SETTLE_TIMEOUT = 30.0
@@ -74,6 +76,10 @@ class Runner:
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Serve one connection: a request per line, or a watch stream."""
+        reason = peers.refusal(writer.get_extra_info("socket"))
+        if reason is not None:
+            await _refuse(reader, writer, reason)
+            return
         task = asyncio.current_task()
         if task is not None:
             self._connections[writer] = task
@@ -394,6 +400,18 @@ async def _serve(runner: Runner, ready_fd: int | None) -> None:
         sock.unlink()
     with contextlib.suppress(FileNotFoundError):
         layout.runner_file(home).unlink()
+
+
+async def _refuse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, why: str) -> None:
+    """Answer a peer that may not send requests (its first, if it comes soon), saying
+    why, and hang up."""
+    log.warning("refused a connection to the runner: %s", why)
+    with contextlib.suppress(TimeoutError, ConnectionError, ValueError):
+        async with asyncio.timeout(_REFUSAL_WAIT):
+            await reader.readline()
+        writer.write(protocol.encode({"ok": False, "error": f"refused: {why}"}))
+        await writer.drain()
+    writer.close()
 
 
 async def _listen(runner: Runner, sock: Path) -> None:

@@ -46,8 +46,30 @@ def _namespace_args(network: bool) -> list[str]:
     return [*args, "--cap-drop", "ALL", "--die-with-parent"]
 
 
+# Kernel settings under the call's fresh /proc, shown read-only: a call running as root
+# (capabilities dropped) could otherwise write /proc/sys (kernel.core_pattern runs a
+# program as root outside every namespace) or /proc/sysrq-trigger. bwrap does not
+# protect them itself: its check, access("/proc/sys", W_OK), never passes.
+_KERNEL_SETTINGS = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+
+
+def _run_dirs() -> tuple[str, ...]:
+    """Where services keep their sockets: /run, and /var/run unless it links there."""
+    return tuple(d for d in ("/run", "/var/run") if Path(d).is_dir() and not Path(d).is_symlink())
+
+
+_RUN_DIRS = _run_dirs()
+
+
 def _mount_args(conf: Confinement) -> list[str]:
-    args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for path in _KERNEL_SETTINGS:
+        args += ["--ro-bind-try", path, path]
+    args += ["--tmpfs", "/tmp"]
+    if not conf.network:
+        # Without the network, local services' unix sockets are out of reach too: a
+        # database's, Docker's or D-Bus's socket can do more than any TCP port.
+        args += [arg for run in _RUN_DIRS for arg in ("--tmpfs", run)]
     for path in conf.shown:
         args += ["--ro-bind", str(path), str(path)]
     inside: list[Path] = []

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 from tether.config import Settings
+from tether.keeper import layout
 from tether.sandbox import enforcers
 from tether.sandbox.limits import Limits
 from tether.sandbox.service import Sandbox, SandboxConfig, SessionSettings, build_sandbox
@@ -13,6 +14,11 @@ from tether.sandbox.service import Sandbox, SandboxConfig, SessionSettings, buil
 
 def _hidden(settings: Settings) -> tuple[Path, ...]:
     hidden = [settings.home.resolve()]
+    runner_socket = layout.socket_path(settings.home)
+    if not runner_socket.is_relative_to(hidden[0]):
+        # A deep home's runner listens in the temporary directory (it refuses sandboxed
+        # peers anyway; hidden, a call does not even find it).
+        hidden.append(runner_socket)
     url = settings.database_url
     if url and url.startswith("sqlite") and "///" in url:
         # A database kept outside TETHER_HOME is hidden too, with its WAL files.

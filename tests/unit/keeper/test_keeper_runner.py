@@ -4,8 +4,12 @@ enforces deadlines and tree kills with no server connected."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import shutil
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -369,3 +373,33 @@ async def test_a_runner_whose_socket_was_removed_listens_again_when_found(
     finally:
         fresh.close()
     assert "listening there again" in layout.runner_log(runner_home).read_text()
+
+
+def test_a_sandboxed_process_that_reaches_the_socket_is_refused(runner_home: Path) -> None:
+    """A call's sandbox may show the socket (another home, or a temporary directory it
+    does not hide); the runner must not take requests from it, or a call could start
+    commands outside its sandbox."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        pytest.skip("bubblewrap is not installed")
+    sock = layout.socket_path(runner_home)
+    ask = (
+        "import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
+        's.sendall(b\'{"v": 1, "op": "hello"}\\n\'); print(s.makefile().readline())'
+    )
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid"]
+    done = subprocess.run(
+        [*argv, "--", sys.executable, "-c", ask, str(sock)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["ok"] is False and "another pid namespace" in answer["error"]
+    # Outside the sandbox the same request is answered.
+    outside = subprocess.run(
+        [sys.executable, "-c", ask, str(sock)], capture_output=True, text=True, timeout=30
+    )
+    assert json.loads(outside.stdout)["ok"] is True

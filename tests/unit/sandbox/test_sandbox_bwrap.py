@@ -44,3 +44,16 @@ def test_state_inside_the_workspace_is_hidden_after_the_bind(tmp_path: Path) -> 
 def test_probe_says_why_when_bwrap_is_missing() -> None:
     result = probe("no-such-bwrap-binary")
     assert not result.works and "not found on PATH" in result.reason
+
+
+def test_a_runner_socket_kept_outside_a_deep_home_is_hidden_too(tmp_path: Path) -> None:
+    from tether.config import Settings
+    from tether.keeper import layout
+    from tether.sandbox.setup import _hidden
+
+    deep = tmp_path / ("d" * 120) / "home"
+    hidden = _hidden(Settings(home=deep))
+    assert not layout.socket_path(deep).is_relative_to(deep.resolve())
+    assert layout.socket_path(deep) in hidden
+    shallow = Path("/tmp/h")
+    assert _hidden(Settings(home=shallow)) == (shallow.resolve(),)
