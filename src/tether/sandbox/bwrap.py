@@ -63,8 +63,8 @@ _RUN_DIRS = _run_dirs()
 
 def _mount_args(conf: Confinement) -> list[str]:
     args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    for path in _KERNEL_SETTINGS:
-        args += ["--ro-bind-try", path, path]
+    for setting in _KERNEL_SETTINGS:
+        args += ["--ro-bind-try", setting, setting]
     args += ["--tmpfs", "/tmp"]
     if not conf.network:
         # Without the network, local services' unix sockets are out of reach too: a
