@@ -12,7 +12,9 @@ from tether.sandbox.limits import Limits
 from tether.sandbox.service import Sandbox, SandboxConfig, SessionSettings, build_sandbox
 
 
-def _hidden(settings: Settings) -> tuple[Path, ...]:
+def tether_state(settings: Settings) -> tuple[Path, ...]:
+    """Where Tether keeps its own state, which no tool call may see or touch: the home,
+    a database file kept outside it, a deep home's runner socket. Blocking (resolves)."""
     hidden = [settings.home.resolve()]
     runner_socket = layout.socket_path(settings.home)
     if not runner_socket.is_relative_to(hidden[0]):
@@ -41,7 +43,7 @@ async def sandbox_for(
             settings.call_memory_mb, settings.call_max_processes, settings.call_cpu_seconds
         ),
         workspace=await asyncio.to_thread(settings.resolved_workspace.resolve),
-        hidden=await asyncio.to_thread(_hidden, settings),
+        hidden=await asyncio.to_thread(tether_state, settings),
     )
     enforcer = await asyncio.to_thread(enforcers.choose, tag, reap=reap)
     return await build_sandbox(config, enforcer, session_settings)

@@ -11,6 +11,13 @@ def _within(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
+def _process_file(path: Path) -> bool:
+    """Whether ``path`` (resolved) is under /proc/<pid>: a process's memory, environment,
+    descriptors."""
+    parts = path.parts
+    return len(parts) > 2 and parts[1] == "proc" and parts[2].isdigit()
+
+
 def confine(raw: str, ctx: RunContext) -> Path:
     """The real path ``raw`` names (relative to the workspace, symlinks resolved), if a
     tool may use it.
@@ -29,6 +36,10 @@ def confine(raw: str, ctx: RunContext) -> Path:
         exempt = in_workspace and workspace != protected and _within(workspace, protected)
         if _within(path, protected) and not exempt:
             raise ToolInputError(f"{raw!r} is inside Tether's own state and cannot be used")
+    if _process_file(path):
+        # /proc/self/environ through a link resolves here: the server's own environment
+        # (its token, provider keys) or another process's.
+        raise ToolInputError(f"{raw!r} is a process's own file and cannot be used")
     if not in_workspace and not ctx.human_approved:
         raise ToolInputError(f"{raw!r} is outside the workspace ({workspace})")
     return path

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from tether.tools.base import RunContext, Tool, ToolInputError, ToolResult
 from tether.tools.confinement import confine
+from tether.tools.pinned import open_file
 
 _MAX_READ_CHARS = 200_000
+# UTF-8 takes at most 4 bytes a character: this many bytes hold every character shown.
+_READ_BYTES = _MAX_READ_CHARS * 4
+# An edit reads and rewrites the whole file in the server's memory.
+_MAX_EDIT_BYTES = 16 * 1024 * 1024
 
 
 def resolve_path(raw: object, ctx: RunContext) -> Path:
@@ -31,24 +37,29 @@ def _text_arg(args: Mapping[str, Any], name: str) -> str:
     return value
 
 
-def _read(path: Path) -> str:
-    if not path.is_file():
-        raise ToolInputError(f"{path} is not a file")
-    return path.read_text(encoding="utf-8", errors="replace")
+def _read(path: Path, limit: int) -> tuple[bytes, int]:
+    """At most ``limit`` bytes of the file, and its size."""
+    with os.fdopen(open_file(path, os.O_RDONLY), "rb") as f:
+        return f.read(limit), os.fstat(f.fileno()).st_size
 
 
 async def _read_file(args: Mapping[str, Any], ctx: RunContext) -> ToolResult:
     path = await asyncio.to_thread(resolve_path, args.get("path"), ctx)
-    text = await asyncio.to_thread(_read, path)
+    # Never more than can be shown: a sparse file of 20 GB costs no disk to make.
+    data, size = await asyncio.to_thread(_read, path, _READ_BYTES)
+    text = data.decode("utf-8", errors="replace")
     ctx.emit("stdout", text[:_MAX_READ_CHARS])
+    if size > len(data):
+        return ToolResult(summary=f"file truncated at {_MAX_READ_CHARS} characters of {size} bytes")
     if len(text) > _MAX_READ_CHARS:
         return ToolResult(summary=f"file truncated at {_MAX_READ_CHARS} of {len(text)} chars")
     return ToolResult()
 
 
 def _write(path: Path, content: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(content, encoding="utf-8")
+    with os.fdopen(open_file(path, os.O_WRONLY | os.O_CREAT, create_dirs=True), "wb") as f:
+        f.truncate()
+        f.write(content.encode("utf-8"))
 
 
 async def _write_file(args: Mapping[str, Any], ctx: RunContext) -> ToolResult:
@@ -60,11 +71,22 @@ async def _write_file(args: Mapping[str, Any], ctx: RunContext) -> ToolResult:
 
 
 def _edit(path: Path, old: str, new: str) -> None:
-    text = _read(path)
-    count = text.count(old)
-    if count != 1:
-        raise ToolInputError(f"old_text must occur exactly once in {path}; it occurs {count} times")
-    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+    with os.fdopen(open_file(path, os.O_RDWR), "r+b") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > _MAX_EDIT_BYTES:
+            raise ToolInputError(
+                f"{path} is {size} bytes, over the {_MAX_EDIT_BYTES} an edit reads; "
+                "use the shell for it"
+            )
+        text = f.read().decode("utf-8", errors="replace")
+        count = text.count(old)
+        if count != 1:
+            raise ToolInputError(
+                f"old_text must occur exactly once in {path}; it occurs {count} times"
+            )
+        f.seek(0)
+        f.truncate()
+        f.write(text.replace(old, new, 1).encode("utf-8"))
 
 
 async def _edit_file(args: Mapping[str, Any], ctx: RunContext) -> ToolResult:

@@ -11,7 +11,7 @@ def _pairs(argv: list[str], flag: str) -> list[str]:
     return [argv[i + 1] for i, a in enumerate(argv) if a == flag]
 
 
-def test_tether_home_is_hidden_before_its_workspace_is_bound_back(tmp_path: Path) -> None:
+def test_tether_home_istether_state_before_its_workspace_is_bound_back(tmp_path: Path) -> None:
     home = tmp_path / "home"
     workspace = home / "workspace"
     workspace.mkdir(parents=True)
@@ -27,7 +27,7 @@ def test_tether_home_is_hidden_before_its_workspace_is_bound_back(tmp_path: Path
     assert "--die-with-parent" in argv and "--new-session" not in argv
 
 
-def test_state_inside_the_workspace_is_hidden_after_the_bind(tmp_path: Path) -> None:
+def test_state_inside_the_workspace_istether_state_after_the_bind(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     state = workspace / "state"
     state.mkdir(parents=True)
@@ -46,14 +46,14 @@ def test_probe_says_why_when_bwrap_is_missing() -> None:
     assert not result.works and "not found on PATH" in result.reason
 
 
-def test_a_runner_socket_kept_outside_a_deep_home_is_hidden_too(tmp_path: Path) -> None:
+def test_a_runner_socket_kept_outside_a_deep_home_istether_state_too(tmp_path: Path) -> None:
     from tether.config import Settings
     from tether.keeper import layout
-    from tether.sandbox.setup import _hidden
+    from tether.sandbox.setup import tether_state
 
     deep = tmp_path / ("d" * 120) / "home"
-    hidden = _hidden(Settings(home=deep))
+    hidden = tether_state(Settings(home=deep))
     assert not layout.socket_path(deep).is_relative_to(deep.resolve())
     assert layout.socket_path(deep) in hidden
     shallow = Path("/tmp/h")
-    assert _hidden(Settings(home=shallow)) == (shallow.resolve(),)
+    assert tether_state(Settings(home=shallow)) == (shallow.resolve(),)

@@ -1,0 +1,128 @@
+"""The file tools on a real file system: what they open is what was checked (a link
+swapped in after the check is refused), only regular files, and never more of a file
+in memory than they can use."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether.tools.base import ToolInputError
+from tether.tools.confinement import confine
+from tether.tools.files import FILE_TOOLS
+from tether.tools.pinned import open_file
+
+TOOLS = {tool.name: tool for tool in FILE_TOOLS}
+
+
+@dataclass
+class Context:
+    """A RunContext for the file tools: a workspace, Tether's state, what was emitted."""
+
+    workspace: Path
+    protected: tuple[Path, ...]
+    human_approved: bool = False
+    call_id: str = "call_test"
+    emitted: list[str] = field(default_factory=list)
+
+    def emit(self, stream: str, text: str) -> None:
+        self.emitted.append(text)
+
+    async def launch(self, argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> Any:
+        raise AssertionError("file tools start no process")
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> Context:
+    home = tmp_path / "home"
+    workspace = tmp_path / "workspace"
+    for directory in (home, workspace / "d"):
+        directory.mkdir(parents=True)
+    (home / "token").write_text("SECRET-TOKEN")
+    return Context(workspace, (home,))
+
+
+def run(ctx: Context, tool: str, **args: Any) -> Any:
+    return asyncio.run(TOOLS[tool].run(args, ctx))  # type: ignore[arg-type]
+
+
+def test_a_directory_swapped_for_a_link_after_the_check_is_refused(ctx: Context) -> None:
+    (ctx.workspace / "d" / "token").write_text("harmless")
+    checked = confine("d/token", ctx)  # type: ignore[arg-type]
+    # What a background shell call can do between the check and the open.
+    (ctx.workspace / "d").rename(ctx.workspace / "d-old")
+    (ctx.workspace / "d").symlink_to(ctx.protected[0])
+    with pytest.raises(ToolInputError, match="changed while it was being opened"):
+        open_file(checked, os.O_RDONLY)
+    with pytest.raises(ToolInputError, match="changed while it was being opened"):
+        open_file(checked.with_name("planted"), os.O_WRONLY | os.O_CREAT, create_dirs=True)
+    assert not (ctx.protected[0] / "planted").exists()
+
+
+def test_a_final_component_swapped_for_a_link_is_refused(ctx: Context) -> None:
+    checked = confine("d/notes", ctx)  # type: ignore[arg-type]
+    (ctx.workspace / "d" / "notes").symlink_to(ctx.protected[0] / "token")
+    with pytest.raises(ToolInputError, match="changed while it was being opened"):
+        open_file(checked, os.O_RDONLY)
+
+
+def test_fifos_are_refused_without_blocking(ctx: Context) -> None:
+    os.mkfifo(ctx.workspace / "fifo")
+    finished = threading.Event()
+
+    def attempt() -> None:
+        for tool, args in (
+            ("write_file", {"path": "fifo", "content": "x"}),
+            ("read_file", {"path": "fifo"}),
+            ("edit_file", {"path": "fifo", "old_text": "a", "new_text": "b"}),
+        ):
+            with pytest.raises(ToolInputError, match="not a regular file"):
+                run(ctx, tool, **args)
+        finished.set()
+
+    worker = threading.Thread(target=attempt, daemon=True)
+    worker.start()
+    worker.join(10)
+    if not finished.is_set():
+        # Unblock the worker (a reader for its writer) before failing.
+        os.close(os.open(ctx.workspace / "fifo", os.O_RDONLY | os.O_NONBLOCK))
+        pytest.fail("a file tool blocked on a FIFO")
+
+
+def test_a_huge_sparse_file_is_read_only_as_far_as_shown(ctx: Context) -> None:
+    big = ctx.workspace / "big.txt"
+    with big.open("wb") as f:
+        f.write(b"start\n")
+        f.truncate(8 << 30)  # 8 GiB that take no disk
+    result = run(ctx, "read_file", path="big.txt")
+    assert result.summary == f"file truncated at 200000 characters of {8 << 30} bytes"
+    assert ctx.emitted[0].startswith("start\n") and len(ctx.emitted[0]) == 200_000
+    with pytest.raises(ToolInputError, match="over the 16777216 an edit reads"):
+        run(ctx, "edit_file", path="big.txt", old_text="start", new_text="x")
+
+
+def test_writes_and_edits_still_work_and_make_directories(ctx: Context) -> None:
+    run(ctx, "write_file", path="new/deeper/f.txt", content="one two")
+    run(ctx, "edit_file", path="new/deeper/f.txt", old_text="two", new_text="2")
+    assert (ctx.workspace / "new/deeper/f.txt").read_text() == "one 2"
+    run(ctx, "write_file", path="new/deeper/f.txt", content="x")
+    assert (ctx.workspace / "new/deeper/f.txt").read_text() == "x"
+    run(ctx, "read_file", path="new/deeper/f.txt")
+    assert ctx.emitted[-1] == "x"
+
+
+def test_a_process_own_files_are_refused_even_when_approved(ctx: Context) -> None:
+    ctx.human_approved = True  # a person approved reading "envlink", outside the workspace
+    (ctx.workspace / "envlink").symlink_to("/proc/self/environ")
+    with pytest.raises(ToolInputError, match="a process's own file"):
+        run(ctx, "read_file", path="envlink")
+    with pytest.raises(ToolInputError, match="a process's own file"):
+        run(ctx, "read_file", path="/proc/1/environ")
+    run(ctx, "read_file", path="/proc/version")  # the system's files stay readable
