@@ -322,3 +322,20 @@ def test_extend_deadline_keeps_a_call_alive_past_its_timeout(stack: Stack) -> No
     out = stack.api("GET", f"/api/tool-calls/{session}/{call_id}/output").json()
     assert out["content"][0]["text"] == "up\nsurvived\n"
     assert stack.wait_task(task_id)["result"]["status"] == "completed"
+
+
+def test_a_nul_in_output_is_stored_and_delivered_as_a_replacement(stack: Stack) -> None:
+    """PostgreSQL cannot store NUL in text: the call's output (and with it the turn)
+    was lost there. Output is stored and sent with U+FFFD in its place, on every store."""
+    session_id = new_session()
+    (stack.workspace / "nul.bin").write_bytes(b"in\0file\n")
+    stack.model.script(
+        shell_call("printf 'before\\0after\\n'"),
+        {"tool_calls": [("read_file", json.dumps({"path": "nul.bin"}))]},
+        {"text": "done"},
+    )
+    task = stack.wait_task(stack.submit("print a NUL", session_id))
+    assert task["result"]["status"] == "completed", task
+    tools = [m["content"] for m in task["messages"] if m["role"] == "tool"]
+    assert any("before\ufffdafter" in t for t in tools), tools
+    assert any("in\ufffdfile" in t for t in tools), tools
