@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from cluster_support import Cluster, three_nodes
-from core_support import wait_for
-from cron_support import create_job, history, once_at, text_job, wait_runs_finished
+from core_support import process_gone, shell_call, wait_for
+from cron_support import agent_job, create_job, history, once_at, text_job, wait_runs_finished
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
@@ -59,3 +59,23 @@ def test_a_per_minute_job_fires_once_a_minute_over_three_minutes(cluster: Cluste
         "WHERE job_id = 'every-minute' GROUP BY scheduled_for"
     )
     assert all(r["n"] == 1 for r in rows), rows
+
+
+def test_deleting_a_job_on_one_node_stops_its_run_on_another(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "turn.pid"
+    cluster.model.script(shell_call(f"echo $$ > {pid_file}; exec sleep 300"), {"text": "done"})
+    create_job(cluster.nodes[0], agent_job("long", timeout_seconds=600))
+    started = cluster.api(0, "POST", "/api/cron/jobs/long/run")
+    assert started.status_code == 200, started.text
+    pid = wait_for(
+        lambda: pid_file.exists() and pid_file.read_text().strip(), what="the turn's command"
+    )
+    deleted = cluster.api(1, "DELETE", "/api/cron/jobs/long")
+    assert deleted.status_code == 200, deleted.text
+    # The run's turn on node 0 was stopped, with its command.
+    wait_for(lambda: process_gone(int(pid)), what="the command to be stopped")
+    (task,) = cluster.rows("SELECT status FROM tasks WHERE trigger = 'cron'")
+    assert task["status"] == "finished"
+    assert cluster.api(0, "GET", "/api/cron/jobs/long").status_code == 404

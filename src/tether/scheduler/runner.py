@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
+from tether.errors import TetherError
 from tether.scheduler.job_parts import KNOWN_CHANNELS
 from tether.scheduler.models import JobSpec
 from tether.store.chats import ChatRepository
@@ -96,6 +97,14 @@ class RunExecutor:
         self._clock = clock
         #: Set by a shutdown that leaves turns running (see CronScheduler.shutdown).
         self.detaching = False
+
+    async def stop_turn(self, task_id: str) -> None:
+        """Stop a run's turn wherever it runs; a turn already gone, or a server that
+        does not answer (its loss ends its runs), is logged and left."""
+        try:
+            await self._tasks.stop(task_id)
+        except TetherError as exc:
+            log.warning("stopping cron turn %s failed: %s", task_id, exc)
 
     async def execute(self, spec: JobSpec, run_id: str, resumed: ResumedRun | None = None) -> None:
         """Perform the run and record how it ended (also when it is cancelled).

@@ -161,11 +161,14 @@ class CronScheduler:
         task.add_done_callback(lambda _t: self._inflight.pop(run_id, None))
 
     async def cancel_runs(self, job_id: str) -> None:
-        """Stop the job's runs in progress here (their turns are stopped too)."""
+        """Stop the job's runs in progress here (their turns are stopped too), and the
+        turns of its runs on other servers (each there ends its run when its turn does)."""
         tasks = [t for j, t in self._inflight.values() if j == job_id]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        for task_id in await self._repo.turns_elsewhere(job_id, self.owner):
+            await self._executor.stop_turn(task_id)
 
     async def idle(self) -> None:
         """Wait until every run started here has ended (for tests and shutdown)."""

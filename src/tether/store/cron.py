@@ -267,6 +267,19 @@ class CronRepository:
             )
             return [to_record(CronRunRecord, r) for r in rows]
 
+    async def turns_elsewhere(self, job_id: str, owner: str) -> list[str]:
+        """The tasks (turns) of the job's runs in progress that another server claimed."""
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(cron_runs.c.task_id).where(
+                    cron_runs.c.job_id == job_id,
+                    cron_runs.c.status == "running",
+                    cron_runs.c.task_id.is_not(None),
+                    cron_runs.c.claimed_by.is_distinct_from(owner),
+                )
+            )
+            return [r.task_id for r in rows]
+
     async def get_run(self, run_id: str) -> CronRunRecord | None:
         async with self._db.read() as conn:
             row = (await conn.execute(sa.select(cron_runs).where(cron_runs.c.id == run_id))).first()
