@@ -37,7 +37,13 @@ def analyze_file_access(
     if not isinstance(path, str) or not path.strip() or "\x00" in path:
         return [Finding(INVALID_PATH, Severity.HIGH, f"Invalid file path: {path!r}")]
     active = load_builtin_rules() if rules is None else rules
-    lexical, real = _candidates(path, ctx)
+    try:
+        lexical, real = _candidates(path, ctx)
+    except OSError as exc:
+        # A link replaced while it was followed (readlink: EINVAL): someone is moving
+        # things under the path as it is judged. The tool opens only what it checked.
+        why = f"The path changed while it was being checked ({exc.strerror}): {path!r}"
+        return [Finding(INVALID_PATH, Severity.HIGH, why)]
     # Compare against a context resolved the same way (/tmp may be /private/tmp).
     real_ctx = AnalysisContext(
         workspace=Path(os.path.realpath(ctx.workspace)),

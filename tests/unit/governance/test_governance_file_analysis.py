@@ -101,3 +101,17 @@ def test_workspace_inside_tether_home_is_not_critical(tmp_path: Path) -> None:
 @pytest.mark.parametrize("path", ["", "   ", "a\x00b"])
 def test_invalid_paths_are_high(path: str, fctx: AnalysisContext) -> None:
     assert _top("read", path, fctx) is Severity.HIGH
+
+
+def test_a_link_replaced_while_it_is_followed_is_judged_not_raised(
+    fctx: AnalysisContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What os.readlink says when the link it was about to read became a directory.
+    def replaced(path: str) -> str:
+        raise OSError(22, "Invalid argument", path)
+
+    (fctx.workspace / "d").symlink_to(fctx.workspace / "src")
+    monkeypatch.setattr("os.readlink", replaced)
+    findings = analyze_file_access("read", "d/x", fctx)
+    assert [f.severity for f in findings] == [Severity.HIGH]
+    assert "changed while it was being checked" in findings[0].description
