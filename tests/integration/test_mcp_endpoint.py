@@ -8,7 +8,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 import httpx2
@@ -16,7 +16,7 @@ import psutil
 import pytest
 from core_support import Stack, stack_for_module, temporary_server, wait_for
 from helpers import host_pid
-from mcp import ClientSession, types
+from mcp import Client, ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 
 pytestmark = pytest.mark.integration
@@ -41,17 +41,37 @@ async def connected(stack: Stack, token: str | None = None) -> AsyncIterator[Cli
         yield session
 
 
+@asynccontextmanager
+async def connected_modern(stack: Stack) -> AsyncIterator[Client]:
+    """The 2026-07-28 wire, which new SDK clients speak by default: no session, one
+    exchange per request, and a closed response stream is the request's cancellation."""
+    headers = {"Authorization": f"Bearer {stack.server.token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
+        Client(
+            streamable_http_client(f"{stack.server.base_url}/mcp", http_client=http),
+            mode="2026-07-28",
+        ) as client,
+    ):
+        yield client
+
+
+def on_wire(stack: Stack, wire: str) -> Any:
+    return connected(stack) if wire == "session" else connected_modern(stack)
+
+
 def _text(result: types.CallToolResult) -> str:
     return "\n".join(b.text for b in result.content if isinstance(b, types.TextContent))
 
 
-async def test_the_shell_runs_governed_with_live_progress(stack: Stack) -> None:
+@pytest.mark.parametrize("wire", ["session", "2026-07-28"])
+async def test_the_shell_runs_governed_with_live_progress(stack: Stack, wire: str) -> None:
     seen: list[str] = []
 
     async def progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append(message or "")
 
-    async with connected(stack) as session:
+    async with on_wire(stack, wire) as session:
         names = {t.name for t in (await session.list_tools()).tools}
         assert names == {
             "execute_shell_command",
@@ -75,9 +95,10 @@ async def test_the_shell_runs_governed_with_live_progress(stack: Stack) -> None:
         assert refused.is_error and "denied" in _text(refused)
 
 
-async def test_cancelling_the_request_kills_the_whole_tree(stack: Stack) -> None:
-    session_id = "mcp:it-cancel"
-    pids = stack.workspace / "mcp-tree-pids"
+@pytest.mark.parametrize("wire", ["session", "2026-07-28"])
+async def test_cancelling_the_request_kills_the_whole_tree(stack: Stack, wire: str) -> None:
+    session_id = f"mcp:it-cancel-{wire}"
+    pids = stack.workspace / f"mcp-tree-pids-{wire}"
     command = (
         f"(sleep 600 & echo $! >> {pids}; setsid sleep 600 & echo $! >> {pids}; wait) & "
         f"echo $! >> {pids}; echo started; wait"
@@ -88,7 +109,7 @@ async def test_cancelling_the_request_kills_the_whole_tree(stack: Stack) -> None
         if message and "started" in message:
             started.set()
 
-    async with connected(stack) as session:
+    async with on_wire(stack, wire) as session:
         call = asyncio.ensure_future(
             session.call_tool(
                 "execute_shell_command",
