@@ -1,0 +1,66 @@
+"""A task's event feed under long turns: live followers miss nothing however far the
+kept log is shrunk, and a late follower's replay reads the same, shorter."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tether.tasks.events import EventFeed
+
+
+async def _collect(feed: EventFeed, into: list[dict[str, Any]]) -> None:
+    async for event in feed.follow():
+        into.append(event)
+
+
+def _turn(feed: EventFeed, deltas: int, outputs: int) -> None:
+    for i in range(outputs):
+        feed.emit({"type": "tool_call_output", "text": f"line {i}\n"})
+    feed.emit({"type": "tool_call_ended"})
+    for i in range(deltas):
+        feed.emit({"type": "text_delta", "text": f"w{i} "})
+    feed.emit({"type": "message", "kind": "assistant"})
+    feed.emit({"type": "final"})
+    feed.close()
+
+
+async def test_a_live_follower_gets_every_event_of_a_long_turn() -> None:
+    feed = EventFeed()
+    got: list[dict[str, Any]] = []
+    follower = asyncio.ensure_future(_collect(feed, got))
+    await asyncio.sleep(0)  # it is following
+    for i in range(25_000):
+        feed.emit({"type": "tool_call_output", "text": f"line {i}\n"})
+        if i % 1_000 == 0:
+            await asyncio.sleep(0)  # it reads as the turn goes
+    feed.emit({"type": "tool_call_ended"})
+    feed.emit({"type": "final"})
+    feed.close()
+    await asyncio.wait_for(follower, 30)
+    assert len(got) == 25_002
+    assert [e["text"] for e in got[:-2]] == [f"line {i}\n" for i in range(25_000)]
+    assert [e["type"] for e in got[-2:]] == ["tool_call_ended", "final"]
+
+
+async def test_a_follower_that_reads_slowly_misses_nothing() -> None:
+    feed = EventFeed()
+    got: list[dict[str, Any]] = []
+    follower = asyncio.ensure_future(_collect(feed, got))
+    await asyncio.sleep(0)
+    _turn(feed, deltas=30_000, outputs=15_000)  # all emitted before it reads one
+    await asyncio.wait_for(follower, 30)
+    assert len(got) == 15_000 + 1 + 30_000 + 2
+    text = "".join(e["text"] for e in got if e["type"] == "text_delta")
+    assert text == "".join(f"w{i} " for i in range(30_000))
+
+
+async def test_a_late_follower_replays_the_same_text_in_fewer_events() -> None:
+    feed = EventFeed()
+    _turn(feed, deltas=60_000, outputs=15_000)
+    replay: list[dict[str, Any]] = []
+    await asyncio.wait_for(_collect(feed, replay), 30)
+    assert len(replay) < 20_000
+    text = "".join(e["text"] for e in replay if e["type"] == "text_delta")
+    assert text == "".join(f"w{i} " for i in range(60_000))
+    assert [e["type"] for e in replay[-2:]] == ["message", "final"]
