@@ -299,9 +299,24 @@ def test_cancel_is_recorded_as_killed_by_cancel(stack: Stack) -> None:
 
 def test_bad_sandbox_settings_get_422_and_change_nothing(stack: Stack) -> None:
     session = session_with(stack, memory_mb=300)
-    for bad in ({"memory_mb": 4}, {"max_processes": 2}, {"network": "some"}, {"cpu_seconds": -1}):
+    too_big = ({"memory_mb": 10**30}, {"max_processes": 10**23}, {"cpu_seconds": 1e308})
+    for bad in (
+        {"memory_mb": 4},
+        {"max_processes": 2},
+        {"network": "some"},
+        {"cpu_seconds": -1},
+        *too_big,  # past what the kernel takes: every call of the session failed
+    ):
         resp = stack.api("PUT", f"/api/chats/{session}/settings", json=bad)
         assert resp.status_code == 422, (bad, resp.text)
+    for raw in ('{"cpu_seconds": Infinity}', '{"cpu_seconds": NaN}'):
+        resp = stack.api(
+            "PUT",
+            f"/api/chats/{session}/settings",
+            content=raw,
+            headers={"Content-Type": "application/json"},
+        )
+        assert resp.status_code == 422, (raw, resp.text)
     listed = {s["session_id"]: s for s in stack.api("GET", "/api/chats").json()}
     assert listed[session]["sandbox"] == {"memory_mb": 300}
     # null returns a value to the server's default; other fields stay.

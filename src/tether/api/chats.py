@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from tether.api.deps import ServicesDep
 from tether.api.valid_json import ValidTextRoute
 from tether.governance.levels import parse_level
+from tether.sandbox.limits import MOST_CPU_SECONDS, MOST_MEMORY_MB, MOST_PROCESSES
 from tether.store.tables import SESSION_ID_CHARS
 from tether.tasks.chats import DEFAULT_CHAT_NAME, ChatView
 
@@ -87,9 +88,19 @@ class SessionSettings(BaseModel):
     network: Literal["none", "full"] | None = Field(
         None, description="Network inside the sandbox for this session's shell calls."
     )
-    memory_mb: int | None = Field(None, ge=0, description="Memory per call (MB; 0: no limit).")
-    max_processes: int | None = Field(None, ge=0, description="Processes per call (0: none).")
-    cpu_seconds: float | None = Field(None, ge=0, description="CPU seconds per call (0: none).")
+    memory_mb: int | None = Field(
+        None, ge=0, le=MOST_MEMORY_MB, description="Memory per call (MB; 0: no limit)."
+    )
+    max_processes: int | None = Field(
+        None, ge=0, le=MOST_PROCESSES, description="Processes per call (0: none)."
+    )
+    cpu_seconds: float | None = Field(
+        None,
+        ge=0,
+        le=MOST_CPU_SECONDS,
+        allow_inf_nan=False,
+        description="CPU seconds per call (0: none).",
+    )
 
     @field_validator("memory_mb", "max_processes")
     @classmethod

@@ -13,6 +13,12 @@ Mechanism = Literal["cgroup2", "cgroup1", "rlimit"]
 
 MIB = 1024 * 1024
 
+# The largest limits a setting may ask for: what the kernel's control files take (a
+# larger figure made every call of a session fail as its group was made).
+MOST_MEMORY_MB = 1 << 30  # a petabyte
+MOST_PROCESSES = 1 << 22  # the kernel's highest pid_max
+MOST_CPU_SECONDS = 10 * 365 * 86_400.0
+
 
 @dataclass(frozen=True)
 class Limits:
