@@ -125,6 +125,11 @@ def test_a_late_subscriber_gets_a_replay_and_last_event_id_resumes(stack: Stack)
     assert [(e.id, e.data) for e in again] == [(e.id, e.data) for e in replay]
     resumed = _all_events(stack, session, call_id, last=1)
     assert [(e.id, e.data) for e in resumed] == [(e.id, e.data) for e in replay[1:]]
+    # An id this stream never gave is refused, never a 500.
+    for forged in ("9" * 5000, "\u00b2", "-1", "1.5", "0x10"):
+        headers = {"Last-Event-ID": forged.encode("latin-1")}
+        resp = stack.api("GET", f"/api/tool-calls/{session}/{call_id}/stream", headers=headers)
+        assert resp.status_code == 422, (forged[:20], resp.status_code)
 
 
 # ------------------------------------------------------------------ cancel

@@ -156,11 +156,12 @@ async def stream_output(
     session_id: str,
     tool_call_id: str,
     services: ServicesDep,
-    last_event_id: Annotated[str | None, Header()] = None,
+    # An id this stream gave (a position in the output): ASCII digits, well under 10**18.
+    last_event_id: Annotated[str | None, Header(pattern=r"^[0-9]{1,18}$")] = None,
 ) -> StreamingResponse:
     """SSE: the output from the start (or after ``Last-Event-ID``), live, then ``done``."""
     await services.calls.ensure_known(session_id, tool_call_id)
-    after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
+    after = int(last_event_id) if last_event_id else 0
 
     async def frames() -> AsyncIterator[str]:
         follow = services.calls.follow(session_id, tool_call_id, after)
