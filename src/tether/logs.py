@@ -22,9 +22,22 @@ _CREDENTIAL = re.compile(
 )
 
 
+# Control characters as escapes: CR and LF would start a forged line, a NUL or an escape
+# sequence would reach whatever reads the log (a terminal, a collector).
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F) if c != 0x09} | {
+    0x0A: "\\n",
+    0x0D: "\\r",
+}
+# A message longer than this (a model can name a tool with 100 kB) is cut, saying so.
+_MAX_MESSAGE = 4096
+
+
 def neutralise(text: str) -> str:
-    """``text`` on one line: CR and LF shown as ``\\r`` and ``\\n``."""
-    return text.replace("\r", "\\r").replace("\n", "\\n")
+    """``text`` on one line and bounded: control characters as escapes (``\\n``,
+    ``\\x00``), and cut past ``_MAX_MESSAGE`` characters."""
+    if len(text) > _MAX_MESSAGE:
+        text = f"{text[:_MAX_MESSAGE]}... ({len(text) - _MAX_MESSAGE} more characters)"
+    return text.translate(_CONTROLS)
 
 
 def redact(text: str) -> str:

@@ -38,6 +38,19 @@ def test_crlf_in_a_value_cannot_forge_a_line(captured: tuple[logging.Logger, io.
     )
 
 
+def test_model_chosen_text_is_bounded_and_inert(
+    captured: tuple[logging.Logger, io.StringIO],
+) -> None:
+    """A tool name is the model's to choose: 100 kB of it, a NUL or a terminal escape
+    must not reach the log as such."""
+    logger, stream = captured
+    logger.info("governance decision tool=%s level=%s", "\x00\x1b[2J" + "n" * 100_000, "auto")
+    (line,) = stream.getvalue().splitlines()
+    assert "\x00" not in line and "\x1b" not in line
+    assert line.startswith("INFO tether.test.logs: governance decision tool=\\x00\\x1b[2Jnnn")
+    assert len(line) < 5000 and line.endswith("more characters)")
+
+
 def test_tracebacks_stay_readable(captured: tuple[logging.Logger, io.StringIO]) -> None:
     logger, stream = captured
     try:
