@@ -14,16 +14,23 @@ from typing import Any
 REPLACEMENT = "\ufffd"
 
 
+def storable(text: str) -> str:
+    """``text`` with U+FFFD for each NUL: PostgreSQL keeps no NUL in text (nor in JSON),
+    so a value holding one could not be stored there; it reads the same everywhere."""
+    return text.replace("\x00", REPLACEMENT) if "\x00" in text else text
+
+
 def valid_text(text: str) -> str:
-    """``text`` as valid Unicode (unchanged, and not copied, when it already is)."""
+    """``text`` as valid, storable Unicode (unchanged, and not copied, when it already
+    is): unpaired surrogates and NUL become U+FFFD."""
     if text.isascii():
-        return text
+        return storable(text)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         # UTF-16 pairs up the surrogates that belong together; decoding replaces the rest.
-        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    return text
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return storable(text)
 
 
 def valid_data(value: Any) -> Any:

@@ -9,6 +9,9 @@ from typing import Any
 
 from tether.errors import TetherError
 
+#: The longest tool name (MCP allows 128; the store's columns hold that many).
+MAX_TOOL_NAME = 128
+
 
 class ModelError(TetherError):
     """The provider failed or returned something unusable; the message says what."""
@@ -62,6 +65,12 @@ def check_reply(reply: AssistantReply, finish_reason: str | None = "stop") -> No
     for call in reply.tool_calls:
         if not call.name:
             raise IncompleteReply("the model sent a tool call without a function name")
+        if len(call.name) > MAX_TOOL_NAME or not call.name.isprintable():
+            shown = ascii(call.name[:40]) + ("..." if len(call.name) > 40 else "")
+            raise IncompleteReply(
+                f"the model sent a tool call named {shown}, which no tool can be "
+                f"(at most {MAX_TOOL_NAME} printable characters); nothing was run"
+            )
         problem = arguments_problem(call.arguments)
         if problem is None:
             continue

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from tether import model_texts
 from tether.store.records import OutputChunk
-from tether.text import REPLACEMENT
+from tether.text import storable
 
 
 class OutputBuffer:
@@ -63,10 +63,8 @@ class OutputBuffer:
         """Add a chunk; ignored once the buffer is closed or full (see the class doc)."""
         if self.closed or not text:
             return None
-        if "\x00" in text:
-            # PostgreSQL cannot store NUL in text (the call's output, and its turn, would
-            # be lost there); stored the same way on every database.
-            text = text.replace("\x00", REPLACEMENT)
+        # A NUL could not be stored on PostgreSQL (the output, and its turn, were lost).
+        text = storable(text)
         if self._store_bytes is not None:
             text = self._within_store_limit(text)
             if not text:

@@ -170,6 +170,19 @@ async def test_a_malformed_call_fails_the_turn_and_stores_nothing(env: AgentEnv)
     assert (await env.services.agent.run_turn(REQ, Events())).text == "fine now"
 
 
+@pytest.mark.parametrize("name", ["t" * 129, "shell\x00", "a\nb"])
+async def test_a_tool_name_no_tool_can_have_fails_the_turn_and_stores_nothing(
+    env: AgentEnv, name: str
+) -> None:
+    """PostgreSQL refused such a name (its column holds 128; NUL in no text), so the
+    turn failed on an internal error with half of it stored."""
+    await env.say("bad")
+    env.model.replies = [calls(("c1", name, "{}"))]
+    with pytest.raises(ModelError, match="which no tool can be"):
+        await env.services.agent.run_turn(REQ, Events())
+    assert await _stored(env) == [{"role": "user", "content": "bad"}]
+
+
 async def test_reasoning_is_streamed_as_its_own_event_and_stored(env: AgentEnv) -> None:
     await env.say("think")
     env.model.replies = [AssistantReply(text="", reasoning="hmm")]
@@ -206,3 +219,12 @@ async def test_a_model_error_propagates(env: AgentEnv) -> None:
     with pytest.raises(ModelError, match="500"):
         await env.services.agent.run_turn(REQ, Events())
     assert await _stored(env) == [{"role": "user", "content": "boom"}]
+
+
+async def test_a_nul_in_a_calls_arguments_is_stored_on_every_database(env: AgentEnv) -> None:
+    await env.say("nul")
+    env.model.replies = [
+        calls(("c1", "execute_shell_command", '{"command": "echo a\\u0000b"}')),
+        AssistantReply(text="done"),
+    ]
+    assert (await env.services.agent.run_turn(REQ, Events())).text == "done"
