@@ -83,7 +83,20 @@ def _mount_args(conf: Confinement) -> list[str]:
         args += _hide(path)
     args += ["--bind", str(conf.workspace), str(conf.workspace)]
     for path in inside:
-        args += _hide(path)
+        if hide := _hide(path):
+            args += [*_pinned_ancestors(conf.workspace, path), *hide]
+    return args
+
+
+def _pinned_ancestors(workspace: Path, hidden: Path) -> list[str]:
+    """Each directory between the workspace and a hidden path in it, bound onto itself:
+    a mount point cannot be renamed (EBUSY), and renaming one of them (``mv .config x``
+    with the home at ``.config/tether``) moved the real home out from under what hides
+    it."""
+    args: list[str] = []
+    for ancestor in reversed(hidden.relative_to(workspace).parents[:-1]):
+        directory = str(workspace / ancestor)
+        args += ["--bind", directory, directory]
     return args
 
 

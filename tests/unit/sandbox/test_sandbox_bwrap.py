@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from tether.sandbox.bwrap import Confinement, probe, wrap
 
@@ -57,3 +61,25 @@ def test_a_runner_socket_kept_outside_a_deep_home_istether_state_too(tmp_path: P
     assert layout.socket_path(deep) in hidden
     shallow = Path("/tmp/h")
     assert tether_state(Settings(home=shallow)) == (shallow.resolve(),)
+
+
+def test_a_home_deep_in_the_workspace_cannot_be_moved_out_of_hiding(tmp_path: Path) -> None:
+    """With the workspace at $HOME and the home at ~/.config/tether, `mv .config x`
+    moved the real home away from the tmpfs over its old place."""
+    workspace = tmp_path / "w"
+    home = workspace / ".config" / "tether"
+    (home / "calls").mkdir(parents=True)
+    (home / "secret.key").write_text("KEY")
+    conf = Confinement(workspace, (home,), workspace, network=False)
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        pytest.skip("bubblewrap is not installed")
+    script = (
+        "mv .config moved; ls moved/tether; cat moved/tether/secret.key .config/tether/secret.key"
+    )
+    done = subprocess.run(
+        wrap(bwrap, conf, ["sh", "-c", script]), capture_output=True, text=True, timeout=30
+    )
+    assert "KEY" not in done.stdout, done.stdout
+    assert "busy" in done.stderr.lower(), done.stderr
+    assert (home / "secret.key").exists()
