@@ -71,6 +71,8 @@ _DYNAMIC_VAR = "$__TETHER_DYNAMIC__"
 _HOMES = frozenset({"HOME", "TETHER_HOME"})
 # A variable's name, where the grammar left the "$" before it in the word before.
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A variable left as text in a word a brace expansion made: $NAME or ${NAME}.
+_ASSEMBLED = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", ">&", "<>"})
 _READ_OPS = frozenset({"<", "<>", "<&"})
@@ -648,7 +650,9 @@ class _Walker:
         if name_node is None:
             self.walk_children(node, env)
             return
-        words, subs, expands = self._words([name_node, *node.children_by_field_name("argument")])
+        words, subs, expands, dollars = self._words(
+            [name_node, *node.children_by_field_name("argument")]
+        )
         if _has_expansion(name_node):
             # A name built from a variable is never trusted, even when the
             # variable's value looks known: it is judged as the worst command.
@@ -657,7 +661,7 @@ class _Walker:
             # "{rm,-rf,/} | cat": the grammar took the "{" for a block; bash, for the
             # start of this word.
             words[0], expands[0] = "{" + words[0], True
-        expanded = _brace_expanded(words, subs, expands)
+        expanded = _brace_expanded(words, subs, expands, dollars, self._variable)
         if expanded is None:
             self.too_wide = True
         else:
@@ -676,7 +680,9 @@ class _Walker:
         )
         self._emit(chain, cmd_env, _text(node)[:_SOURCE_CHARS])
 
-    def _words(self, nodes: list[Node]) -> tuple[list[str], list[list[Node]], list[bool]]:
+    def _words(
+        self, nodes: list[Node]
+    ) -> tuple[list[str], list[list[Node]], list[bool], list[bool]]:
         """Each word bash reads from a command's word nodes, its substitutions, and
         whether it brace-expands (a ``{`` outside quotes). Nodes with nothing between
         them are one word to bash, however the grammar cut it: ``{/a,$HOME/x}`` comes as
@@ -684,6 +690,7 @@ class _Walker:
         words: list[str] = []
         subs: list[list[Node]] = []
         expands: list[bool] = []
+        dollars: list[bool] = []
         previous: Node | None = None
         for node in nodes:
             if previous is None or node.start_byte != previous.end_byte:
@@ -691,18 +698,21 @@ class _Walker:
                 words.append(value)
                 subs.append(found)
                 expands.append(_unquoted_brace(node))
+                dollars.append(_bare_dollar(node))
             else:
                 found = []
                 value = self._flat(node, found)
                 name = _NAME.match(value)
-                if name and _ends_with_dollar(previous):
+                # Only a bare word names a variable after "$" ($"HOME" is a string).
+                if name and _ends_with_dollar(previous) and self._starts_unquoted(node):
                     words[-1] = words[-1][:-1] + self._variable(name.group())
                     value = value[name.end() :]
                 words[-1] += value
                 subs[-1].extend(found)
                 expands[-1] = expands[-1] or _unquoted_brace(node)
+                dollars[-1] = dollars[-1] or _bare_dollar(node)
             previous = node
-        return words, subs, expands
+        return words, subs, expands, dollars
 
     def _walk_word_substitutions(self, chain: list[_Link], subs: list[list[Node]]) -> None:
         """Walk substitutions in the command's words, knowing which ones are run as code."""
@@ -896,6 +906,14 @@ def _splice(args: tuple[str, ...], items: list[str]) -> tuple[str, ...]:
     return tuple(result)
 
 
+def _bare_dollar(node: Node) -> bool:
+    """Whether a word node holds a ``$`` outside quotes that names nothing by itself
+    (the grammar's lone ``$`` token, as in ``{a,$}HOME``)."""
+    if node.type == "$":
+        return True
+    return any(_bare_dollar(c) for c in node.children if c.type in ("$", "concatenation"))
+
+
 def _ends_with_dollar(node: Node) -> bool:
     """Whether a word node ends with a bare ``$`` token (not a quoted or escaped one)."""
     while node.children:
@@ -916,20 +934,29 @@ def _unquoted_brace(node: Node) -> bool:
 
 
 def _brace_expanded(
-    words: list[str], subs: list[list[Node]], expands: list[bool]
+    words: list[str],
+    subs: list[list[Node]],
+    expands: list[bool],
+    dollars: list[bool],
+    variable: Callable[[str], str],
 ) -> tuple[list[str], list[list[Node]]] | None:
     """The command's words as the shell's brace expansion makes them: ``{rm,-rf,/}``
     is three words, the first of them the command. Only words with a brace outside
     quotes (``expands``) are expanded; a word's substitutions stay with the first word
-    it makes. None if a word makes more than can be checked."""
+    it makes. Bash expands braces before parameters, so in a word with a bare ``$``
+    (``dollars``) a ``$`` and a name the expansion puts together (``{a,$}HOME``) are a
+    variable, read with ``variable``.
+    None if a word makes more than can be checked."""
     if not any(expands):
         return words, subs
     out_words: list[str] = []
     out_subs: list[list[Node]] = []
-    for word, found, expand in zip(words, subs, expands, strict=True):
+    for word, found, expand, dollar in zip(words, subs, expands, dollars, strict=True):
         made = brace_words(word) if expand else [word]
         if made is None:
             return None
+        if dollar and len(made) > 1:
+            made = [_ASSEMBLED.sub(lambda m: variable(m[1] or m[2]), w) for w in made]
         out_words.extend(made)
         out_subs.extend([found] + [[] for _ in made[1:]])
     return out_words, out_subs

@@ -236,6 +236,15 @@ def test_nested_loops_are_walked_a_bounded_number_of_times(ctx: AnalysisContext)
         # A "$" in quotes or escaped stays a "$".
         ("echo {/a,\\$HOME/b}", ("/a", "$HOME/b")),
         ("echo {/a,'$'HOME/b}", ("/a", "$HOME/b")),
+        # $"..." is a (translated) string, not a variable.
+        ('echo $"HOME"/b', ("$HOME/b",)),
+        # Braces are expanded before variables: the expansion can put "$" and a name
+        # together.
+        ("cat {a,$}HOME/.tether/token", ("aHOME/.tether/token", "/home/u/.tether/token")),
+        (
+            "cat {/t,$}{TETHER_HOME,}/key",
+            ("/tTETHER_HOME/key", "/t/key", "/home/u/.tether/key", "$/key"),
+        ),
     ],
 )
 def test_a_word_the_grammar_cut_is_one_word(
