@@ -29,10 +29,21 @@ def refusal(conn: socket.socket) -> str | None:
         return f"the peer could not be identified: {exc}"
     if uid not in (os.geteuid(), 0):
         return f"the peer runs as uid {uid}, not the runner's"
-    try:
-        same = Path(f"/proc/{pid}/ns/pid").readlink() == Path("/proc/self/ns/pid").readlink()
-    except OSError:
-        same = False  # gone, or pid 0: a namespace this runner cannot see into
-    if not same:
+    if _namespace_depth(pid) != _namespace_depth(os.getpid()):
         return "the peer runs in another pid namespace (a sandboxed call)"
+    return None
+
+
+def _namespace_depth(pid: int) -> int | None:
+    """How many pid namespaces ``pid`` has a number in, from this /proc's down (its
+    ``NSpid``: one per level, so a process of a nested namespace has more), or None
+    if it is gone. Anyone may read it (a root peer's ``ns/pid`` link is not readable by
+    a runner of another user)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_bytes()
+    except OSError:
+        return None  # gone, or pid 0: a namespace this runner cannot see into
+    for line in status.splitlines():
+        if line.startswith(b"NSpid:"):
+            return len(line.split()) - 1
     return None

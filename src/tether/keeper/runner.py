@@ -45,8 +45,8 @@ _WATCHER_BACKLOG = 1 << 20
 _LAST_RESORT = 10.0
 # Seconds a thread holds the interpreter before another that wants it may take it.
 _SWITCH_INTERVAL = 0.0005
-# How long a refused peer has to send its first request and read why.
-_REFUSAL_WAIT = 2.0
+# Refused connections are logged at most this often (seconds).
+_REFUSAL_LOG_INTERVAL = 60.0
 # How long an exiting runner waits for its tree kills still under way (the SIGKILL
 # after the grace for what ignored SIGTERM).
 _SETTLE_TIMEOUT = 30.0
@@ -78,7 +78,7 @@ class Runner:
         """Serve one connection: a request per line, or a watch stream."""
         reason = peers.refusal(writer.get_extra_info("socket"))
         if reason is not None:
-            await _refuse(reader, writer, reason)
+            _refuse(writer, reason)
             return
         task = asyncio.current_task()
         if task is not None:
@@ -379,6 +379,8 @@ async def _serve(runner: Runner, ready_fd: int | None) -> None:
     relistening: set[asyncio.Task[None]] = set()
 
     def relisten() -> None:
+        if relistening:
+            return  # one at a time: signals that come together are one request
         task = loop.create_task(_listen_again(runner, sock))
         relistening.add(task)
         task.add_done_callback(relistening.discard)
@@ -402,16 +404,35 @@ async def _serve(runner: Runner, ready_fd: int | None) -> None:
         layout.runner_file(home).unlink()
 
 
-async def _refuse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, why: str) -> None:
-    """Answer a peer that may not send requests (its first, if it comes soon), saying
-    why, and hang up."""
-    log.warning("refused a connection to the runner: %s", why)
-    with contextlib.suppress(TimeoutError, ConnectionError, ValueError):
-        async with asyncio.timeout(_REFUSAL_WAIT):
-            await reader.readline()
+def _refuse(writer: asyncio.StreamWriter, why: str) -> None:
+    """Tell a peer that may not send requests why, and hang up at once (a flood of them
+    must not hold descriptors); the log says so once a minute, with how many."""
+    _refusals.note(why)
+    with contextlib.suppress(ConnectionError):
         writer.write(protocol.encode({"ok": False, "error": f"refused: {why}"}))
-        await writer.drain()
     writer.close()
+
+
+class _Refusals:
+    """Refused connections, logged at most once a minute (a call may flood them)."""
+
+    def __init__(self) -> None:
+        self._since_logged = 0
+        self._logged_at = -_REFUSAL_LOG_INTERVAL
+
+    def note(self, why: str) -> None:
+        self._since_logged += 1
+        now = time.monotonic()
+        if now - self._logged_at >= _REFUSAL_LOG_INTERVAL:
+            log.warning(
+                "refused %d connection(s) to the runner in the last minute; the latest: %s",
+                self._since_logged,
+                why,
+            )
+            self._since_logged, self._logged_at = 0, now
+
+
+_refusals = _Refusals()
 
 
 async def _listen(runner: Runner, sock: Path) -> None:

@@ -387,9 +387,14 @@ def test_a_sandboxed_process_that_reaches_the_socket_is_refused(runner_home: Pat
         "import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
         's.sendall(b\'{"v": 1, "op": "hello"}\\n\'); print(s.makefile().readline())'
     )
+    # Refused at once, before it asks anything: it reads why.
+    listen = (
+        "import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
+        "print(s.makefile().readline())"
+    )
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid"]
     done = subprocess.run(
-        [*argv, "--", sys.executable, "-c", ask, str(sock)],
+        [*argv, "--", sys.executable, "-c", listen, str(sock)],
         capture_output=True,
         text=True,
         timeout=30,
