@@ -59,6 +59,9 @@ def _run_dirs() -> tuple[str, ...]:
 
 
 _RUN_DIRS = _run_dirs()
+# What some systems run programs from under /run (NixOS and Guix: the system's profile
+# and its setuid wrappers), shown again over the empty /run.
+_RUN_KEPT = ("/run/current-system", "/run/wrappers", "/run/setuid-programs")
 
 
 def _mount_args(conf: Confinement) -> list[str]:
@@ -70,6 +73,8 @@ def _mount_args(conf: Confinement) -> list[str]:
         # Without the network, local services' unix sockets are out of reach too: a
         # database's, Docker's or D-Bus's socket can do more than any TCP port.
         args += [arg for run in _RUN_DIRS for arg in ("--tmpfs", run)]
+        for kept in _RUN_KEPT:
+            args += ["--ro-bind-try", kept, kept]
     for path in conf.shown:
         args += ["--ro-bind", str(path), str(path)]
     inside: list[Path] = []

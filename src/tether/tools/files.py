@@ -6,7 +6,7 @@ import asyncio
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from tether.tools.base import RunContext, Tool, ToolInputError, ToolResult
 from tether.tools.confinement import confine
@@ -40,7 +40,17 @@ def _text_arg(args: Mapping[str, Any], name: str) -> str:
 def _read(path: Path, limit: int) -> tuple[bytes, int]:
     """At most ``limit`` bytes of the file, and its size."""
     with os.fdopen(open_file(path, os.O_RDONLY), "rb") as f:
-        return f.read(limit), os.fstat(f.fileno()).st_size
+        return _at_most(f, path, limit), os.fstat(f.fileno()).st_size
+
+
+def _at_most(f: BinaryIO, path: Path, limit: int) -> bytes:
+    try:
+        data = f.read(limit)
+    except BlockingIOError:
+        data = None
+    if data is None:  # nothing to read yet, on a descriptor that does not wait
+        raise ToolInputError(f"{path} has nothing to read now (it would wait for data)")
+    return data
 
 
 async def _read_file(args: Mapping[str, Any], ctx: RunContext) -> ToolResult:
@@ -78,7 +88,11 @@ def _edit(path: Path, old: str, new: str) -> None:
                 f"{path} is {size} bytes, over the {_MAX_EDIT_BYTES} an edit reads; "
                 "use the shell for it"
             )
-        text = f.read().decode("utf-8", errors="replace")
+        # Read no more than the bound, whatever the file grew to since it was measured.
+        data = _at_most(f, path, _MAX_EDIT_BYTES + 1)
+        if len(data) > _MAX_EDIT_BYTES:
+            raise ToolInputError(f"{path} grew past {_MAX_EDIT_BYTES} bytes while being read")
+        text = data.decode("utf-8", errors="replace")
         count = text.count(old)
         if count != 1:
             raise ToolInputError(

@@ -6,8 +6,9 @@ for a symlink between the check and the open, and the open would follow it (into
 TETHER_HOME, say). So the checked path, which has no symlink left in it, is opened one
 component at a time, each relative to the directory opened before and never following
 a symlink: a component swapped since the check makes the open fail instead. The file
-itself must be a regular file (a FIFO would block the worker thread for ever), opened
-without blocking. Blocking (file system calls): run in a worker thread.
+itself must be a regular file (a FIFO would block the worker thread for ever), and stays
+non-blocking: a file of /proc that waits for data (``kmsg``) fails at once instead of
+holding a worker thread. Blocking (file system calls): run in a worker thread.
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ def open_file(path: Path, flags: int, *, create_dirs: bool = False) -> int:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ToolInputError(f"{path} is not a regular file")
-        os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise
@@ -79,8 +79,15 @@ def _open_step(directory: Path, name: str, parent: int) -> int:
 
 
 def _refusal(path: Path, exc: OSError) -> ToolInputError:
-    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _has_link(path):
         return ToolInputError(f"{path} changed while it was being opened (a link appeared)")
+    if exc.errno == errno.ENOTDIR:
+        return ToolInputError(f"{path}: a part of it is a file, not a directory")
     if exc.errno == errno.ENXIO:
         return ToolInputError(f"{path} is not a regular file")
     return ToolInputError(f"{path}: {exc.strerror}")
+
+
+def _has_link(path: Path) -> bool:
+    """Whether some part of ``path`` is a symbolic link now (a swap the walk refused)."""
+    return any(part.is_symlink() for part in (path, *path.parents))

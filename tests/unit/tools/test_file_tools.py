@@ -126,3 +126,26 @@ def test_a_process_own_files_are_refused_even_when_approved(ctx: Context) -> Non
     with pytest.raises(ToolInputError, match="a process's own file"):
         run(ctx, "read_file", path="/proc/1/environ")
     run(ctx, "read_file", path="/proc/version")  # the system's files stay readable
+
+
+def test_a_file_in_place_of_a_directory_is_said_as_such(ctx: Context) -> None:
+    (ctx.workspace / "a.txt").write_text("x")
+    with pytest.raises(ToolInputError, match="a part of it is a file, not a directory"):
+        run(ctx, "write_file", path="a.txt/b.txt", content="y")
+
+
+def test_a_file_that_would_wait_for_data_fails_at_once(ctx: Context) -> None:
+    """A /proc file such as kmsg is regular but waits for data; stand in for it with a
+    FIFO that has a writer and no data, read through the same non-blocking descriptor."""
+    fifo = ctx.workspace / "waits"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    writer = os.open(fifo, os.O_WRONLY)
+    try:
+        from tether.tools.files import _at_most
+
+        with os.fdopen(os.dup(reader), "rb") as f, pytest.raises(ToolInputError, match="wait"):
+            _at_most(f, fifo, 100)
+    finally:
+        os.close(reader)
+        os.close(writer)
