@@ -99,7 +99,11 @@ def create_app(
                 # proves to that start that these rows are a dead owner's.
                 services.store.owner.release(left_unfinished=detach)
 
-    app = FastAPI(title="Tether", version=__version__, lifespan=lifespan)
+    # No /docs or /redoc: FastAPI's pages load unpinned scripts from a CDN, on the
+    # origin whose cookie drives the agent. The schema stays at /openapi.json.
+    app = FastAPI(
+        title="Tether", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None
+    )
     mcp_endpoint = LazyEndpoint(lambda: app.state.services, settings)
     app.router.routes.append(mcp_endpoint.route())
     errors.install(app)

@@ -67,6 +67,16 @@ def test_with_the_cookie_the_app_is_served_with_a_strict_csp(app_server: Any) ->
     assert "javascript" in js.headers["content-type"]
 
 
+def test_no_page_on_the_consoles_origin_runs_third_party_scripts(app_server: Any) -> None:
+    """FastAPI's /docs and /redoc load unpinned scripts from a CDN on the origin whose
+    cookie drives the agent: they are not served; the schema is."""
+    cookies = {"tether_token": app_server.token}
+    for path in ("/docs", "/redoc", "/docs/oauth2-redirect"):
+        assert _get(app_server, path, cookies=cookies).status_code == 404, path
+    schema = _get(app_server, "/openapi.json", cookies=cookies)
+    assert schema.status_code == 200 and schema.json()["info"]["title"] == "Tether"
+
+
 def test_the_cookie_authenticates_api_calls(app_server: Any) -> None:
     resp = _get(app_server, "/api/console/features", cookies={"tether_token": app_server.token})
     assert resp.status_code == 200
