@@ -5,6 +5,7 @@ provider added through the settings UI in the second test serves every chat afte
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import sys
@@ -155,6 +156,28 @@ def test_cancel_ends_a_running_command_as_cancelled(page: Any, mock_llm: Any) ->
     expect(inline.locator(".call-resources")).to_contain_text("stopped by cancel")
     expect(inline.locator(".call-resources")).to_contain_text("peak")
     expect(page.locator("#sandbox-badge")).to_be_hidden()
+
+
+def test_many_calls_at_once_leave_the_buttons_working(page: Any, mock_llm: Any) -> None:
+    """A browser keeps six connections to a host: with a stream per call, eight calls
+    held them all and Cancel waited until the calls ended by themselves."""
+    command = json.dumps({"command": _loop_command(150), "timeout": 120})
+    mock_llm.script(
+        {"tool_calls": [("execute_shell_command", command)] * 8}, {"text": "All stopped."}
+    )
+    new_chat(page)
+    send(page, "Run eight things")
+    cards = page.locator("#calls-in-flight .call")
+    expect(cards).to_have_count(8)
+    for index in range(8):  # streamed, or fetched now and then while no stream is free
+        expect(cards.nth(index).locator(".call-output")).to_contain_text("tick 1")
+    last = cards.nth(7)
+    last.get_by_role("button", name="Cancel").click()
+    expect(last).to_have_attribute("data-end-state", "cancelled")
+    page.locator("#stop").click()
+    expect(page.locator("#stop")).to_be_hidden()
+    for index in range(8):
+        expect(cards.nth(index)).to_have_attribute("data-end-state", "cancelled")
 
 
 def test_a_strict_session_asks_and_the_approved_call_runs(

@@ -1,6 +1,7 @@
 // Tool calls: one model per call (info, output, deadlines), shown as cards inline in the
-// conversation and in the side panel. Output comes from the call's SSE stream (one
-// EventSource per call in flight) or, for finished calls, from /output.
+// conversation and in the side panel. Output comes from the call's SSE stream (for at most
+// MAX_STREAMS calls in flight at once; the others fetch /output now and then until a
+// stream is free) or, for finished calls, from /output.
 
 import { api } from "./api.js";
 import { act, enc, formatSeconds, h, Runs } from "./dom.js";
@@ -9,6 +10,13 @@ import { revealed } from "./reveal.js";
 const LIVE = new Set(["awaiting_approval", "running", "offloaded"]);
 const models = new Map();
 const MAX_OUTPUT_CHARS = 200_000;
+// A browser keeps at most six HTTP/1.1 connections to a host, all its tabs together. With
+// an EventSource per call in flight, a model that started eight calls held every one, and
+// Cancel, Stop or Approve waited in the queue until calls ended by themselves.
+const MAX_STREAMS = 2;
+const POLL_MS = 2000;
+const streaming = new Set(); // models with an open EventSource
+const waiting = new Set(); // live models fetching /output until a stream is free
 
 function base(sessionId, callId) {
   return `/api/tool-calls/${enc(sessionId)}/${enc(callId)}`;
@@ -26,7 +34,7 @@ class CallModel {
     this.info = { tool_call_id: callId, status: "unknown", extra: {} };
     this.seenAt = performance.now();
     this.output = "";
-    this.outputState = "none"; // none | loading | streaming | loaded
+    this.outputState = "none"; // none | loading | streaming | polling | loaded
     this.source = null;
     this.cards = new Set();
   }
@@ -54,9 +62,16 @@ class CallModel {
     return this.live ? value + (performance.now() - this.seenAt) / 1000 : value;
   }
 
-  /** Follow the live output (the stream replays what came before, then goes on). */
+  /** Follow the live output (the stream replays what came before, then goes on), or,
+   * with every stream taken, fetch it now and then until one is free. */
   follow() {
     if (this.source || this.outputState === "loaded") return;
+    if (streaming.size >= MAX_STREAMS) {
+      this.wait();
+      return;
+    }
+    waiting.delete(this);
+    streaming.add(this);
     this.output = "";
     this.outputState = "streaming";
     this.source = new EventSource(`${base(this.sessionId, this.id)}/stream`);
@@ -74,6 +89,34 @@ class CallModel {
   closeStream() {
     if (this.source) this.source.close();
     this.source = null;
+    streaming.delete(this);
+    const next = waiting.values().next().value;
+    if (next) next.follow();
+  }
+
+  /** Show the output so far from /output every POLL_MS while no stream is free. */
+  wait() {
+    if (waiting.has(this)) return;
+    waiting.add(this);
+    this.outputState = "polling";
+    const poll = async () => {
+      if (!waiting.has(this)) return;
+      try {
+        const data = await api("GET", `${base(this.sessionId, this.id)}/output`);
+        if (!waiting.has(this)) return; // a stream took over meanwhile
+        this.output = data.content.map((part) => part.text).join("");
+        if (data.is_closed) {
+          waiting.delete(this);
+          this.outputState = "loaded";
+        }
+        this.render();
+      } catch {
+        // The next round tries again; the list's poll ends a call that went away.
+      }
+      if (waiting.has(this) && this.live) setTimeout(poll, POLL_MS);
+      else waiting.delete(this);
+    };
+    poll();
   }
 
   /** Fetch the whole output once (a finished call). */
@@ -242,7 +285,7 @@ function renderCard(model, card) {
   const offloadButton = card.querySelector(".call-actions .offload");
   offloadButton.disabled = info.status !== "running";
   const pre = card.querySelector(".call-output");
-  if (model.outputState === "loaded" || model.outputState === "streaming") {
+  if (["loaded", "streaming", "polling"].includes(model.outputState)) {
     if (pre.textContent !== model.output) {
       pre.replaceChildren();
       pre.runs = new Runs(pre);
