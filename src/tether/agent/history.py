@@ -17,32 +17,41 @@ def repair(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
     Every assistant tool call gets exactly one tool message right after its assistant
     message (a call a crash left without one gets a note saying so); tool messages that
-    answer nothing are dropped. Assistant messages are mended too: a ``null`` content
-    without tool calls becomes ``""``, arguments that are not complete JSON become
-    ``{}``, and a call id seen before in the history gets a new one, its results
-    following it in order.
+    answer nothing are dropped. A user message stored while calls were still running (a
+    message sent during another turn's calls is saved at once, before their results)
+    moves after their results, which it would otherwise have cut off. Assistant messages
+    are mended too: a ``null`` content without tool calls becomes ``""``, arguments that
+    are not complete JSON become ``{}``, and a call id seen before in the history gets a
+    new one, its results following it in order.
     """
     out: list[dict[str, Any]] = []
     used_ids: set[str] = set()
     waiting: dict[str, list[str]] = {}  # stored id -> ids (as mended) still unanswered
     block: list[str] = []  # the open assistant message's call ids, in order
     answers: dict[str, dict[str, Any]] = {}
+    held: list[dict[str, Any]] = []  # messages that came while the block was open
 
     def close_block() -> None:
         out.extend(answers.get(call_id) or _note(call_id) for call_id in block)
+        out.extend(held)
         block.clear()
         answers.clear()
         waiting.clear()
+        held.clear()
 
     for msg in messages:
-        if msg.get("role") == "tool":
+        role = msg.get("role")
+        if role == "tool":
             queue = waiting.get(str(msg.get("tool_call_id")))
             if queue:
                 call_id = queue.pop(0)
                 answers[call_id] = {**msg, "tool_call_id": call_id}
             continue
+        if role != "assistant" and len(answers) < len(block):
+            held.append(msg)
+            continue
         close_block()
-        if msg.get("role") == "assistant":
+        if role == "assistant":
             msg = _mend_assistant(msg, used_ids, waiting, block)
         out.append(msg)
     close_block()

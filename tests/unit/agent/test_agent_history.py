@@ -53,12 +53,24 @@ def test_trailing_unanswered_call_is_closed() -> None:
     assert request_problems(fixed) == []
 
 
-def test_orphan_and_late_tool_messages_are_dropped() -> None:
-    history = [_tool("zzz"), USER, _assistant("a"), USER, _tool("a", "late")]
-    fixed = repair(history)
-    assert [m["role"] for m in fixed] == ["user", "assistant", "tool", "user"]
-    assert fixed[2]["content"] == INTERRUPTED
+def test_orphan_tool_messages_are_dropped() -> None:
+    fixed = repair([_tool("zzz"), USER, _assistant("a"), _tool("a"), _tool("zzz")])
+    assert [m["role"] for m in fixed] == ["user", "assistant", "tool"]
     assert request_problems(fixed) == []
+
+
+def test_a_message_sent_while_calls_ran_follows_their_results() -> None:
+    """A message sent during another turn's calls is stored at once, before their
+    results: it must not cut them off (their results were replaced by a note)."""
+    queued = {"role": "user", "content": "and then B"}
+    history = [USER, _assistant("a", "b"), _tool("a", "A"), queued, _tool("b", "B")]
+    fixed = repair(history)
+    assert fixed == [USER, _assistant("a", "b"), _tool("a", "A"), _tool("b", "B"), queued]
+    assert request_problems(fixed) == []
+    # One whose calls never got a result (a crash) still gets the note, before it.
+    fixed = repair([USER, _assistant("a"), queued, {"role": "assistant", "content": "x"}])
+    assert [m["role"] for m in fixed] == ["user", "assistant", "tool", "user", "assistant"]
+    assert fixed[2]["content"] == INTERRUPTED
 
 
 def test_a_call_answered_twice_keeps_its_first_answer() -> None:
