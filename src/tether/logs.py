@@ -28,15 +28,18 @@ _CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F) if c != 0x09} | {
     0x0A: "\\n",
     0x0D: "\\r",
 }
-# A message longer than this (a model can name a tool with 100 kB) is cut, saying so.
-_MAX_MESSAGE = 4096
+# A message longer than this (a model can name a tool with 100 kB) keeps its head and
+# its tail (where a traceback logged as a message says what went wrong), saying so.
+_MAX_MESSAGE = 8192
 
 
 def neutralise(text: str) -> str:
     """``text`` on one line and bounded: control characters as escapes (``\\n``,
-    ``\\x00``), and cut past ``_MAX_MESSAGE`` characters."""
+    ``\\x00``), and past ``_MAX_MESSAGE`` characters its middle cut out."""
     if len(text) > _MAX_MESSAGE:
-        text = f"{text[:_MAX_MESSAGE]}... ({len(text) - _MAX_MESSAGE} more characters)"
+        half = _MAX_MESSAGE // 2
+        cut = len(text) - 2 * half
+        text = f"{text[:half]} ... ({cut} characters cut) ... {text[-half:]}"
     return text.translate(_CONTROLS)
 
 
