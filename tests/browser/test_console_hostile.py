@@ -109,3 +109,21 @@ def test_an_approval_shows_the_hidden_characters_and_why_it_asks(
     ).to_be_visible()
     expect(page.locator("#messages .call").first).to_have_attribute("data-end-state", "denied")
     assert notes.read_text() == "keep me"
+
+
+def test_a_finished_calls_huge_output_is_drawn_as_its_tail(page: Any, mock_llm: FakeModel) -> None:
+    """A call may store 16 MiB of output; a reload drew all of it and froze the page."""
+    big = "python3 -c \"import sys; sys.stdout.write(('x' * 99 + '\\n') * 30_000)\"; echo last-line"
+    mock_llm.script(shell_call(big), {"text": "printed a lot"})
+    new_chat(page)
+    send(page, "Print three megabytes")
+    expect(page.locator(".msg.assistant").filter(has_text="printed a lot")).to_be_visible()
+    page.reload()
+    page.wait_for_selector("body[data-ready]")
+    card = page.locator("#messages .call").first
+    card.locator("summary").first.click()
+    output = card.locator(".call-output")
+    expect(output).to_contain_text("earlier output not shown here")
+    expect(output).to_contain_text("last-line")
+    assert len(output.text_content() or "") < 200_000
+    _assert_typing_works_quickly(page)

@@ -104,7 +104,7 @@ class CallModel {
       try {
         const data = await api("GET", `${base(this.sessionId, this.id)}/output`);
         if (!waiting.has(this)) return; // a stream took over meanwhile
-        this.output = data.content.map((part) => part.text).join("");
+        this.output = shown(this, data.content.map((part) => part.text).join(""));
         if (data.is_closed) {
           waiting.delete(this);
           this.outputState = "loaded";
@@ -124,7 +124,7 @@ class CallModel {
     if (this.outputState !== "none") return;
     this.outputState = "loading";
     const data = await api("GET", `${base(this.sessionId, this.id)}/output`);
-    this.output = data.content.map((part) => part.text).join("");
+    this.output = shown(this, data.content.map((part) => part.text).join(""));
     this.outputState = "loaded";
     this.render();
   }
@@ -132,9 +132,7 @@ class CallModel {
   appendOutput(text) {
     this.output += text;
     if (this.output.length > MAX_OUTPUT_CHARS) {
-      // Keep the page light on chatty commands: show the tail; /output has it all.
-      const tail = this.output.slice(-MAX_OUTPUT_CHARS / 2);
-      this.output = `[… earlier output not shown here: ${base(this.sessionId, this.id)}/output]\n${tail}`;
+      this.output = shown(this, this.output);
       this.render();
       return;
     }
@@ -157,6 +155,14 @@ class CallModel {
   tick() {
     for (const card of this.cards) renderTimers(this, card);
   }
+}
+
+/** Output as the page shows it: past MAX_OUTPUT_CHARS only its tail (a call may store
+ * 16 MiB; drawing all of it froze the page for seconds), and where the rest is. */
+function shown(model, output) {
+  if (output.length <= MAX_OUTPUT_CHARS) return output;
+  const tail = output.slice(-MAX_OUTPUT_CHARS / 2);
+  return `[… earlier output not shown here: ${base(model.sessionId, model.id)}/output]\n${tail}`;
 }
 
 /** The model of a call (created on first sight). */
