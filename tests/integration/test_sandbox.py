@@ -155,14 +155,12 @@ def test_tether_home_is_hidden(stack: Stack) -> None:
     assert not {"state.txt", "token", "tether.db"} & set(listing)
 
 
-@pytest.fixture
-def tcp_server() -> Iterator[int]:
-    """A TCP server on 127.0.0.1 that answers "pong" to each connection."""
-    srv = socket.create_server(("127.0.0.1", 0))
-    stop = threading.Event()
+@contextmanager
+def _answering_pong(srv: socket.socket) -> Iterator[None]:
+    """Answer "pong" to each connection to the listening ``srv`` until the block ends."""
 
     def serve() -> None:
-        while not stop.is_set():
+        while True:
             try:
                 conn, _ = srv.accept()
             except OSError:
@@ -172,10 +170,20 @@ def tcp_server() -> Iterator[int]:
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    yield int(srv.getsockname()[1])
-    stop.set()
-    srv.close()
-    thread.join(5)
+    try:
+        yield
+    finally:
+        srv.shutdown(socket.SHUT_RDWR)  # ends the accept the thread waits in
+        srv.close()
+        thread.join(5)
+
+
+@pytest.fixture
+def tcp_server() -> Iterator[int]:
+    """A TCP server on 127.0.0.1 that answers "pong" to each connection."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    with _answering_pong(srv):
+        yield int(srv.getsockname()[1])
 
 
 def _connect(port: int) -> str:
@@ -203,25 +211,11 @@ def unix_server() -> Iterator[Path]:
     srv = socket.socket(socket.AF_UNIX)
     srv.bind(str(path))
     srv.listen()
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                return
-            with conn:
-                conn.sendall(b"pong")
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
     try:
-        yield path
+        with _answering_pong(srv):
+            yield path
     finally:
-        srv.shutdown(socket.SHUT_RDWR)  # ends the accept the thread waits in
-        srv.close()
         path.unlink()
-        thread.join(5)
 
 
 def test_network_none_cannot_reach_a_local_services_socket(stack: Stack, unix_server: Path) -> None:

@@ -2,34 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from tether.toolcalls.launcher import LaunchedProcess
 from tether.tools.base import ToolInputError
 from tether.tools.files import resolve_path
 from tether.tools.shell import _resolve_cwd
-
-
-@dataclass
-class Ctx:
-    workspace: Path
-    protected: tuple[Path, ...]
-    human_approved: bool = False
-    call_id: str = "c1"
-    marker: str = "m"
-    out: list[str] = field(default_factory=list)
-
-    def emit(self, stream: str, text: str) -> None:
-        self.out.append(text)
-
-    async def launch(
-        self, argv: Sequence[str], cwd: Path, env: Mapping[str, str]
-    ) -> LaunchedProcess:
-        raise AssertionError("resolving paths starts no process")
+from tool_context import ToolContext
 
 
 @pytest.fixture
@@ -42,8 +22,8 @@ def home(tmp_path: Path) -> Path:
     return home.resolve()
 
 
-def _ctx(home: Path, approved: bool = False, workspace: Path | None = None) -> Ctx:
-    return Ctx(workspace or home / "workspace", (home,), approved)
+def _ctx(home: Path, approved: bool = False, workspace: Path | None = None) -> ToolContext:
+    return ToolContext(workspace or home / "workspace", (home,), approved)
 
 
 def test_paths_in_the_workspace_are_allowed(home: Path) -> None:
@@ -112,5 +92,5 @@ async def test_shell_cwd_is_confined_like_the_file_tools(home: Path) -> None:
 def test_workspace_given_through_a_symlink(tmp_path: Path, home: Path) -> None:
     alias = tmp_path / "ws-alias"
     alias.symlink_to(home / "workspace")
-    ctx = Ctx(alias, (home,))
+    ctx = ToolContext(alias, (home,))
     assert resolve_path("sub", ctx) == home / "workspace" / "sub"

@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,42 +16,26 @@ from tether.tools.base import ToolInputError
 from tether.tools.confinement import confine
 from tether.tools.files import FILE_TOOLS
 from tether.tools.pinned import open_file
+from tool_context import ToolContext
 
 TOOLS = {tool.name: tool for tool in FILE_TOOLS}
 
 
-@dataclass
-class Context:
-    """A RunContext for the file tools: a workspace, Tether's state, what was emitted."""
-
-    workspace: Path
-    protected: tuple[Path, ...]
-    human_approved: bool = False
-    call_id: str = "call_test"
-    emitted: list[str] = field(default_factory=list)
-
-    def emit(self, stream: str, text: str) -> None:
-        self.emitted.append(text)
-
-    async def launch(self, argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> Any:
-        raise AssertionError("file tools start no process")
-
-
 @pytest.fixture
-def ctx(tmp_path: Path) -> Context:
+def ctx(tmp_path: Path) -> ToolContext:
     home = tmp_path / "home"
     workspace = tmp_path / "workspace"
     for directory in (home, workspace / "d"):
         directory.mkdir(parents=True)
     (home / "token").write_text("SECRET-TOKEN")
-    return Context(workspace, (home,))
+    return ToolContext(workspace, (home,))
 
 
-def run(ctx: Context, tool: str, **args: Any) -> Any:
+def run(ctx: ToolContext, tool: str, **args: Any) -> Any:
     return asyncio.run(TOOLS[tool].run(args, ctx))  # type: ignore[arg-type]
 
 
-def test_a_directory_swapped_for_a_link_after_the_check_is_refused(ctx: Context) -> None:
+def test_a_directory_swapped_for_a_link_after_the_check_is_refused(ctx: ToolContext) -> None:
     (ctx.workspace / "d" / "token").write_text("harmless")
     checked = confine("d/token", ctx)  # type: ignore[arg-type]
     # What a background shell call can do between the check and the open.
@@ -66,14 +48,14 @@ def test_a_directory_swapped_for_a_link_after_the_check_is_refused(ctx: Context)
     assert not (ctx.protected[0] / "planted").exists()
 
 
-def test_a_final_component_swapped_for_a_link_is_refused(ctx: Context) -> None:
+def test_a_final_component_swapped_for_a_link_is_refused(ctx: ToolContext) -> None:
     checked = confine("d/notes", ctx)  # type: ignore[arg-type]
     (ctx.workspace / "d" / "notes").symlink_to(ctx.protected[0] / "token")
     with pytest.raises(ToolInputError, match="changed while it was being opened"):
         open_file(checked, os.O_RDONLY)
 
 
-def test_fifos_are_refused_without_blocking(ctx: Context) -> None:
+def test_fifos_are_refused_without_blocking(ctx: ToolContext) -> None:
     os.mkfifo(ctx.workspace / "fifo")
     finished = threading.Event()
 
@@ -96,29 +78,29 @@ def test_fifos_are_refused_without_blocking(ctx: Context) -> None:
         pytest.fail("a file tool blocked on a FIFO")
 
 
-def test_a_huge_sparse_file_is_read_only_as_far_as_shown(ctx: Context) -> None:
+def test_a_huge_sparse_file_is_read_only_as_far_as_shown(ctx: ToolContext) -> None:
     big = ctx.workspace / "big.txt"
     with big.open("wb") as f:
         f.write(b"start\n")
         f.truncate(8 << 30)  # 8 GiB that take no disk
     result = run(ctx, "read_file", path="big.txt")
     assert result.summary == f"file truncated at 200000 characters of {8 << 30} bytes"
-    assert ctx.emitted[0].startswith("start\n") and len(ctx.emitted[0]) == 200_000
+    assert ctx.out[0].startswith("start\n") and len(ctx.out[0]) == 200_000
     with pytest.raises(ToolInputError, match="over the 16777216 an edit reads"):
         run(ctx, "edit_file", path="big.txt", old_text="start", new_text="x")
 
 
-def test_writes_and_edits_still_work_and_make_directories(ctx: Context) -> None:
+def test_writes_and_edits_still_work_and_make_directories(ctx: ToolContext) -> None:
     run(ctx, "write_file", path="new/deeper/f.txt", content="one two")
     run(ctx, "edit_file", path="new/deeper/f.txt", old_text="two", new_text="2")
     assert (ctx.workspace / "new/deeper/f.txt").read_text() == "one 2"
     run(ctx, "write_file", path="new/deeper/f.txt", content="x")
     assert (ctx.workspace / "new/deeper/f.txt").read_text() == "x"
     run(ctx, "read_file", path="new/deeper/f.txt")
-    assert ctx.emitted[-1] == "x"
+    assert ctx.out[-1] == "x"
 
 
-def test_a_process_own_files_are_refused_even_when_approved(ctx: Context) -> None:
+def test_a_process_own_files_are_refused_even_when_approved(ctx: ToolContext) -> None:
     ctx.human_approved = True  # a person approved reading "envlink", outside the workspace
     (ctx.workspace / "envlink").symlink_to("/proc/self/environ")
     with pytest.raises(ToolInputError, match="a process's own file"):
@@ -128,13 +110,13 @@ def test_a_process_own_files_are_refused_even_when_approved(ctx: Context) -> Non
     run(ctx, "read_file", path="/proc/version")  # the system's files stay readable
 
 
-def test_a_file_in_place_of_a_directory_is_said_as_such(ctx: Context) -> None:
+def test_a_file_in_place_of_a_directory_is_said_as_such(ctx: ToolContext) -> None:
     (ctx.workspace / "a.txt").write_text("x")
     with pytest.raises(ToolInputError, match="a part of it is a file, not a directory"):
         run(ctx, "write_file", path="a.txt/b.txt", content="y")
 
 
-def test_a_file_that_would_wait_for_data_fails_at_once(ctx: Context) -> None:
+def test_a_file_that_would_wait_for_data_fails_at_once(ctx: ToolContext) -> None:
     """A /proc file such as kmsg is regular but waits for data; stand in for it with a
     FIFO that has a writer and no data, read through the same non-blocking descriptor."""
     fifo = ctx.workspace / "waits"
