@@ -12,7 +12,7 @@ from core_support import Stack, stack_for_module, tether_status
 from keeper_restarts import check_resumed, check_task, first_events, start_ticker
 
 from tether import __version__
-from tether.keeper import client
+from tether.keeper import client, layout
 
 pytestmark = pytest.mark.integration
 
@@ -52,6 +52,9 @@ def test_a_stop_leaves_the_running_call_says_so_and_the_next_start_adopts_it(
     )
     (line,) = [line for line in shown if line.startswith(call_id)]
     assert line.split("\t")[1:3] == ["running", session]
+    # A runner whose socket a cleaner removed is asked to listen again, not missed.
+    layout.socket_path(home).unlink()
+    assert tether_status(stack).splitlines()[0] == shown[0]
 
     stack.server.start()
     assert client.recorded_runner(home) == runner

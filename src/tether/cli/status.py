@@ -65,9 +65,12 @@ async def _survey() -> tuple[list[Found], RunnerInfo | None]:
         await db.close()
     running: dict[str, dict[str, object]] = {}
     info = None
-    if await asyncio.to_thread(client.live_runner, settings.home) is not None:
+    running_runner = await asyncio.to_thread(client.live_runner, settings.home)
+    if running_runner is not None:
         keeper = client.KeeperClient(settings.home)
         try:
+            # A runner whose socket was removed is asked to listen again (SIGHUP).
+            await asyncio.to_thread(client.reachable, settings.home, running_runner)
             info = await keeper.hello()  # speaks the runner's protocol, whichever left it
             listed = await keeper.request("list")
             running = {str(c["call_id"]): c for c in listed["calls"]}

@@ -221,7 +221,7 @@ def ensure_runner(home: Path, idle_exit: float | None = None) -> ProcessIdentity
     """
     running = live_runner(home)
     if running is not None:
-        return _reachable(home, running)
+        return reachable(home, running)
     home.mkdir(parents=True, exist_ok=True)
     read_end, write_end = os.pipe()
     try:
@@ -269,7 +269,7 @@ def ensure_runner(home: Path, idle_exit: float | None = None) -> ProcessIdentity
     return running
 
 
-def _reachable(home: Path, running: ProcessIdentity) -> ProcessIdentity:
+def reachable(home: Path, running: ProcessIdentity) -> ProcessIdentity:
     """``running``, once it accepts connections on the home's socket: if it does not
     (its socket file was removed, or replaced by something else), it is asked to
     listen again (SIGHUP) and waited for. Blocking."""
