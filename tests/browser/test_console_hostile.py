@@ -127,3 +127,21 @@ def test_a_finished_calls_huge_output_is_drawn_as_its_tail(page: Any, mock_llm: 
     expect(output).to_contain_text("last-line")
     assert len(output.text_content() or "") < 200_000
     _assert_typing_works_quickly(page)
+
+
+def test_right_to_left_text_with_brackets_leaves_the_page_usable(
+    page: Any, mock_llm: FakeModel
+) -> None:
+    """Unmatched brackets beside right-to-left letters make Chromium's bidi layout cost
+    the square of a paragraph's length: 300 kB froze the page 10-17 s, in the answer
+    and in a call's output alike."""
+    hostile = "(a\u05d0]" * 60_000
+    mock_llm.script(shell_call(f"python3 -c \"print('(a\\u05d0]' * 60_000)\""), {"text": hostile})
+    new_chat(page)
+    send(page, "Say it")
+    answer = page.locator(".msg.assistant").last
+    expect(answer).to_contain_text("(a\u05d0]" * 3)
+    _assert_typing_works_quickly(page)
+    page.reload()
+    page.wait_for_selector("body[data-ready]")
+    _assert_typing_works_quickly(page)

@@ -57,16 +57,36 @@ export function randomId() {
 
 export const enc = encodeURIComponent;
 
-/** Characters per isolated run (see Runs). */
+/** Characters per box of text (see Runs). */
 export const RUN_CHARS = 1000;
+
+/** Where to end a box taking text from `i` with `room` characters left: after the last
+ * newline within the room, else after the next one if it comes soon, else after the
+ * last space in the room, else at the room's end. */
+function cutAt(text, i, room) {
+  // Searches stay within windows: a long text without newlines must not be scanned
+  // again for every box.
+  const limit = i + room;
+  const inRoom = text.slice(i, limit);
+  const before = inRoom.lastIndexOf("\n");
+  if (before >= 0) return i + before + 1;
+  const after = text.slice(limit, limit + 3 * RUN_CHARS).indexOf("\n");
+  if (after >= 0) return limit + after + 1;
+  const space = inRoom.lastIndexOf(" ");
+  if (space > room / 2) return i + space + 1;
+  return limit;
+}
 
 const isHighSurrogate = (code) => code >= 0xd800 && code <= 0xdbff;
 
-/** Appends text and small nodes to `parent`, moving on to a new isolated span
- * (`.run`, unicode-bidi: isolate) every RUN_CHARS characters. Chromium's bidi layout
- * costs the square of a run's length when it holds unmatched brackets and any
- * right-to-left character: one 500 kB answer line froze the page for over 20 s. Short
- * text goes straight into `parent`. */
+/** Appends text and small nodes to `parent`, moving on to a new box (`.run`, a block
+ * of its own) every RUN_CHARS characters or so. Chromium's bidi layout costs the square
+ * of a paragraph's length when it holds unmatched brackets and any right-to-left
+ * character: one 500 kB answer line froze the page for over 20 s, and isolated inline
+ * spans did not help (they stay one paragraph to the layout; 300 kB still took 10 s).
+ * Each block is a paragraph of its own, so a box ends where a line does when one ends
+ * near (a newline, a <br>), else at a space, so that the break a block makes falls where
+ * the text breaks anyway. Short text goes straight into `parent`. */
 export class Runs {
   constructor(parent) {
     this.parent = parent;
@@ -74,26 +94,36 @@ export class Runs {
     this.used = 0;
   }
 
-  /** Append a node that stands for `size` characters. */
+  /** Append a node that stands for `size` characters (a <br> may end the box). */
   node(node, size = 1) {
     if (this.used > 0 && this.used + size > RUN_CHARS) this.newBox();
     this.box.append(node);
     this.used += size;
+    if (node.nodeName === "BR" && this.used >= RUN_CHARS / 2) this.newBox();
   }
 
-  /** Append text, cut into runs (never inside a surrogate pair). */
+  /** Append text, cut into boxes at line ends where it can (never inside a surrogate
+   * pair). */
   text(text) {
     let i = 0;
     while (i < text.length) {
-      let end = Math.min(text.length, i + RUN_CHARS - this.used);
-      if (end < text.length && end > i && isHighSurrogate(text.charCodeAt(end - 1))) end -= 1;
-      if (end <= i) {
+      const room = RUN_CHARS - this.used;
+      if (text.length - i <= room) {
+        this.box.append(i ? text.slice(i) : text);
+        this.used += text.length - i;
+        return;
+      }
+      if (room <= 0) {
         this.newBox();
         continue;
       }
+      let end = cutAt(text, i, room);
+      if (end < text.length && isHighSurrogate(text.charCodeAt(end - 1))) end -= 1;
+      if (end <= i) end = i + room;
       this.box.append(text.slice(i, end));
       this.used += end - i;
       i = end;
+      if (i < text.length) this.newBox();
     }
   }
 
