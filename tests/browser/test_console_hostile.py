@@ -136,7 +136,7 @@ def test_right_to_left_text_with_brackets_leaves_the_page_usable(
     the square of a paragraph's length: 300 kB froze the page 10-17 s, in the answer
     and in a call's output alike."""
     hostile = "(a\u05d0]" * 60_000
-    mock_llm.script(shell_call(f"python3 -c \"print('(a\\u05d0]' * 60_000)\""), {"text": hostile})
+    mock_llm.script(shell_call("python3 -c \"print('(a\\u05d0]' * 60_000)\""), {"text": hostile})
     new_chat(page)
     send(page, "Say it")
     answer = page.locator(".msg.assistant").last
@@ -145,3 +145,16 @@ def test_right_to_left_text_with_brackets_leaves_the_page_usable(
     page.reload()
     page.wait_for_selector("body[data-ready]")
     _assert_typing_works_quickly(page)
+
+
+def test_a_long_list_of_short_lines_leaves_the_page_usable(page: Any, mock_llm: FakeModel) -> None:
+    """Markdown yielded only inside long lines: 200,000 short lines in one paragraph or
+    one list drew in one go, on every reload."""
+    items = "\n".join(f"- item {i}" for i in range(100_000))
+    mock_llm.script({"text": f"{items}\n\nend-of-list"})
+    new_chat(page)
+    send(page, "List them")
+    _assert_typing_works_quickly(page)
+    answer = page.locator(".msg.assistant").last
+    expect(answer).to_contain_text("end-of-list", timeout=60_000)
+    expect(answer.locator("li")).to_have_count(100_000, timeout=60_000)

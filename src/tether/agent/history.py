@@ -8,8 +8,24 @@ from typing import Any
 
 from tether.llm.reply import distinct_id
 from tether.model_texts import INTERRUPTED
+from tether.store.records import MessageRecord
 
 UNREADABLE_ARGUMENTS = "{}"
+
+
+def by_turn(stored: Iterable[MessageRecord], current: str | None = None) -> list[dict[str, Any]]:
+    """The stored messages' payloads, each turn's together: turns in the order they
+    began (their first message), the ``current`` one last, a turn's messages in the order
+    stored. A message sent while another turn ran is stored at once (a crash must not
+    lose it), so it lies among that turn's messages; to the model it comes after that
+    turn's last one, or the request would end on the old turn's answer, the new question
+    seemingly answered. A message of no turn (a scheduled text) is a turn of its own."""
+    turns: dict[object, list[dict[str, Any]]] = {}
+    for record in stored:
+        key: object = record.task_id if record.task_id is not None else object()
+        turns.setdefault(key, []).append(record.payload)
+    last = turns.pop(current, []) if current is not None else []
+    return [payload for turn in (*turns.values(), last) for payload in turn]
 
 
 def repair(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

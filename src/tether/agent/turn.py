@@ -9,7 +9,7 @@ from typing import Any
 
 from tether import model_texts
 from tether.agent.calls import run_tool_call
-from tether.agent.history import repair
+from tether.agent.history import by_turn, repair
 from tether.agent.ports import ATTENDED, Attendance, Gate, TurnEvents
 from tether.errors import TetherError
 from tether.llm.client import ModelError, RequestedCall
@@ -104,7 +104,7 @@ class Agent:
         stored = await self._chats.history(req.session_id)
         messages = [
             {"role": "system", "content": model_texts.SYSTEM_PROMPT},
-            *repair(m.payload for m in stored),
+            *repair(by_turn(stored, req.task_id)),
         ]
         specs = self._tools.openai_specs()
         for step in range(1, self._max_steps + 1):

@@ -144,3 +144,30 @@ def test_tether_keys_survive_repair() -> None:
     assert fixed[1]["x_reasoning"] == "r"
     assert fixed[1]["tool_calls"][0]["x_tether_call_id"] == "call_1"
     assert fixed[2]["x_tether_call_id"] == "call_1"
+
+
+def test_a_message_sent_during_a_turn_comes_after_that_turns_answer() -> None:
+    """Sent while turn T1 ran, "second" is stored among T1's messages; the request for
+    its own turn must end on it, not on T1's answer."""
+    from tether.agent.history import by_turn
+    from tether.store.records import MessageRecord
+
+    second = {"role": "user", "content": "second"}
+    done = {"role": "assistant", "content": "done1"}
+    text = {"role": "assistant", "content": "a scheduled text"}
+    stored = [
+        (USER, "T1"),
+        (_assistant("a"), "T1"),
+        (second, "T2"),
+        (_tool("a"), "T1"),
+        (text, None),
+        (done, "T1"),
+    ]
+    records = [
+        MessageRecord(i, "s", task, "k", payload, 0.0) for i, (payload, task) in enumerate(stored)
+    ]
+    ordered = repair(by_turn(records, "T2"))
+    assert ordered == [USER, _assistant("a"), _tool("a"), done, text, second]
+    assert request_problems(ordered) == []
+    # Without a turn to put last, turns keep the order they began in.
+    assert repair(by_turn(records))[-2:] == [second, text]

@@ -11,6 +11,8 @@ import { appendRevealed } from "./reveal.js";
 const FIRST_SLICE_MS = 12; // drawn at once, shared by all answers drawn in one task
 const SLICE_MS = 8; // then a slice per task, leaving the page time for input
 const YIELD_EVERY_CHARS = 4096;
+// ... and within a paragraph or a list, every so many lines.
+const YIELD_EVERY_LINES = 64;
 
 function el(tag, text) {
   const node = document.createElement(tag);
@@ -164,6 +166,7 @@ function* list(root, lines, i, kind) {
     node.append(li);
     yield* appendInline(new Runs(li), item[1]);
     j += 1;
+    if ((j - i) % YIELD_EVERY_LINES === 0) yield; // a list of short items is long too
     if (j >= lines.length) break;
   }
   return j;
@@ -178,6 +181,7 @@ function* paragraph(root, lines, i) {
     if (j > i) runs.node(el("br"));
     yield* appendInline(runs, lines[j]);
     j += 1;
+    if ((j - i) % YIELD_EVERY_LINES === 0) yield; // so is a paragraph of short lines
   }
   return j;
 }
