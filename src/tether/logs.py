@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+from typing import Any
 
 # Loggers that follow --log-level: Tether's own (ids, sizes and states, never content)
 # and the HTTP server's (start-up, shutdown, connection events). Every other library
@@ -36,11 +37,15 @@ _MAX_MESSAGE = 8192
 def neutralise(text: str) -> str:
     """``text`` on one line and bounded: control characters as escapes (``\\n``,
     ``\\x00``), and past ``_MAX_MESSAGE`` characters its middle cut out."""
-    if len(text) > _MAX_MESSAGE:
-        half = _MAX_MESSAGE // 2
-        cut = len(text) - 2 * half
-        text = f"{text[:half]} ... ({cut} characters cut) ... {text[-half:]}"
-    return text.translate(_CONTROLS)
+    return _cut(text, _MAX_MESSAGE, " ").translate(_CONTROLS)
+
+
+def _cut(text: str, limit: int, gap: str) -> str:
+    """``text`` with its middle cut out past ``limit`` characters, saying how much."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}{gap}... ({len(text) - 2 * half} characters cut) ...{gap}{text[-half:]}"
 
 
 def redact(text: str) -> str:
@@ -49,15 +54,21 @@ def redact(text: str) -> str:
 
 
 class OneLineFormatter(logging.Formatter):
-    """Formats the message flattened and redacted; tracebacks (ours) stay multi-line."""
+    """Formats the message flattened and redacted (before it is cut, so no half of a
+    credential survives a cut); tracebacks stay multi-line, each of their lines marked
+    with ``| ``, so an exception's message cannot pass for a record of its own."""
 
     def format(self, record: logging.LogRecord) -> str:
         text = super().format(record)
         message = record.getMessage()
-        safe = redact(neutralise(message))
+        safe = neutralise(redact(message))
         if message in text:
             return text.replace(message, safe, 1)
         return redact(text)
+
+    def formatException(self, ei: Any) -> str:
+        text = _cut(redact(super().formatException(ei)), 4 * _MAX_MESSAGE, "\n")
+        return "\n".join(f"| {line}" for line in text.splitlines())
 
 
 def configure(level: str) -> None:

@@ -130,6 +130,10 @@ def test_a_late_subscriber_gets_a_replay_and_last_event_id_resumes(stack: Stack)
         headers = {"Last-Event-ID": forged.encode("latin-1")}
         resp = stack.api("GET", f"/api/tool-calls/{session}/{call_id}/stream", headers=headers)
         assert resp.status_code == 422, (forged[:20], resp.status_code)
+    # Past every chunk (and past the store's 32-bit column): nothing more, then done.
+    for beyond in ("2147483648", "999999999999999999"):
+        events = _all_events(stack, session, call_id, last=int(beyond))
+        assert [e.data["type"] for e in events] == ["done"]
 
 
 # ------------------------------------------------------------------ cancel

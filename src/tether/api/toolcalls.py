@@ -151,17 +151,22 @@ async def get_output(session_id: str, tool_call_id: str, services: ServicesDep) 
     )
 
 
+#: The highest chunk number the store can hold.
+_LAST_SEQ = 2**31 - 1
+
+
 @router.get("/{session_id}/{tool_call_id}/stream")
 async def stream_output(
     session_id: str,
     tool_call_id: str,
     services: ServicesDep,
-    # An id this stream gave (a position in the output): ASCII digits, well under 10**18.
+    # An id this stream gave (a chunk's number): ASCII digits.
     last_event_id: Annotated[str | None, Header(pattern=r"^[0-9]{1,18}$")] = None,
 ) -> StreamingResponse:
     """SSE: the output from the start (or after ``Last-Event-ID``), live, then ``done``."""
     await services.calls.ensure_known(session_id, tool_call_id)
-    after = int(last_event_id) if last_event_id else 0
+    # Past the store's column (a 32-bit integer) no chunk can follow it anyway.
+    after = min(int(last_event_id), _LAST_SEQ) if last_event_id else 0
 
     async def frames() -> AsyncIterator[str]:
         follow = services.calls.follow(session_id, tool_call_id, after)

@@ -11,6 +11,8 @@ from tether.errors import TetherError
 
 #: The longest tool name (MCP allows 128; the store's columns hold that many).
 MAX_TOOL_NAME = 128
+#: The longest model call id kept (providers' own are 9 to 40 characters).
+MAX_CALL_ID = 256
 
 
 class ModelError(TetherError):

@@ -18,6 +18,7 @@ from typing import Any
 from tether.llm.capabilities import Capabilities
 from tether.llm.errors import describe_error
 from tether.llm.reply import (
+    MAX_CALL_ID,
     AssistantReply,
     IncompleteReply,
     ModelError,
@@ -166,7 +167,9 @@ class StreamAssembler:
     def _assemble(self) -> AssistantReply:
         calls = [
             RequestedCall(
-                id=call.id or f"call_{position}",
+                # The model's id goes back to the model with the call's result: made
+                # valid text of a sane length (a lone surrogate failed the next request).
+                id=valid_text(call.id)[:MAX_CALL_ID] or f"call_{position}",
                 name=valid_text(call.name),
                 arguments=valid_text(call.arguments) if call.arguments.strip() else "{}",
                 echo=dict(call.echo),

@@ -203,6 +203,9 @@ def test_arguments_split_inside_an_escape_and_a_surrogate_pair() -> None:
 
 def test_a_lone_surrogate_becomes_a_replacement_character() -> None:
     assert assemble(chunk({"content": "half \ud83d"})).text == "half \ufffd"
+    # In a call's id too (it is sent back with the result: the next request failed).
+    reply = assemble(call(0, "id\ud800z", SHELL, LS), call(1, "x" * 5000, TIME, "{}"))
+    assert [c.id for c in reply.tool_calls] == ["id\ufffdz", "x" * 256]
 
 
 def test_reasoning_is_kept_apart_with_the_field_it_came_in() -> None:

@@ -162,3 +162,25 @@ async def test_no_library_logger_writes_below_warning_at_debug_level(
 def test_an_unknown_level_is_refused(logging_restored: None) -> None:
     with pytest.raises(ValueError, match="unknown log level"):
         logs.configure("chatty")
+
+
+def test_a_cut_never_leaves_half_a_credential(captured: tuple[logging.Logger, io.StringIO]) -> None:
+    logger, stream = captured
+    secret = "sk-" + "SECRETTAIL" * 1000  # the cut falls inside it
+    logger.info("request %s failed: Bearer %s", "x" * 2000, secret)
+    line = stream.getvalue()
+    assert "SECRETTAIL" not in line and "[redacted]" in line
+
+
+def test_an_exception_message_cannot_pass_for_a_record(
+    captured: tuple[logging.Logger, io.StringIO],
+) -> None:
+    logger, stream = captured
+    try:
+        raise RuntimeError("boom\nERROR tether.x: forged record")
+    except RuntimeError:
+        logger.exception("call failed")
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "ERROR tether.test.logs: call failed"
+    assert all(line.startswith("| ") for line in lines[1:])
+    assert "| ERROR tether.x: forged record" in lines
