@@ -75,6 +75,13 @@ class CallModel {
     this.output = "";
     this.outputState = "streaming";
     this.source = new EventSource(`${base(this.sessionId, this.id)}/stream`);
+    this.source.onerror = () => {
+      // Closed for good (the cookie expired, the call is gone): give the place back.
+      if (this.source?.readyState === EventSource.CLOSED) {
+        this.closeStream();
+        this.outputState = "none";
+      }
+    };
     this.source.onmessage = (event) => {
       const data = JSON.parse(event.data);
       if (data.type === "chunk") this.appendOutput(data.text);
@@ -94,6 +101,12 @@ class CallModel {
     if (next) next.follow();
   }
 
+  /** Whether this call is shown: a card of it is in the page, or none was made yet
+   * (a call is followed before its first card is drawn). */
+  onPage() {
+    return this.cards.size === 0 || [...this.cards].some((card) => card.isConnected);
+  }
+
   /** Show the output so far from /output every POLL_MS while no stream is free. */
   wait() {
     if (waiting.has(this)) return;
@@ -101,6 +114,12 @@ class CallModel {
     this.outputState = "polling";
     const poll = async () => {
       if (!waiting.has(this)) return;
+      if (!this.onPage()) {
+        // Its cards left the page (another session is shown): fetched again if shown.
+        waiting.delete(this);
+        this.outputState = "none";
+        return;
+      }
       try {
         const data = await api("GET", `${base(this.sessionId, this.id)}/output`);
         if (!waiting.has(this)) return; // a stream took over meanwhile
@@ -202,6 +221,13 @@ export async function refreshInfo(model) {
 
 export function tickAll() {
   for (const model of models.values()) if (model.live) model.tick();
+  // A stream whose cards left the page (another session is shown) gives its place up.
+  for (const model of [...streaming]) {
+    if (!model.onPage()) {
+      model.closeStream();
+      model.outputState = "none";
+    }
+  }
 }
 
 function button(label, title, cls, handler) {
