@@ -4,9 +4,10 @@ Every event gets a sequence number, and each follower remembers the last number 
 sent, so shrinking the kept log never moves a follower (it once lost the end of a turn
 when the log shrank under it). The log is shrunk only where every follower has been:
 output chunks leave the replay, and a run of deltas of one kind becomes one delta with
-their text. It is shrunk when it has grown to twice what the last shrink left, so each
-event costs constant time however long the turn (a reply of 40,000 tokens took 21 s of
-the event loop when every event past 10,000 re-read the whole log).
+their text. It is shrunk when it has grown to twice what the last shrink left (in
+events, or in output text: chunks may be 64 KiB each), so each event costs constant
+time however long the turn (a reply of 40,000 tokens took 21 s of the event loop when
+every event past 10,000 re-read the whole log).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from typing import Any
 _MAX_KEPT = 10_000
 # Past this many events kept for a follower that does not read, its output goes.
 _MOST_KEPT = 8 * _MAX_KEPT
+# Output text kept before a shrink (characters).
+_MAX_OUTPUT_CHARS = 4 * 1024 * 1024
 # Events whose text a replay may join: a run of them reads the same as one.
 _DELTAS = frozenset({"text_delta", "reasoning_delta"})
 # Events a replay may leave out (the call's output has routes of its own).
@@ -33,6 +36,9 @@ class EventFeed:
         self._events: list[tuple[int, dict[str, Any]]] = []  # (number, event), in order
         self._numbers = itertools.count()
         self._limit = _MAX_KEPT
+        # Output chunks may be large (64 KiB each): their text is bounded too.
+        self._output_chars = 0
+        self._output_limit = _MAX_OUTPUT_CHARS
         # The last number each follower sent (-1: none yet).
         self._positions: dict[int, int] = {}
         self._followers = itertools.count()
@@ -44,7 +50,9 @@ class EventFeed:
         if self.closed:
             return
         self._events.append((next(self._numbers), event))
-        if len(self._events) >= self._limit:
+        if event["type"] in _DROPPABLE:
+            self._output_chars += len(str(event.get("text", "")))
+        if len(self._events) >= self._limit or self._output_chars >= self._output_limit:
             self._shrink()
         self._wake()
 
@@ -78,12 +86,14 @@ class EventFeed:
             run = []
             kept.append(entry)
         kept.extend(_joined(run))
-        if len(kept) > _MOST_KEPT:
+        if len(kept) > _MOST_KEPT or _output_of(kept) > 4 * _MAX_OUTPUT_CHARS:
             # A follower that stopped reading holds the log: it loses output chunks it
             # has not read rather than the server its memory.
             kept = [entry for entry in kept if entry[1]["type"] not in _DROPPABLE]
         self._events = kept
         self._limit = max(_MAX_KEPT, 2 * len(kept))
+        self._output_chars = _output_of(kept)
+        self._output_limit = max(_MAX_OUTPUT_CHARS, 2 * self._output_chars)
         self._shrunk += 1
 
     async def follow(self) -> AsyncIterator[dict[str, Any]]:
@@ -117,3 +127,7 @@ def _joined(run: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, dict[str, 
         return run
     number, last = run[-1]
     return [(number, {**last, "text": "".join(str(e.get("text", "")) for _, e in run)})]
+
+
+def _output_of(entries: list[tuple[int, dict[str, Any]]]) -> int:
+    return sum(len(str(e.get("text", ""))) for _, e in entries if e["type"] in _DROPPABLE)

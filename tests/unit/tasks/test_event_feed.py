@@ -64,3 +64,18 @@ async def test_a_late_follower_replays_the_same_text_in_fewer_events() -> None:
     text = "".join(e["text"] for e in replay if e["type"] == "text_delta")
     assert text == "".join(f"w{i} " for i in range(60_000))
     assert [e["type"] for e in replay[-2:]] == ["message", "final"]
+
+
+async def test_big_output_chunks_nobody_follows_are_not_kept() -> None:
+    """Chunks of 64 KiB with no follower (a cron turn): the log held 10,000 of them
+    (625 MiB) before its first shrink."""
+    feed = EventFeed()
+    chunk = "x" * 65_536
+    for _ in range(1_000):
+        feed.emit({"type": "tool_call_output", "text": chunk})
+    feed.emit({"type": "final"})
+    feed.close()
+    replay: list[dict[str, Any]] = []
+    await asyncio.wait_for(_collect(feed, replay), 30)
+    kept = sum(len(e.get("text", "")) for e in replay)
+    assert kept <= 8 * 1024 * 1024 and replay[-1]["type"] == "final"
