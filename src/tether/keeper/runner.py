@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tether import __version__, heap
-from tether.keeper import layout, peers, protocol
+from tether.keeper import layout, listening, peers, protocol
 from tether.keeper.identity import identify
 from tether.keeper.idle import IdleExit
 from tether.keeper.runner_call import RunningCall, spawn
@@ -45,8 +45,6 @@ _WATCHER_BACKLOG = 1 << 20
 _LAST_RESORT = 10.0
 # Seconds a thread holds the interpreter before another that wants it may take it.
 _SWITCH_INTERVAL = 0.0005
-# Refused connections are logged at most this often (seconds).
-_REFUSAL_LOG_INTERVAL = 60.0
 # How long an exiting runner waits for its tree kills still under way (the SIGKILL
 # after the grace for what ignored SIGTERM).
 _SETTLE_TIMEOUT = 30.0
@@ -78,7 +76,7 @@ class Runner:
         """Serve one connection: a request per line, or a watch stream."""
         reason = peers.refusal(writer.get_extra_info("socket"))
         if reason is not None:
-            _refuse(writer, reason)
+            listening.refuse(writer, reason)
             return
         task = asyncio.current_task()
         if task is not None:
@@ -358,7 +356,7 @@ def serve(home: Path, ready_fd: int | None = None, idle_exit: float | None = Non
 async def _serve(runner: Runner, ready_fd: int | None) -> None:
     home = runner.home
     sock = layout.socket_path(home)
-    await _listen(runner, sock)
+    await listening.listen(runner, sock)
     heap.settle()
     me = identify(os.getpid())
     layout.write_atomically(
@@ -381,7 +379,7 @@ async def _serve(runner: Runner, ready_fd: int | None) -> None:
     def relisten() -> None:
         if relistening:
             return  # one at a time: signals that come together are one request
-        task = loop.create_task(_listen_again(runner, sock))
+        task = loop.create_task(listening.listen_again(runner, sock))
         relistening.add(task)
         task.add_done_callback(relistening.discard)
 
@@ -402,82 +400,6 @@ async def _serve(runner: Runner, ready_fd: int | None) -> None:
         sock.unlink()
     with contextlib.suppress(FileNotFoundError):
         layout.runner_file(home).unlink()
-
-
-def _refuse(writer: asyncio.StreamWriter, why: str) -> None:
-    """Tell a peer that may not send requests why, and hang up at once (a flood of them
-    must not hold descriptors); the log says so once a minute, with how many."""
-    _refusals.note(why)
-    with contextlib.suppress(ConnectionError):
-        writer.write(protocol.encode({"ok": False, "error": f"refused: {why}"}))
-    writer.close()
-
-
-class _Refusals:
-    """Refused connections, logged at most once a minute (a call may flood them)."""
-
-    def __init__(self) -> None:
-        self._since_logged = 0
-        self._logged_at = -_REFUSAL_LOG_INTERVAL
-
-    def note(self, why: str) -> None:
-        self._since_logged += 1
-        now = time.monotonic()
-        if now - self._logged_at >= _REFUSAL_LOG_INTERVAL:
-            log.warning(
-                "refused %d connection(s) to the runner in the last minute; the latest: %s",
-                self._since_logged,
-                why,
-            )
-            self._since_logged, self._logged_at = 0, now
-
-
-_refusals = _Refusals()
-
-
-async def _listen(runner: Runner, sock: Path) -> None:
-    """Listen on ``sock``, replacing whatever is there (this runner holds the home's
-    lock: a file there is a dead runner's, or no socket at all)."""
-    _remove(sock)
-    runner.listening = await asyncio.start_unix_server(
-        runner.handle, path=sock, limit=protocol.MAX_LINE
-    )
-    runner.socket_id = _owner_only(sock)
-
-
-async def _listen_again(runner: Runner, sock: Path) -> None:
-    """Listen anew if the socket file is no longer the one this runner made (removed,
-    or replaced); the old listener stops taking connections, open ones go on."""
-    if runner.done.is_set() or _file_id(sock) == runner.socket_id:
-        return
-    log.warning("the socket %s was removed or replaced; listening there again", sock)
-    old = runner.listening
-    try:
-        await _listen(runner, sock)
-    except OSError:
-        log.exception("listening on %s again failed", sock)
-        return
-    if old is not None:
-        old.close()
-
-
-def _remove(path: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
-
-
-def _owner_only(sock: Path) -> tuple[int, int] | None:
-    """Make the socket the runner's user's alone; its file id."""
-    sock.chmod(0o600)
-    return _file_id(sock)
-
-
-def _file_id(path: Path) -> tuple[int, int] | None:
-    try:
-        stat = path.stat()
-    except OSError:
-        return None
-    return stat.st_dev, stat.st_ino
 
 
 def _signal_ready(fd: int | None, word: bytes) -> None:
