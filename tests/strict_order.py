@@ -20,11 +20,16 @@ def request_problems(
     messages: Sequence[Any],
     message_fields: Iterable[str] = (),
     call_fields: Iterable[str] = (),
+    *,
+    sent: bool = False,
 ) -> list[str]:
     """Everything a strict provider would refuse in ``messages`` (empty when valid).
 
     ``message_fields`` and ``call_fields`` are provider fields this provider accepts on
     assistant messages and their tool calls (``reasoning_content``, ``extra_content``).
+    ``sent``: these are a request as sent, which must end on a user or tool message (a
+    stored history may end on the assistant's answer; a request ending there asks for
+    nothing, and strict providers refuse it).
     """
     problems: list[str] = []
     extra_message, extra_call = set(message_fields), set(call_fields)
@@ -60,6 +65,9 @@ def request_problems(
             problems.append(f"{where}: unknown role {role!r}")
     if open_ids:
         problems.append(f"the request ends with unanswered calls {open_ids}")
+    last = messages[-1] if messages else None
+    if sent and not (isinstance(last, dict) and last.get("role") in ("user", "tool")):
+        problems.append("the request does not end on a user or tool message")
     return problems
 
 

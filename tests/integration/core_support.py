@@ -96,7 +96,7 @@ class FakeModel:
     def assert_valid(self) -> None:
         """Every request so far is one a strict provider accepts."""
         for body in self.requests:
-            problems = request_problems(body["messages"])
+            problems = request_problems(body["messages"], sent=True)
             assert not problems, (problems, body["messages"])
 
     def close(self) -> None:

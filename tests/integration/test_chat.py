@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 import pytest
 from core_support import (
     Stack,
     chat_body,
+    gated,
     new_session,
+    open_gate,
     shell_call,
     sse_events,
     stack_for_module,
@@ -258,3 +261,26 @@ def test_stopping_a_task_with_parallel_calls_just_started_leaves_none_running(
     assert stack.api("POST", f"/api/console/chat/task/{task_id}/stop").json()["stopped"] is True
     assert stack.wait_task(task_id)["result"]["status"] == "cancelled"
     wait_for(lambda: stack.live_calls(session) == [], timeout=5, what="no call left running")
+
+
+def test_a_message_sent_while_a_call_runs_is_answered_after_that_turn(stack: Stack) -> None:
+    """The second question is stored at once, among the first turn's messages: the first
+    turn's result must stay, and the request for the second must end on it."""
+    session = new_session()
+    gate = f"queued-{uuid.uuid4().hex[:8]}"
+    stack.model.script(
+        shell_call(gated(gate, "echo started", "echo RESULT-A")),
+        {"text": "done1"},
+        {"text": "answer2"},
+    )
+    first = stack.submit("first question", session)
+    stack.wait_call(session)
+    second = stack.submit("second question", session)
+    open_gate(stack, gate)
+    assert stack.wait_task(first)["result"]["status"] == "completed"
+    assert stack.wait_task(second)["result"]["status"] == "completed"
+    stack.model.assert_valid()  # every request ends on a user or tool message
+    sent = stack.model.requests[-1]["messages"]
+    assert sent[-1]["role"] == "user" and "second question" in str(sent[-1]["content"])
+    (result,) = [m["content"] for m in sent if m["role"] == "tool"]
+    assert "RESULT-A" in result
