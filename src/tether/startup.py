@@ -39,7 +39,7 @@ from tether.mcp.service import McpService
 from tether.sandbox.enforcers import home_tag
 from tether.sandbox.launcher import SandboxLauncher
 from tether.sandbox.service import Sandbox
-from tether.sandbox.setup import sandbox_for, tether_state
+from tether.sandbox.setup import sandbox_for
 from tether.scheduler.clock import Clock, utc_now
 from tether.scheduler.jobs import CronJobs
 from tether.scheduler.runner import RunExecutor
@@ -167,7 +167,7 @@ def build_services(
         store.tool_calls,
         _coordinator_config(settings, recovery.marker_prefix(owner)),
         workspace=settings.resolved_workspace,
-        protected=tether_state(settings),
+        protected=sandbox.state_paths,
         # Shell calls run in the sandbox either way: under the keeper's runner, or as
         # this server's children.
         launcher=_launcher(keeper, sandbox),

@@ -98,6 +98,12 @@ class Sandbox:
         await asyncio.to_thread(self._enforcer.close)
 
     @property
+    def state_paths(self) -> tuple[Path, ...]:
+        """Tether's own state, which calls never see (``setup.tether_state``, read once
+        at start): what the file tools must not touch either."""
+        return self._config.hidden
+
+    @property
     def available(self) -> bool:
         return self._probe is not None and self._probe.works
 
