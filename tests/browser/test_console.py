@@ -166,11 +166,22 @@ def test_many_calls_at_once_leave_the_buttons_working(page: Any, mock_llm: Any) 
         {"tool_calls": [("execute_shell_command", command)] * 8}, {"text": "All stopped."}
     )
     new_chat(page)
+    outputs: list[str] = []
+    page.on("request", lambda r: outputs.append(r.url) if "/output" in r.url else None)
+    page.evaluate(_COUNT_STREAMS)
     send(page, "Run eight things")
     cards = page.locator("#calls-in-flight .call")
     expect(cards).to_have_count(8)
     for index in range(8):  # streamed, or fetched now and then while no stream is free
         expect(cards.nth(index).locator(".call-output")).to_contain_text("tick 1")
+    assert 1 <= page.evaluate("window.openStreams()") <= 2
+    # The calls without a stream fetch the end of their output only, not all of it.
+    assert outputs and all("tail=" in url for url in outputs)
+    # Another session shown: this one's calls stop streaming (their connections free).
+    new_chat(page)
+    wait_for(lambda: page.evaluate("window.openStreams()") == 0, timeout=10)
+    page.locator("#session-list .session-open").filter(has_text="Run eight things").click()
+    expect(cards).to_have_count(8)
     last = cards.nth(7)
     last.get_by_role("button", name="Cancel").click()
     expect(last).to_have_attribute("data-end-state", "cancelled")
@@ -178,6 +189,17 @@ def test_many_calls_at_once_leave_the_buttons_working(page: Any, mock_llm: Any) 
     expect(page.locator("#stop")).to_be_hidden()
     for index in range(8):
         expect(cards.nth(index)).to_have_attribute("data-end-state", "cancelled")
+
+
+# Counts the page's EventSources not yet closed (by the page or for good by the browser).
+_COUNT_STREAMS = """() => {
+  const Native = window.EventSource;
+  const made = new Set();
+  window.EventSource = class extends Native {
+    constructor(...args) { super(...args); made.add(this); }
+  };
+  window.openStreams = () => [...made].filter((s) => s.readyState !== Native.CLOSED).length;
+}"""
 
 
 def test_a_strict_session_asks_and_the_approved_call_runs(

@@ -121,11 +121,14 @@ def test_a_finished_calls_huge_output_is_drawn_as_its_tail(page: Any, mock_llm: 
     page.reload()
     page.wait_for_selector("body[data-ready]")
     card = page.locator("#messages .call").first
-    card.locator("summary").first.click()
+    with page.expect_response(lambda r: "/output" in r.url) as fetched:
+        card.locator("summary").first.click()
     output = card.locator(".call-output")
     expect(output).to_contain_text("earlier output not shown here")
     expect(output).to_contain_text("last-line")
     assert len(output.text_content() or "") < 200_000
+    # Only the end it shows crossed the network, not the three megabytes.
+    assert len(fetched.value.body()) < 200_000
     _assert_typing_works_quickly(page)
 
 

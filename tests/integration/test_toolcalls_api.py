@@ -123,6 +123,25 @@ def test_output_and_detail_of_a_completed_call(stack: Stack, completed: tuple[st
     assert stack.live_calls(session) == []
 
 
+def test_output_with_a_tail_sends_only_the_end_and_counts_the_rest(
+    stack: Stack, completed: tuple[str, str]
+) -> None:
+    session, call_id = completed
+    path = _path(session, call_id, "output")
+    out = stack.api("GET", f"{path}?tail=2").json()
+    assert out["content"] == [{"type": "text", "text": "i\n"}]
+    assert out["omitted_chars"] == 1 and out["is_closed"] is True
+    whole = stack.api("GET", f"{path}?tail=1000").json()
+    assert whole["content"][0]["text"] == "hi\n" and whole["omitted_chars"] == 0
+
+
+@pytest.mark.parametrize("tail", ["0", "-1", "two", "1.5", str((1 << 30) + 1), "9" * 5000])
+def test_a_bad_tail_is_422(stack: Stack, completed: tuple[str, str], tail: str) -> None:
+    session, call_id = completed
+    resp = stack.api("GET", f"{_path(session, call_id, 'output')}?tail={tail}")
+    assert resp.status_code == 422
+
+
 # ------------------------------------------------------------------ 409: completed calls
 
 

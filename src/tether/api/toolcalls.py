@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Header
+from fastapi import APIRouter, Body, Header, Query
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -87,6 +87,16 @@ class OutputOut(BaseModel):
     content: list[OutputPart]
 
 
+class OutputTailOut(OutputOut):
+    """The output's end only (``?tail=``), and how much came before it."""
+
+    omitted_chars: int = Field(description="Characters printed before the ones sent.")
+
+
+#: The most a ``tail`` may ask for; any more is the whole output anyway.
+_MOST_TAIL = 1 << 30
+
+
 def _out(info: CallInfo) -> ToolCallInfoOut:
     return ToolCallInfoOut(**info.__dict__)
 
@@ -139,16 +149,26 @@ async def extend_deadline(
     )
 
 
-@router.get("/{session_id}/{tool_call_id}/output", response_model=OutputOut)
-async def get_output(session_id: str, tool_call_id: str, services: ServicesDep) -> OutputOut:
-    """Everything the call has printed so far."""
+@router.get("/{session_id}/{tool_call_id}/output", response_model=OutputOut | OutputTailOut)
+async def get_output(
+    session_id: str,
+    tool_call_id: str,
+    services: ServicesDep,
+    tail: Annotated[int | None, Query(ge=1, le=_MOST_TAIL)] = None,
+) -> OutputOut:
+    """Everything the call has printed so far; with ``tail``, only its last ``tail``
+    characters and the count of those left out (what a page polling a call shows)."""
     text, closed, end_state = await services.calls.output_text(session_id, tool_call_id)
-    return OutputOut(
-        tool_call_id=tool_call_id,
-        is_closed=closed,
-        final_state=end_state,
-        content=[OutputPart(text=text)] if text else [],
-    )
+    sent = text if tail is None else text[-tail:]
+    fields: dict[str, Any] = {
+        "tool_call_id": tool_call_id,
+        "is_closed": closed,
+        "final_state": end_state,
+        "content": [OutputPart(text=sent)] if sent else [],
+    }
+    if tail is None:
+        return OutputOut(**fields)
+    return OutputTailOut(**fields, omitted_chars=len(text) - len(sent))
 
 
 #: The highest chunk number the store can hold.

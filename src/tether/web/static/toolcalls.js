@@ -121,9 +121,9 @@ class CallModel {
         return;
       }
       try {
-        const data = await api("GET", `${base(this.sessionId, this.id)}/output`);
+        const data = await fetchTail(this);
         if (!waiting.has(this)) return; // a stream took over meanwhile
-        this.output = shown(this, data.content.map((part) => part.text).join(""));
+        this.output = shownTail(this, data);
         if (data.is_closed) {
           waiting.delete(this);
           this.outputState = "loaded";
@@ -138,12 +138,11 @@ class CallModel {
     poll();
   }
 
-  /** Fetch the whole output once (a finished call). */
+  /** Fetch the output's end once (a finished call). */
   async load() {
     if (this.outputState !== "none") return;
     this.outputState = "loading";
-    const data = await api("GET", `${base(this.sessionId, this.id)}/output`);
-    this.output = shown(this, data.content.map((part) => part.text).join(""));
+    this.output = shownTail(this, await fetchTail(this));
     this.outputState = "loaded";
     this.render();
   }
@@ -180,8 +179,22 @@ class CallModel {
  * 16 MiB; drawing all of it froze the page for seconds), and where the rest is. */
 function shown(model, output) {
   if (output.length <= MAX_OUTPUT_CHARS) return output;
-  const tail = output.slice(-MAX_OUTPUT_CHARS / 2);
+  return withNote(model, output.slice(-MAX_OUTPUT_CHARS / 2));
+}
+
+function withNote(model, tail) {
   return `[… earlier output not shown here: ${base(model.sessionId, model.id)}/output]\n${tail}`;
+}
+
+/** The end of a call's output, as much as the page would show: a call polled every
+ * POLL_MS fetched all of its output (up to 16 MiB) each time. */
+function fetchTail(model) {
+  return api("GET", `${base(model.sessionId, model.id)}/output?tail=${MAX_OUTPUT_CHARS / 2}`);
+}
+
+function shownTail(model, data) {
+  const tail = data.content.map((part) => part.text).join("");
+  return data.omitted_chars > 0 ? withNote(model, tail) : tail;
 }
 
 /** The model of a call (created on first sight). */
