@@ -10,7 +10,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tether.governance.levels import parse_level
-from tether.sandbox.limits import MOST_CPU_SECONDS, MOST_MEMORY_MB, MOST_PROCESSES
+from tether.sandbox.limit_fields import CpuSeconds, MemoryMb, Processes
 from tether.webhooks.egress import DEFAULT_DENIED, parse_networks
 
 
@@ -170,22 +170,11 @@ class Settings(BaseSettings):
     sandbox_network: Literal["none", "full"] = Field(
         "none", description="Network inside the sandbox for sessions that do not set it."
     )
-    call_memory_mb: int | None = Field(
-        2048, ge=16, le=MOST_MEMORY_MB, description="Memory per shell call (MB)."
+    call_memory_mb: MemoryMb | None = Field(2048, description="Memory per shell call (MB).")
+    call_max_processes: Processes | None = Field(
+        512, description="Processes per shell call (reaching it ends the call)."
     )
-    call_max_processes: int | None = Field(
-        512,
-        ge=8,
-        le=MOST_PROCESSES,
-        description="Processes per shell call (reaching it ends the call).",
-    )
-    call_cpu_seconds: float | None = Field(
-        None,
-        gt=0,
-        le=MOST_CPU_SECONDS,
-        allow_inf_nan=False,
-        description="CPU seconds per shell call.",
-    )
+    call_cpu_seconds: CpuSeconds | None = Field(None, description="CPU seconds per shell call.")
 
     @field_validator("webhook_deny_networks")
     @classmethod

@@ -14,7 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from tether.api.deps import ServicesDep
 from tether.api.valid_json import ValidTextRoute
 from tether.governance.levels import parse_level
-from tether.sandbox.limits import MOST_CPU_SECONDS, MOST_MEMORY_MB, MOST_PROCESSES
+from tether.sandbox.limits import (
+    LEAST_MEMORY_MB,
+    LEAST_PROCESSES,
+    MOST_CPU_SECONDS,
+    MOST_MEMORY_MB,
+    MOST_PROCESSES,
+)
 from tether.store.tables import SESSION_ID_CHARS
 from tether.tasks.chats import DEFAULT_CHAT_NAME, ChatView
 
@@ -106,7 +112,9 @@ class SessionSettings(BaseModel):
     @classmethod
     def _usable(cls, value: int | None, info: ValidationInfo) -> int | None:
         # A handful of MB or processes would fail every call, the shell's start included.
-        floor = {"memory_mb": 16, "max_processes": 8}[str(info.field_name)]
+        floor = {"memory_mb": LEAST_MEMORY_MB, "max_processes": LEAST_PROCESSES}[
+            str(info.field_name)
+        ]
         if value is not None and 0 < value < floor:
             raise ValueError(f"must be 0 (no limit) or at least {floor}")
         return value

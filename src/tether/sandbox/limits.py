@@ -18,6 +18,10 @@ MIB = 1024 * 1024
 MOST_MEMORY_MB = 1 << 30  # a petabyte
 MOST_PROCESSES = 1 << 22  # the kernel's highest pid_max
 MOST_CPU_SECONDS = 10 * 365 * 86_400.0
+# The smallest a setting may ask for: below them every call would fail, the shell's own
+# start included.
+LEAST_MEMORY_MB = 16
+LEAST_PROCESSES = 8
 
 
 @dataclass(frozen=True)
