@@ -291,13 +291,23 @@ def reachable(home: Path, running: ProcessIdentity) -> ProcessIdentity:
     )
 
 
+def _connect(sock: Path, timeout: float) -> socket.socket:
+    """A blocking connection to a runner's socket (OSError when nothing accepts)."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.settimeout(timeout)
+        conn.connect(str(sock))
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
 def _accepts(sock: Path) -> bool:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        conn.settimeout(1.0)
-        try:
-            conn.connect(str(sock))
-        except OSError:
-            return False
+    try:
+        _connect(sock, 1.0).close()
+    except OSError:
+        return False
     return True
 
 
@@ -305,9 +315,7 @@ def _identify_by_socket(home: Path) -> ProcessIdentity | None:
     """The live runner as it answers ``hello`` on the home's socket (its runner.json
     may be damaged or gone), or None if nothing answers there. Blocking."""
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.settimeout(_START_TIMEOUT)
-            conn.connect(str(layout.socket_path(home)))
+        with _connect(layout.socket_path(home), _START_TIMEOUT) as conn:
             conn.sendall(protocol.encode({"v": 1, "op": "hello"}))
             answer = protocol.decode(conn.makefile("rb").readline())
         identity = ProcessIdentity(int(answer["pid"]), float(answer["create_time"]))
