@@ -72,7 +72,7 @@ _HOMES = frozenset({"HOME", "TETHER_HOME"})
 # A variable's name, where the grammar left the "$" before it in the word before.
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # A variable left as text in a word a brace expansion made: $NAME or ${NAME}.
-_ASSEMBLED = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+_ASSEMBLED = re.compile(rf"\$(?:\{{({_NAME.pattern})\}}|({_NAME.pattern}))")
 
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", ">&", "<>"})
 _READ_OPS = frozenset({"<", "<>", "<&"})
@@ -176,6 +176,17 @@ class _Env:
     in_pipe: bool = False
     background: bool = False
     stdin_literal: str | None = None
+
+
+@dataclass
+class _Word:
+    """One word of a command as bash reads it, before brace expansion."""
+
+    value: str
+    raw: str  # as written
+    subs: list[Node]  # the substitutions in it ($(...), <(...))
+    expands: bool  # a brace outside quotes: brace expansion applies
+    dollar: bool  # a bare "$" in it, which brace expansion may join to a name
 
 
 @dataclass
@@ -320,6 +331,8 @@ class _Walker:
         if words is None:
             self.too_wide = True
             return
+        if _has_expansion(name) and _name_expands("{" + _text(name)):
+            words[0] = DYNAMIC  # as in _command
         words += [value for value, _subs in flat[1:]]
         self._emit(_unwrap_chain(words), env, ("{" + _text(node))[:_SOURCE_CHARS])
 
@@ -650,22 +663,22 @@ class _Walker:
         if name_node is None:
             self.walk_children(node, env)
             return
-        words, subs, expands, dollars = self._words(
-            [name_node, *node.children_by_field_name("argument")]
-        )
-        if _has_expansion(name_node):
-            # A name built from a variable is never trusted, even when the
-            # variable's value looks known: it is judged as the worst command.
-            words[0] = DYNAMIC
+        read = self._words([name_node, *node.children_by_field_name("argument")])
+        first = read[0]
         if self._after_glued_brace(node):
             # "{rm,-rf,/} | cat": the grammar took the "{" for a block; bash, for the
             # start of this word.
-            words[0], expands[0] = "{" + words[0], True
-        expanded = _brace_expanded(words, subs, expands, dollars, self._variable)
+            first.value, first.raw, first.expands = "{" + first.value, "{" + first.raw, True
+        expanded = _brace_expanded(read, self._variable)
         if expanded is None:
             self.too_wide = True
+            words, subs = [w.value for w in read], [w.subs for w in read]
         else:
             words, subs = expanded
+        if _has_expansion(name_node) and (not first.expands or _name_expands(first.raw)):
+            # A name built from a variable is never trusted, even when the
+            # variable's value looks known: it is judged as the worst command.
+            words[0] = DYNAMIC
         chain = _unwrap_chain(words)
         self._walk_word_substitutions(chain, subs)
         info = self._redirections(c for c in node.children if c.type.endswith("_redirect"))
@@ -680,39 +693,34 @@ class _Walker:
         )
         self._emit(chain, cmd_env, _text(node)[:_SOURCE_CHARS])
 
-    def _words(
-        self, nodes: list[Node]
-    ) -> tuple[list[str], list[list[Node]], list[bool], list[bool]]:
-        """Each word bash reads from a command's word nodes, its substitutions, and
-        whether it brace-expands (a ``{`` outside quotes). Nodes with nothing between
+    def _words(self, nodes: list[Node]) -> list[_Word]:
+        """Each word bash reads from a command's word nodes. Nodes with nothing between
         them are one word to bash, however the grammar cut it: ``{/a,$HOME/x}`` comes as
         ``{/a,$`` and ``HOME/x}``, the ``$`` cut off from its name."""
-        words: list[str] = []
-        subs: list[list[Node]] = []
-        expands: list[bool] = []
-        dollars: list[bool] = []
+        words: list[_Word] = []
         previous: Node | None = None
         for node in nodes:
             if previous is None or node.start_byte != previous.end_byte:
                 value, found = self.word(node)
-                words.append(value)
-                subs.append(found)
-                expands.append(_unquoted_brace(node))
-                dollars.append(_bare_dollar(node))
+                words.append(
+                    _Word(value, _text(node), found, _unquoted_brace(node), _bare_dollar(node))
+                )
             else:
+                last = words[-1]
                 found = []
                 value = self._flat(node, found)
                 name = _NAME.match(value)
                 # Only a bare word names a variable after "$" ($"HOME" is a string).
                 if name and _ends_with_dollar(previous) and self._starts_unquoted(node):
-                    words[-1] = words[-1][:-1] + self._variable(name.group())
+                    last.value = last.value[:-1] + self._variable(name.group())
                     value = value[name.end() :]
-                words[-1] += value
-                subs[-1].extend(found)
-                expands[-1] = expands[-1] or _unquoted_brace(node)
-                dollars[-1] = dollars[-1] or _bare_dollar(node)
+                last.value += value
+                last.raw += _text(node)
+                last.subs.extend(found)
+                last.expands = last.expands or _unquoted_brace(node)
+                last.dollar = last.dollar or _bare_dollar(node)
             previous = node
-        return words, subs, expands, dollars
+        return words
 
     def _walk_word_substitutions(self, chain: list[_Link], subs: list[list[Node]]) -> None:
         """Walk substitutions in the command's words, knowing which ones are run as code."""
@@ -933,32 +941,35 @@ def _unquoted_brace(node: Node) -> bool:
     return False
 
 
+def _name_expands(raw: str) -> bool:
+    """Whether the first word brace expansion makes of ``raw`` (a word as written, with
+    an expansion in it) still holds an expansion: ``{cat,$HOME/x}`` runs ``cat``,
+    ``{$X,a}`` does not. Any quote counts as one (a quoted comma does not split, which
+    the raw text here cannot tell)."""
+    made = brace_words(raw)
+    return made is None or any(c in made[0] for c in "$`\"'\\")
+
+
 def _brace_expanded(
-    words: list[str],
-    subs: list[list[Node]],
-    expands: list[bool],
-    dollars: list[bool],
-    variable: Callable[[str], str],
+    words: list[_Word], variable: Callable[[str], str]
 ) -> tuple[list[str], list[list[Node]]] | None:
-    """The command's words as the shell's brace expansion makes them: ``{rm,-rf,/}``
-    is three words, the first of them the command. Only words with a brace outside
-    quotes (``expands``) are expanded; a word's substitutions stay with the first word
-    it makes. Bash expands braces before parameters, so in a word with a bare ``$``
-    (``dollars``) a ``$`` and a name the expansion puts together (``{a,$}HOME``) are a
+    """The command's words (their values and substitutions) as the shell's brace
+    expansion makes them: ``{rm,-rf,/}`` is three words, the first of them the command.
+    Only words with a brace outside quotes are expanded; a word's substitutions stay with
+    the first word it makes. Bash expands braces before parameters, so in a word with a
+    bare ``$`` a ``$`` and a name the expansion puts together (``{a,$}HOME``) are a
     variable, read with ``variable``.
     None if a word makes more than can be checked."""
-    if not any(expands):
-        return words, subs
     out_words: list[str] = []
     out_subs: list[list[Node]] = []
-    for word, found, expand, dollar in zip(words, subs, expands, dollars, strict=True):
-        made = brace_words(word) if expand else [word]
+    for word in words:
+        made = brace_words(word.value) if word.expands else [word.value]
         if made is None:
             return None
-        if dollar and len(made) > 1:
+        if word.dollar and len(made) > 1:
             made = [_ASSEMBLED.sub(lambda m: variable(m[1] or m[2]), w) for w in made]
         out_words.extend(made)
-        out_subs.extend([found] + [[] for _ in made[1:]])
+        out_subs.extend([word.subs] + [[] for _ in made[1:]])
     return out_words, out_subs
 
 

@@ -257,3 +257,29 @@ def test_a_word_the_grammar_cut_is_one_word(
 def test_a_home_after_a_comma_in_braces_is_seen(ctx: AnalysisContext, rules: list[Rule]) -> None:
     findings = analyze_shell("cat {/tmp/a,$HOME/.tether/token}", ctx, rules)
     assert Severity.CRITICAL in {f.severity for f in findings}
+
+
+@pytest.mark.parametrize(
+    ("script", "name"),
+    [
+        # Braces expand first: the command is "cat", its argument the variable's path.
+        ("{cat,$HOME/.tether/token} | tee x", "cat"),
+        ("{cat,$HOME/.tether/token}", "cat"),
+        # The name itself comes from a variable: never trusted, known value or not.
+        ("{$X,a} b", None),
+        ("X=rm; {$X,-rf,/}", None),
+        ('{"a,$X",b}', None),
+        ("$X{a,b} c", None),
+    ],
+)
+def test_a_command_name_from_braces_is_dynamic_only_where_a_variable_makes_it(
+    ctx: AnalysisContext, script: str, name: str | None
+) -> None:
+    assert _cmds(script, ctx)[0].name == name
+
+
+def test_reading_the_token_through_a_brace_group_in_a_pipe_is_critical(
+    ctx: AnalysisContext, rules: list[Rule]
+) -> None:
+    findings = analyze_shell("{cat,$HOME/.tether/token} | tee x", ctx, rules)
+    assert Severity.CRITICAL in {f.severity for f in findings}
