@@ -213,6 +213,29 @@ def _text(node: Node) -> str:
     return (node.text or b"").decode("utf-8", "replace")
 
 
+def _only_literal_dollars(root: Node) -> bool:
+    """Whether every error in a parse is a lone ``$`` in a word (``sed s/a$/b/``): bash
+    reads a ``$`` that no name, brace or parenthesis follows as itself, the grammar as
+    an error."""
+    pending = [root]
+    while pending:
+        node = pending.pop()
+        if node.is_missing:
+            return False
+        if node.type == "ERROR":
+            parent = node.parent
+            if _text(node) != "$" or parent is None or parent.type not in _DOLLAR_HOMES:
+                return False
+            continue
+        if node.has_error:
+            pending.extend(node.children)
+    return True
+
+
+# Where a lone "$" error stands when it is part of a word.
+_DOLLAR_HOMES = ("concatenation", "command")
+
+
 def _has_expansion(node: Node) -> bool:
     if node.type in _EXPANSIONS:
         return True
@@ -263,7 +286,7 @@ class _Walker:
             return
         tree = _parse(remove_line_continuations(text))
         root = tree.root_node
-        if root.has_error:
+        if root.has_error and not _only_literal_dollars(root):
             self.syntax_error = True
         self.depth += 1
         self.sources.append(root.text or b"")

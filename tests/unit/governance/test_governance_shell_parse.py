@@ -283,3 +283,26 @@ def test_reading_the_token_through_a_brace_group_in_a_pipe_is_critical(
 ) -> None:
     findings = analyze_shell("{cat,$HOME/.tether/token} | tee x", ctx, rules)
     assert Severity.CRITICAL in {f.severity for f in findings}
+
+
+@pytest.mark.parametrize(
+    ("script", "args"),
+    [
+        ("sed s/a$/b/ f", ("s/a$/b/", "f")),
+        ("sed -e 's/x$/y/' -e s/^$/z/ f", ("-e", "s/x$/y/", "-e", "s/^$/z/", "f")),
+        ("echo a$=b", ("a$=b",)),
+    ],
+)
+def test_a_lone_dollar_in_a_word_is_itself_not_a_syntax_error(
+    ctx: AnalysisContext, script: str, args: tuple[str, ...]
+) -> None:
+    """Bash reads a "$" that no name, brace or parenthesis follows as a "$"; the grammar
+    marks it an error, which made `sed s/a$/b/ f` a HIGH finding."""
+    parsed = parse_script(script, ctx)
+    assert not parsed.syntax_error
+    assert parsed.commands[0].args == args
+
+
+@pytest.mark.parametrize("script", ["echo $%", "echo $(", "rm -rf $/", "if then"])
+def test_other_errors_around_a_dollar_still_are(ctx: AnalysisContext, script: str) -> None:
+    assert parse_script(script, ctx).syntax_error
