@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import os
 from dataclasses import dataclass
 
 import psutil
@@ -30,5 +32,28 @@ class ProcessIdentity:
 
 
 def identify(pid: int) -> ProcessIdentity:
-    """The identity of the live process ``pid`` (raises psutil.NoSuchProcess if gone)."""
-    return ProcessIdentity(pid, psutil.Process(pid).create_time())
+    """The identity of the live process ``pid`` (raises psutil.NoSuchProcess if gone).
+
+    Read from /proc/<pid>/stat as psutil reads it (boot time plus the start in clock
+    ticks), without a psutil.Process: that reads more files, and the runner names every
+    call it starts this way (10% of its time in a burst of starts)."""
+    try:
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            data = os.read(fd, 4096)  # one line of a few hundred bytes
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise psutil.NoSuchProcess(pid) from exc
+    # Fields after the command name, which is in parentheses and may hold anything;
+    # the start time is the 22nd field, the 20th after the name.
+    ticks = int(data[data.rindex(b")") + 2 :].split()[19])
+    return ProcessIdentity(pid, ticks / _TICKS + _boot_time())
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@functools.cache
+def _boot_time() -> float:
+    return float(psutil.boot_time())

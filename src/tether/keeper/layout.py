@@ -68,6 +68,12 @@ def write_atomically(path: Path, data: dict[str, Any]) -> None:
     call anyway. An fsync costs ~10 ms here, which a call's start cannot afford.
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        json.dump(data, f)
+    body = json.dumps(data).encode()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+    try:
+        written = 0
+        while written < len(body):
+            written += os.write(fd, body[written:])
+    finally:
+        os.close(fd)
     tmp.replace(path)
