@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from core_support import Stack, new_session, stack_for_module, wait_for
 from governance_support import CLOCK, decide, first_pending, script, submit
-from webhook_support import Receiver, delivered, fresh_receiver, subscribe
+from webhook_support import Receiver, delivered, endless_receiver, fresh_receiver, subscribe
 
 pytestmark = pytest.mark.integration
 
@@ -138,6 +138,14 @@ def test_the_secret_is_shown_once_and_never_stored_or_logged_in_plain_text(
         {"url": "http://169.254.169.254/latest/meta-data/", "events": ["task.finished"]},
         {"url": "http://[::ffff:169.254.169.254]/", "events": ["task.finished"]},
         {"url": "http://[fd00:ec2::254]/", "events": ["task.finished"]},
+        # What urlsplit takes and the delivering client cannot use: every attempt failed
+        # unrecorded, claimed again for ever.
+        {"url": "http://ex\u200bample.com/hook", "events": ["task.finished"]},
+        {"url": "http://exa mple.com/hook", "events": ["task.finished"]},
+        {"url": "http://a\x00b.com/hook", "events": ["task.finished"]},
+        # Credentials would be stored and listed in plain text.
+        {"url": "http://user:pass@127.0.0.1:9/hook", "events": ["task.finished"]},
+        {"url": "http://token@127.0.0.1:9/hook", "events": ["task.finished"]},
     ],
 )
 def test_bad_subscriptions_are_refused_and_change_nothing(
@@ -146,6 +154,22 @@ def test_bad_subscriptions_are_refused_and_change_nothing(
     resp = stack.api("POST", "/api/webhooks", json=body)
     assert resp.status_code == 422, resp.text
     assert stack.api("GET", "/api/webhooks").json()["count"] == 0
+
+
+def test_a_receiver_answering_an_endless_body_is_not_read(stack: Stack) -> None:
+    """Only the status counts: a body of 100 GB was read into memory until the timeout
+    (1.3 GB of server memory for one delivery)."""
+    with endless_receiver() as (url, sent):
+        hook = stack.api("POST", "/api/webhooks", json={"url": url, "events": ["task.finished"]})
+        assert hook.status_code == 201, hook.text
+        stack.model.script({"text": "ok"})
+        stack.submit("hello", new_session())
+        [delivery] = _settled(stack, hook.json()["id"])
+        assert delivery["status"] == "delivered"
+        assert delivery["attempt_log"][-1]["status_code"] == 200
+        # What the receiver could push before the server hung up: socket buffers only.
+        assert sent.wait_closed() < 64 << 20
+        stack.api("DELETE", f"/api/webhooks/{hook.json()['id']}")
 
 
 def test_unknown_webhooks_are_404(stack: Stack) -> None:

@@ -8,6 +8,7 @@ import base64
 import hashlib
 import hmac
 import json
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -111,3 +112,52 @@ def fresh_receiver(stack: Any) -> Iterator[Receiver]:
         for hook in stack.api("GET", "/api/webhooks").json()["items"]:
             stack.api("DELETE", f"/api/webhooks/{hook['id']}")
         receiver.close()
+
+
+class Pushed:
+    """What an endless receiver sent on its connection, known once the peer hung up."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.closed = threading.Event()
+
+    def wait_closed(self, timeout: float = 20.0) -> int:
+        if not self.closed.wait(timeout):
+            raise AssertionError(f"the server kept reading: {self.bytes} bytes so far")
+        return self.bytes
+
+
+@contextmanager
+def endless_receiver() -> Iterator[tuple[str, Pushed]]:
+    """A receiver that answers its first request 200 with a 100 GB body, pushing 1 MiB
+    at a time until the other side hangs up (or the block ends)."""
+    pushed = Pushed()
+    stop = threading.Event()
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return  # closed before any delivery came
+        chunk = b"A" * (1 << 20)
+        with conn:
+            try:
+                conn.recv(1 << 16)
+                conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 100000000000\r\n\r\n")
+                while not stop.is_set():
+                    conn.sendall(chunk)
+                    pushed.bytes += len(chunk)
+            except OSError:
+                pass
+            finally:
+                pushed.closed.set()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/hook", pushed
+    finally:
+        stop.set()
+        listener.close()
+        thread.join(timeout=10)
