@@ -12,6 +12,7 @@ from typing import Any
 import psutil
 import pytest
 from core_support import SHELL, Stack, chat_body, new_session, stack_for_module, wait_for
+from cron_support import agent_job
 
 from database_support import on_postgresql
 
@@ -211,6 +212,34 @@ def test_half_an_emoji_from_a_client_is_replaced_where_it_enters(stack: Stack) -
     # What the model was sent is valid too.
     user = [m for m in stack.model.requests[-1]["messages"] if m["role"] == "user"]
     assert user[-1]["content"] == f"a {REPLACEMENT} b"
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("where", ["cron meta", "cron kept field", "chat input"])
+def test_a_body_nested_hundreds_deep_is_422_and_stores_nothing(stack: Stack, where: str) -> None:
+    """Parsed, stored, then failing whatever serialised it again: a 500, and the next
+    request on the connection was reset."""
+    session_id = new_session()
+    if where == "chat input":
+        path, body = "/api/console/chat/task", chat_body("hi", session_id)
+        body["input"][0]["content"][0]["deep"] = _nested(300)
+    else:
+        path, body = "/api/cron/jobs", agent_job("deep", session_id=session_id)
+        if where == "cron meta":
+            body["dispatch"]["meta"] = {"m": _nested(300)}
+        else:
+            body["request"]["extra"] = _nested(300)
+    resp = stack.api("POST", path, json=body)
+    assert resp.status_code == 422, resp.text
+    assert resp.json()["detail"][0]["type"] == "json_too_deep"
+    assert stack.api("GET", "/api/cron/jobs/deep").status_code == 404
+    assert session_id not in [s["id"] for s in stack.api("GET", "/api/chats").json()]
 
 
 def test_a_bad_value_already_stored_does_not_break_the_routes(stack: Stack) -> None:

@@ -3,7 +3,8 @@
 A JSON body can hold an unpaired surrogate (``"\\ud83d"``); parsed as is, it would be
 stored and later break every read of it, or fail the model request it is sent on in.
 Each API router uses :class:`ValidTextRoute`, so handlers and their pydantic models only
-ever see valid text.
+ever see valid text, nested at most MAX_BODY_DEPTH deep: a body nested a few hundred deep
+parses, is stored, then fails whatever serialises it again (a 500, and a response lost).
 """
 
 from __future__ import annotations
@@ -12,10 +13,14 @@ import json
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from fastapi import Request, Response
+from fastapi import HTTPException, Request, Response
 from fastapi.routing import APIRoute
 
+from tether import nesting
 from tether.text import may_hold_surrogates, valid_data
+
+#: Far deeper than any body of this API nests (a chat turn's 4, a cron job's 6).
+MAX_BODY_DEPTH = 64
 
 
 class ValidTextRequest(Request):
@@ -25,6 +30,17 @@ class ValidTextRequest(Request):
         if not hasattr(self, "_json"):
             body = await self.body()
             value = json.loads(body)
+            if nesting.depth(value, MAX_BODY_DEPTH) > MAX_BODY_DEPTH:
+                raise HTTPException(
+                    422,
+                    [
+                        {
+                            "type": "json_too_deep",
+                            "loc": ["body"],
+                            "msg": f"nests lists and objects more than {MAX_BODY_DEPTH} deep",
+                        }
+                    ],
+                )
             self._json = valid_data(value) if may_hold_surrogates(body) else value
         return self._json
 

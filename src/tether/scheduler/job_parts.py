@@ -16,7 +16,10 @@ from pydantic import (
     StringConstraints,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
+
+from tether import nesting
 
 #: Where a job's answer can go in Tether; QwenPaw has more channels (DingTalk, ...).
 KNOWN_CHANNELS: Final = ("console",)
@@ -28,7 +31,8 @@ DEFAULT_MISFIRE_GRACE_SECONDS: Final = 600
 #: The most a run's timeout or a tick's misfire grace may be: ten years, far past any
 #: use, and far below what date arithmetic overflows at (QwenPaw sets no bound).
 MAX_SECONDS: Final = 10 * 365 * 86400
-#: How deeply ``request.input`` may nest lists and objects (a chat turn's input nests 3).
+#: How deeply ``request.input`` (or ``meta``, or a kept field) may nest lists and
+#: objects (a chat turn's input nests 3).
 MAX_INPUT_DEPTH: Final = 32
 
 SessionId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=256)]
@@ -56,6 +60,12 @@ class DispatchSpec(BaseModel):
     silent: Annotated[bool, Field(strict=True)] = False
     meta: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("meta")
+    @classmethod
+    def _not_too_deep(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        _not_deeper(value, info)
+        return value
+
 
 class JobRequest(BaseModel):
     """What an agent job asks: QwenPaw's agent request (``input`` as in a chat turn).
@@ -72,9 +82,14 @@ class JobRequest(BaseModel):
     @field_validator("input")
     @classmethod
     def _not_too_deep(cls, value: Any, info: ValidationInfo) -> Any:
-        if not is_stored(info) and _depth(value) > MAX_INPUT_DEPTH:
-            raise ValueError(f"nests lists and objects more than {MAX_INPUT_DEPTH} deep")
-        return value
+        return _not_deeper(value, info)
+
+    @model_validator(mode="after")
+    def _extras_not_too_deep(self, info: ValidationInfo) -> JobRequest:
+        # Kept fields are stored and sent back as they are, so bounded the same.
+        for name, value in (self.model_extra or {}).items():
+            _not_deeper(value, info, f"{name!r} ")
+        return self
 
     def prompt(self) -> str:
         """The text the agent is given: every text part of ``input``, in order."""
@@ -93,19 +108,11 @@ def is_stored(info: ValidationInfo) -> bool:
     return isinstance(context, Mapping) and bool(context.get(STORED_CONTEXT_KEY))
 
 
-def _depth(value: Any) -> int:
-    """How deeply ``value`` nests lists and objects (walked without recursion)."""
-    deepest, stack = 0, [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        deepest = max(deepest, depth)
-        if deepest > MAX_INPUT_DEPTH:
-            break
-        if isinstance(item, dict):
-            item = list(item.values())
-        if isinstance(item, list):
-            stack.extend((child, depth + 1) for child in item)
-    return deepest
+def _not_deeper(value: Any, info: ValidationInfo, what: str = "") -> Any:
+    """``value`` if it nests at most MAX_INPUT_DEPTH deep (or a stored job is read)."""
+    if not is_stored(info) and nesting.depth(value, MAX_INPUT_DEPTH) > MAX_INPUT_DEPTH:
+        raise ValueError(f"{what}nests lists and objects more than {MAX_INPUT_DEPTH} deep")
+    return value
 
 
 def _texts(value: Any) -> list[str]:

@@ -327,6 +327,19 @@ BAD_FIELDS: list[tuple[str, dict[str, Any], tuple[int | str, ...]]] = [
         cron_job(request={"input": nested(300, ask("hi"))}),
         ("request", "input"),
     ),
+    # Stored and sent back as they are: serialising ~300 deep failed with a 500.
+    (
+        "kept request field nested 40 deep",
+        cron_job(request={"input": ask("hi"), "extra": nested(40, 1)}),
+        ("request",),
+    ),
+    (
+        "dispatch meta nested 40 deep",
+        cron_job(
+            dispatch={"target": {"user_id": "u", "session_id": "s"}, "meta": {"m": nested(40, 1)}}
+        ),
+        ("dispatch", "meta"),
+    ),
     ("zero concurrency", with_runtime(max_concurrency=0), ("runtime", "max_concurrency")),
     ("unknown runtime field", with_runtime(retries=3), ("runtime", "retries")),
     ("string enabled", cron_job(enabled="yes"), ("enabled",)),
