@@ -8,6 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from tether.store.batches import batches
 from tether.store.chats import ensure_session_in, insert_messages
 from tether.store.database import Database
 from tether.store.owners import owned_by
@@ -83,15 +84,14 @@ class TaskRepository:
 
     async def finished_among(self, task_ids: Collection[str]) -> set[str]:
         """Which of ``task_ids`` the store shows as finished."""
-        if not task_ids:
-            return set()
+        finished: set[str] = set()
         async with self._db.read() as conn:
-            rows = await conn.execute(
-                sa.select(tasks.c.id).where(
-                    tasks.c.id.in_(list(task_ids)), tasks.c.status == "finished"
+            for batch in batches(task_ids):
+                rows = await conn.execute(
+                    sa.select(tasks.c.id).where(tasks.c.id.in_(batch), tasks.c.status == "finished")
                 )
-            )
-            return {r.id for r in rows}
+                finished.update(r.id for r in rows)
+        return finished
 
     async def get(self, task_id: str) -> TaskRecord | None:
         async with self._db.read() as conn:

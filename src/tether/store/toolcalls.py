@@ -9,6 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from tether.store.batches import batches
 from tether.store.database import Database
 from tether.store.owners import owned_by
 from tether.store.records import OutputChunk, ToolCallRecord
@@ -107,15 +108,16 @@ class ToolCallRepository:
 
     async def ended_among(self, call_ids: Collection[str]) -> set[str]:
         """Which of ``call_ids`` the store shows as ended."""
-        if not call_ids:
-            return set()
+        ended: set[str] = set()
         async with self._db.read() as conn:
-            rows = await conn.execute(
-                sa.select(tool_calls.c.id).where(
-                    tool_calls.c.id.in_(list(call_ids)), tool_calls.c.status == "completed"
+            for batch in batches(call_ids):
+                rows = await conn.execute(
+                    sa.select(tool_calls.c.id).where(
+                        tool_calls.c.id.in_(batch), tool_calls.c.status == "completed"
+                    )
                 )
-            )
-            return {r.id for r in rows}
+                ended.update(r.id for r in rows)
+        return ended
 
     async def get(self, session_id: str, call_id: str) -> ToolCallRecord | None:
         async with self._db.read() as conn:
@@ -231,11 +233,12 @@ class ToolCallRepository:
         if not call_ids:
             return
         async with self._db.write() as conn:
-            await conn.execute(
-                sa.update(tool_calls)
-                .where(tool_calls.c.id.in_(list(call_ids)))
-                .values(owner=self._owner)
-            )
+            for batch in batches(call_ids):
+                await conn.execute(
+                    sa.update(tool_calls)
+                    .where(tool_calls.c.id.in_(batch))
+                    .values(owner=self._owner)
+                )
         self._changed(None)
 
     async def list_for_task(self, task_id: str) -> list[ToolCallRecord]:
@@ -250,13 +253,14 @@ class ToolCallRepository:
 
     async def known_ids(self, call_ids: Sequence[str]) -> set[str]:
         """Which of ``call_ids`` have a row."""
-        if not call_ids:
-            return set()
+        known: set[str] = set()
         async with self._db.read() as conn:
-            rows = await conn.execute(
-                sa.select(tool_calls.c.id).where(tool_calls.c.id.in_(list(call_ids)))
-            )
-            return {r.id for r in rows}
+            for batch in batches(call_ids):
+                rows = await conn.execute(
+                    sa.select(tool_calls.c.id).where(tool_calls.c.id.in_(batch))
+                )
+                known.update(r.id for r in rows)
+        return known
 
 
 async def _insert_output(
