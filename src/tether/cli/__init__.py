@@ -31,15 +31,10 @@ def main() -> None:
 @click.option("--no-auth", is_flag=True, help="Serve without a token (loopback only).")
 def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> None:
     """Start the server (SQLite under TETHER_HOME; no other service needed)."""
-    import uvicorn
-
     from tether import logs
-    from tether.app import create_app
-    from tether.cli.db import check_schema
     from tether.config import Settings
-    from tether.security.http_head import BoundedHeadProtocol
+    from tether.keeper import home_lock
     from tether.security.perimeter import LOOPBACK_NAMES
-    from tether.security.token import resolve_token
 
     overrides: dict[str, object] = {}
     if host is not None:
@@ -52,6 +47,26 @@ def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> 
     if settings.no_auth and settings.host not in LOOPBACK_NAMES:
         raise click.UsageError("--no-auth is only allowed on a loopback address (127.0.0.1, ::1)")
     logs.configure(log_level)
+    # The home is held from here on: a second server started at the same moment is
+    # told so, instead of failing on the schema the first one is making.
+    try:
+        lock = home_lock.hold(settings.home)
+    except home_lock.HomeInUse as exc:
+        raise click.ClickException(str(exc)) from None
+    try:
+        _serve(settings, log_level)
+    finally:
+        home_lock.release(lock)
+
+
+def _serve(settings: Settings, log_level: str) -> None:
+    import uvicorn
+
+    from tether.app import create_app
+    from tether.cli.db import check_schema
+    from tether.security.http_head import BoundedHeadProtocol
+    from tether.security.token import resolve_token
+
     check_schema(settings)
     _require_sandbox(settings)
     _require_redis(settings)

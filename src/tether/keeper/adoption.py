@@ -80,7 +80,13 @@ async def _adopt_one(
         log.warning("call %s is not adopted: %s", found.call_id, found.problem)
         return
     if found.fate in ("running", "ended") and spec is not None:
-        process = launcher.adopt(found.call_id, spec.pid, running=found.fate == "running")
+        process = launcher.adopt(
+            found.call_id,
+            spec.pid,
+            running=found.fate == "running",
+            marker=spec.marker,
+            since=spec.create_time,
+        )
         outcome = await coordinator.adopt(record, process, spec.kill_at)
         adoption.adopted.add(found.call_id)
         if record.status == "running":  # a turn waits on it (offloaded: delivered as such)

@@ -58,12 +58,17 @@ class RunnerInfo:
         return protocol.negotiate(self.oldest, self.protocol)
 
 
+#: Far more than runner.json holds (a pid, a start time, versions).
+_RUNNER_FILE_BYTES = 64 * 1024
+
+
 def recorded_runner(home: Path) -> ProcessIdentity | None:
     """The runner ``runner.json`` names, if that very process still runs."""
     try:
-        data = json.loads(layout.runner_file(home).read_bytes())
+        raw = layout.read_file(layout.runner_file(home), _RUNNER_FILE_BYTES)
+        data = json.loads(raw or b"")
         identity = ProcessIdentity(int(data["pid"]), float(data["create_time"]))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (layout.Unreadable, ValueError, KeyError, TypeError):
         return None
     return identity if identity.is_alive() else None
 

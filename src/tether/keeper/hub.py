@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tether.keeper import client
+from tether.keeper import client, layout, protocol
 from tether.keeper.client import KeeperClient, RunnerInfo, RunnerUnavailable
+from tether.keeper.identity import ProcessIdentity
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ class KeeperHub:
         self._signals: dict[str, CallSignal] = {}
         self._watching: asyncio.Task[None] | None = None
         self._reviving = asyncio.Lock()
+        #: The runner being watched: a watch is taken again only from this very one.
+        self._runner: ProcessIdentity | None = None
 
     async def open(self) -> RunnerInfo:
         """Start (or find) the runner, agree on a protocol with it and begin watching
@@ -83,6 +86,7 @@ class KeeperHub:
             raise RunnerUnavailable(f"the runner pid {info.identity.pid} was exiting")
         if info.spoken is not None:
             watch = await self.client.watch()
+            self._runner = info.identity
             self._watching = asyncio.create_task(self._follow(watch))
         return info
 
@@ -116,22 +120,58 @@ class KeeperHub:
         """A request to the runner (see :class:`KeeperClient`)."""
         return await self.client.request(op, **fields)
 
-    async def _follow(self, watch: client.Watch) -> None:
-        try:
-            async for event in watch:
-                found = self._signals.get(str(event.get("call_id")))
-                if found is None:
-                    continue
-                if event.get("event") == "ended":
-                    found.ended = True
-                found.wake()
-        except (OSError, ValueError, RunnerUnavailable):
-            log.exception("lost the runner's event stream")
-        finally:
-            watch.close()
-        # The runner is gone (or closed on us): every follower must look at its files
-        # and find out whether its call ended or was lost.
+    async def _follow(self, watch: client.Watch | None) -> None:
+        while watch is not None:
+            try:
+                async for event in watch:
+                    found = self._signals.get(str(event.get("call_id")))
+                    if found is None:
+                        continue
+                    if event.get("event") == "ended":
+                        found.ended = True
+                    found.wake()
+            except (OSError, ValueError, RunnerUnavailable):
+                log.exception("lost the runner's event stream")
+            finally:
+                watch.close()
+            watch = await self._watch_again()
+        # The runner is gone: every follower must look at its files and find out
+        # whether its call ended or was lost.
         log.warning("the runner of %s stopped answering", self.home)
         for found in self._signals.values():
             found.runner_gone = True
             found.wake()
+
+    async def _watch_again(self) -> client.Watch | None:
+        """A new event stream from the same runner, if it still answers: it drops a
+        watcher whose events pile up unread (this server paused, or too busy during a
+        burst of output), and its calls run on. Calls that ended meanwhile are found by
+        their status files (their events went unread). None when the runner is gone."""
+        try:
+            info = await self.client.hello()
+            if info.identity != self._runner or info.spoken is None:
+                return None
+            watch = await self.client.watch()
+            listed = await self.client.request("list")
+        except (OSError, ValueError, RunnerUnavailable, protocol.ProtocolError):
+            return None
+        running = {str(c.get("call_id")) for c in listed.get("calls", [])}
+        quiet = [call_id for call_id in self._signals if call_id not in running]
+        ended = await asyncio.to_thread(self._recorded_ends, quiet)
+        log.warning(
+            "the runner of %s dropped this server's event stream (events unread); "
+            "watching it again",
+            self.home,
+        )
+        for call_id, found in list(self._signals.items()):
+            found.ended = found.ended or call_id in ended
+            found.wake()
+        return watch
+
+    def _recorded_ends(self, call_ids: list[str]) -> set[str]:
+        """Those of ``call_ids`` whose end the runner recorded (blocking)."""
+        return {
+            call_id
+            for call_id in call_ids
+            if (layout.call_dir(self.home, call_id) / layout.STATUS_NAME).exists()
+        }

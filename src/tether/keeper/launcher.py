@@ -47,7 +47,8 @@ class KeeperLauncher:
         """Ask the runner to start ``spec``; its kill deadline is ``kill_after`` seconds
         from now, enforced by the runner itself."""
         kill_at = None if spec.kill_after is None else time.time() + spec.kill_after
-        process = KeeperProcess(self.hub, spec.call_id, 0)  # listening before it starts
+        # Listening before it starts.
+        process = KeeperProcess(self.hub, spec.call_id, 0, marker=spec.marker)
         fields = {
             "call_id": spec.call_id,
             **await self._contained(spec),
@@ -115,10 +116,19 @@ class KeeperLauncher:
         answer = await self.hub.request("list")
         return {str(c["call_id"]): c for c in answer["calls"]}
 
-    def adopt(self, call_id: str, pgid: int, running: bool) -> KeeperProcess:
+    def adopt(
+        self,
+        call_id: str,
+        pgid: int,
+        running: bool,
+        marker: str | None = None,
+        since: float | None = None,
+    ) -> KeeperProcess:
         """A handle on a call started before this server did; ``running`` False if the
-        runner no longer runs it (it ended while the server was down, or was lost)."""
-        process = KeeperProcess(self.hub, call_id, pgid, adopted=True)
+        runner no longer runs it (it ended while the server was down, or was lost).
+        ``marker`` and ``since`` (its spec's) find what is left of it should it be lost
+        with its runner."""
+        process = KeeperProcess(self.hub, call_id, pgid, adopted=True, marker=marker, since=since)
         if not running:
             process.mark_ended_already()
         return process

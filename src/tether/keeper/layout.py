@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,40 @@ def socket_path(home: Path) -> Path:
         return inside
     digest = hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:20]
     return Path(tempfile.gettempdir()) / f"tether-{os.getuid()}-{digest}.sock"
+
+
+class Unreadable(Exception):
+    """A file of the keeper's that is there but cannot be read as one: a FIFO, a link,
+    a directory, larger than its kind ever is, or a read that failed."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        self.path, self.why = path, why
+        super().__init__(f"{path}: {why}")
+
+
+def read_file(path: Path, limit: int, offset: int = 0, most: int | None = None) -> bytes | None:
+    """Up to ``limit`` bytes of the keeper's file ``path`` from ``offset``; None when
+    there is no such file. Only a regular file is read, of at most ``most`` bytes when
+    given: a link is not followed (it may point anywhere) and the open never blocks (a
+    FIFO in its place hung a worker thread, and so the server's stop). Unreadable
+    otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise Unreadable(path, exc.strerror or str(exc)) from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise Unreadable(path, "not a regular file")
+        if most is not None and info.st_size > most:
+            raise Unreadable(path, f"larger than {most} bytes")
+        return os.pread(fd, limit, offset)
+    except OSError as exc:
+        raise Unreadable(path, exc.strerror or str(exc)) from exc
+    finally:
+        os.close(fd)
 
 
 def write_atomically(path: Path, data: dict[str, Any]) -> None:

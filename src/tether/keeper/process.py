@@ -12,9 +12,13 @@ import time
 from collections.abc import Callable
 
 from tether.keeper import layout, records
+from tether.keeper.client import RunnerUnavailable
 from tether.keeper.hub import KeeperHub
+from tether.keeper.protocol import ProtocolError
 from tether.keeper.status import CallEnd, CorruptFile, read_end
 from tether.sandbox.limits import Resources
+from tether.toolcalls import process_tree
+from tether.toolcalls.call import ResultLost
 from tether.waits import event_within
 
 OutputSink = Callable[[str, str], None]
@@ -25,7 +29,7 @@ OutputSink = Callable[[str, str], None]
 _LOOK_ANYWAY = 20.0
 
 
-class CallLost(Exception):
+class CallLost(ResultLost):
     """The call cannot be followed to its end: a file is corrupt or missing, or its
     runner died before recording the end. The message says exactly what was lost."""
 
@@ -33,9 +37,21 @@ class CallLost(Exception):
 class KeeperProcess:
     """A call's tree under the runner, led by process group ``pgid``."""
 
-    def __init__(self, hub: KeeperHub, call_id: str, pgid: int, adopted: bool = False) -> None:
+    def __init__(
+        self,
+        hub: KeeperHub,
+        call_id: str,
+        pgid: int,
+        adopted: bool = False,
+        marker: str | None = None,
+        since: float | None = None,
+    ) -> None:
         self.call_id = call_id
         self.pgid = pgid
+        #: What every process of the tree carries in its environment, and since when
+        #: (to find what is left of it when its runner is gone).
+        self.marker = marker
+        self.since = time.time() if since is None else since
         self._hub = hub
         self._signal = hub.signal_of(call_id)
         # An adopted call may have ended between the runner's list and this handle (its
@@ -44,6 +60,7 @@ class KeeperProcess:
         self.directory = layout.call_dir(hub.home, call_id)
         self._end: CallEnd | None = None
         self.position = 0
+        self._stopped_lost = False
 
     async def follow(self, sink: OutputSink) -> None:
         """Pass every record to ``sink`` in order, from the first, until the end.
@@ -51,6 +68,13 @@ class KeeperProcess:
         Raises CallLost when the output or status file is corrupt, or the runner
         went away without recording the end.
         """
+        try:
+            await self._follow(sink)
+        except CallLost:
+            await self._stop_lost()
+            raise
+
+    async def _follow(self, sink: OutputSink) -> None:
         path = self.directory / layout.OUTPUT_NAME
         checked = self._look_first
         try:
@@ -64,10 +88,16 @@ class KeeperProcess:
                 if got:
                     continue
                 end = await self._ended(look=checked)
-                if end is not None and self.position >= end.output_end:
-                    return
                 if end is None:
                     checked = await _changed(seen)
+                elif self.position >= end.output_end:
+                    return
+                else:
+                    # Ended, its bytes all there, and no whole record to read: one
+                    # claims to run past the end (the loop spun on it for ever).
+                    raise records.CorruptOutput(
+                        path, self.position, f"no whole record before byte {end.output_end}"
+                    )
         except records.CorruptOutput as exc:
             self._hub.forget(self.call_id)
             raise CallLost(str(exc)) from exc
@@ -114,7 +144,11 @@ class KeeperProcess:
         look = self._look_first
         while True:
             seen = self._signal.changed
-            end = await self._ended(look)
+            try:
+                end = await self._ended(look)
+            except CallLost:
+                await self._stop_lost()
+                raise
             if end is not None:
                 self._hub.forget(self.call_id)
                 return -end.signal if end.signal is not None else int(end.exit_code or 0)
@@ -133,6 +167,23 @@ class KeeperProcess:
         except CallLost:
             return None
         return None if end is None else end.measured()
+
+    async def _stop_lost(self) -> None:
+        """What is left of a call that cannot be followed would run on unwatched, past
+        every deadline: it is stopped, by its runner when it still runs the call, else
+        (the runner gone) by the marker its processes carry."""
+        if self._stopped_lost:
+            return
+        self._stopped_lost = True
+        if not self._signal.runner_gone:
+            try:
+                await self._hub.request("signal", call_id=self.call_id, force=True)
+                return
+            except (RunnerUnavailable, ProtocolError):
+                pass  # ended meanwhile, or the runner went away too
+        if self.marker is not None:
+            target = process_tree.Target(None, None, self.marker, since=self.since)
+            await asyncio.to_thread(process_tree.terminate_many, [target], 1.0, True)
 
     def mark_ended_already(self) -> None:
         """The call ended before anyone watched (found at adoption): read the files."""

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from tether.keeper import layout
+
 _TAGS = {b"o"[0]: "stdout", b"e"[0]: "stderr"}
 _TAG_OF = {"stdout": b"o", "stderr": b"e"}
 _HEADER = 10  # tag, 8 hex digits, ':'
@@ -76,12 +78,13 @@ def parse(data: bytes, base: int, path: Path | None = None) -> tuple[list[Record
 
 def read_records(path: Path, position: int, limit: int = 1 << 20) -> tuple[list[Record], int]:
     """Records from ``position`` on (at most about ``limit`` bytes of them), and the
-    position to read from next. A missing file reads as empty (nothing printed yet)."""
+    position to read from next. A missing file reads as empty (nothing printed yet);
+    one that is not a regular file (a FIFO, a link) is corrupt."""
     try:
-        with path.open("rb") as f:
-            f.seek(position)
-            data = f.read(limit)
-    except FileNotFoundError:
+        data = layout.read_file(path, limit, offset=position)
+    except layout.Unreadable as exc:
+        raise CorruptOutput(path, position, exc.why) from exc
+    if data is None:
         return [], position
     records, after = parse(data, position, path)
     if not records and len(data) == limit:

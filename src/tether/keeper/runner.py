@@ -243,6 +243,11 @@ class Runner:
         line = protocol.encode(event)
         for writer in list(self._watchers):
             if writer.transport.get_write_buffer_size() > _WATCHER_BACKLOG:
+                log.warning(
+                    "dropped a watcher: over %d bytes of its events unread (it watches "
+                    "again and finds what it missed in the files)",
+                    _WATCHER_BACKLOG,
+                )
                 self._watchers.discard(writer)
                 writer.close()
                 continue

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import stat
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -88,22 +86,11 @@ def _load(path: Path) -> dict[str, Any] | None:
     """The file's JSON object; None if there is no file. Only a regular file of at most
     MAX_FILE_BYTES is read (a FIFO would block, a link may point anywhere)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
+        raw = layout.read_file(path, MAX_FILE_BYTES + 1, most=MAX_FILE_BYTES)
+    except layout.Unreadable as exc:
+        raise CorruptFile(path, exc.why) from exc
+    if raw is None:
         return None
-    except OSError as exc:
-        raise CorruptFile(path, exc.strerror or str(exc)) from exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise CorruptFile(path, "not a regular file")
-        if info.st_size > MAX_FILE_BYTES:
-            raise CorruptFile(path, f"larger than {MAX_FILE_BYTES} bytes")
-        raw = os.read(fd, MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise CorruptFile(path, exc.strerror or str(exc)) from exc
-    finally:
-        os.close(fd)
     try:
         data = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:

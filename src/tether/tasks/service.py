@@ -27,7 +27,8 @@ INTERNAL_ERROR = "the turn failed on an internal error; the server log has the d
 RESTARTED = "server restarted"
 # Of a finished task's answer, this much goes into its task.finished notification.
 _NOTIFIED_TEXT_CHARS = 2000
-Prepare = Callable[["Running"], Awaitable[None]]
+# Run before a resumed turn; a result it returns ends the task instead of the turn.
+Prepare = Callable[["Running"], Awaitable[dict[str, Any] | None]]
 
 
 class TaskService:
@@ -127,9 +128,8 @@ class TaskService:
         try:
             try:
                 async with self._turns.hold(run.session_id, run.task_id):
-                    if prepare is not None:
-                        await prepare(run)
-                    result = await self._turn_within(run, level, time_limit)
+                    early = None if prepare is None else await prepare(run)
+                    result = early or await self._turn_within(run, level, time_limit)
             except asyncio.CancelledError:
                 # Stopped while waiting for the session or in the middle of the turn.
                 if run.stop_reason is None:
@@ -354,12 +354,20 @@ class TaskService:
             run = Running(task.id, task.session_id, task.trigger)
             self._running[task.id] = run
 
-            async def answer_open_calls(run: Running, waits: dict[str, Any] = waits) -> None:
+            async def answer_open_calls(
+                run: Running, waits: dict[str, Any] = waits
+            ) -> dict[str, Any] | None:
                 # Shielded: stopping the task cancels this wait, and a task awaited
                 # bare is cancelled with its waiter: the adopted call it was waiting on
                 # would never be concluded (it stayed listed running for ever).
-                outcomes = {cid: (await asyncio.shield(t)).model_text for cid, t in waits.items()}
-                await self._answer_open_calls(run, outcomes)
+                outcomes = {cid: await asyncio.shield(t) for cid, t in waits.items()}
+                await self._answer_open_calls(
+                    run, {cid: o.model_text for cid, o in outcomes.items()}
+                )
+                # A call lost after its adoption (its files turned out corrupt, its
+                # runner died) fails the task, as one lost at adoption does.
+                lost = [o.lost for o in outcomes.values() if o.lost]
+                return {"status": "failed", "error": "; ".join(lost)} if lost else None
 
             run.job = asyncio.create_task(
                 self._run(run, task.approval_level, prepare=answer_open_calls)

@@ -91,11 +91,19 @@ class CallInfo:
 
 @dataclass(frozen=True)
 class CallOutcome:
-    """The tool message content for the model, and how the call ended (None: offloaded)."""
+    """The tool message content for the model, and how the call ended (None: offloaded);
+    ``lost`` says why its result is not known, when it could not be followed to its end
+    (a task resumed after a restart fails with it)."""
 
     end_state: EndState | None
     offloaded: bool
     model_text: str
+    lost: str | None = None
+
+
+class ResultLost(Exception):
+    """A call's work could not follow it to its end (its files, or its keeper, are
+    gone): how it ended is not known. The message says exactly what was lost."""
 
 
 class CallObserver(Protocol):

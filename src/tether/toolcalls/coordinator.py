@@ -104,9 +104,15 @@ class ToolCallCoordinator:
         return self._runner.adopt(call, _follow_to_end(call, process))
 
     async def end_lost(self, record: ToolCallRecord, problem: str) -> CallOutcome:
-        """End a call a previous server started that cannot be followed any more."""
+        """End a call a previous server started that cannot be followed any more; one
+        that was in the background tells its session so, as its result."""
         call = await self._recorder.revive(record, None)
-        return await self._recorder.finish(call, "error", problem, None)
+        outcome = await self._recorder.finish(call, "error", problem, None)
+        if record.status == "offloaded":
+            await self._runner.deliver_in_background(
+                record.session_id, record.id, outcome.model_text
+            )
+        return outcome
 
     def deliver_background_results_to(self, receiver: BackgroundResult) -> None:
         """Hand the results of calls that ended in the background to ``receiver``

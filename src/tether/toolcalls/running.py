@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 
 from tether import model_texts
 from tether.toolcalls.actions import CallActions
-from tether.toolcalls.call import Admission, CallObserver, CallOutcome, Invocation
+from tether.toolcalls.call import Admission, CallObserver, CallOutcome, Invocation, ResultLost
 from tether.toolcalls.index import CallIndex
 from tether.toolcalls.launcher import Launcher
 from tether.toolcalls.live_call import LiveCall, live_info
@@ -174,6 +175,8 @@ class CallRunner:
         watcher.cancel()
         outcome = await self._recorder.finish(call, end_state, summary, observer)
         await flusher
+        if _lost(call.work):
+            return dataclasses.replace(outcome, lost=summary)
         return outcome
 
     async def _finish_in_background(
@@ -187,13 +190,17 @@ class CallRunner:
         with contextlib.suppress(BaseException):
             await asyncio.wait({call.work})
         outcome = await self._conclude(call, observer, watcher, flusher)
+        await self.deliver_in_background(call.session_id, call.call_id, outcome.model_text)
+
+    async def deliver_in_background(self, session_id: str, call_id: str, text: str) -> None:
+        """Hand a call's result to its session as a background result."""
         if self.on_background_result is None:
-            log.error("the background result of %s has no receiver", call.call_id)
+            log.error("the background result of %s has no receiver", call_id)
             return
         try:
-            await self.on_background_result(call.session_id, call.call_id, outcome.model_text)
+            await self.on_background_result(session_id, call_id, text)
         except Exception:
-            log.exception("delivering the background result of %s failed", call.call_id)
+            log.exception("delivering the background result of %s failed", call_id)
 
     async def stop_and_finish(
         self, call: LiveCall, reason: str, observer: CallObserver | None
@@ -207,6 +214,10 @@ class CallRunner:
             await self._recorder.finish(call, "cancelled", reason, observer)
 
 
+def _lost(work: asyncio.Task[Any]) -> bool:
+    return not work.cancelled() and isinstance(work.exception(), ResultLost)
+
+
 def _end_of(call: LiveCall, work: asyncio.Task[Any]) -> tuple[EndState, str]:
     """The end state of a call whose work finished, and a one-line summary."""
     if call.timed_out:
@@ -216,7 +227,7 @@ def _end_of(call: LiveCall, work: asyncio.Task[Any]) -> tuple[EndState, str]:
     if work.cancelled():
         return "cancelled", "cancelled"
     exc = work.exception()
-    if isinstance(exc, ToolInputError):
+    if isinstance(exc, (ToolInputError, ResultLost)):
         return "error", str(exc)
     if exc is not None:
         log.error("tool %s failed", call.invocation.tool_name, exc_info=exc)
