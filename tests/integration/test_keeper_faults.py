@@ -6,6 +6,7 @@ more: the server keeps serving, stops when told, and lets no second server in.""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -265,3 +266,26 @@ def test_a_call_in_the_background_lost_at_adoption_tells_its_session(stack: Stac
         return None
 
     assert layout.STATUS_NAME in wait_for(told, timeout=30, what="the session to be told")
+
+
+def test_a_call_directory_with_no_row_is_reported_and_kept(stack: Stack) -> None:
+    """It was neither logged nor shown by `tether status` (until past its retention)."""
+    stack.model.script(shell_call("echo kept"), {"text": "done"})
+    session = new_session()
+    task = stack.submit("run", session)
+    call_id = stack.wait_call(session)["tool_call_id"]
+    stack.wait_task(task)
+    calls = layout.calls_dir(stack.server.home)
+    copied = calls / f"call_stray{time.monotonic_ns()}"
+    shutil.copytree(calls / call_id, copied)
+    bare = calls / f"call_bare{time.monotonic_ns()}"
+    bare.mkdir()
+    stack.server.restart()
+    log = stack.server.logs_tail(20_000)
+    assert "with no database row, neither adopted nor removed" in log
+    assert str(copied) in log and str(bare) in log
+    listed = tether_status(stack)
+    for stray in (copied, bare):
+        (line,) = [line for line in listed.splitlines() if line.startswith(stray.name)]
+        assert line.split("\t")[1] == "no_row"
+        assert stray.is_dir()

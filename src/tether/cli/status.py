@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import click
 
@@ -50,7 +52,7 @@ def _runner_line(info: RunnerInfo | None, keeper_on: bool) -> str:
 
 async def _survey() -> tuple[list[Found], RunnerInfo | None]:
     from tether.config import Settings
-    from tether.keeper import client, inventory
+    from tether.keeper import inventory
     from tether.store.database import Database
     from tether.store.toolcalls import ToolCallRepository
 
@@ -60,26 +62,35 @@ async def _survey() -> tuple[list[Found], RunnerInfo | None]:
         # A status never changes the schema: one that is behind stops here, naming
         # `tether db upgrade`.
         await db.open_checked()
-        unfinished = await ToolCallRepository(db).unfinished()
+        repo = ToolCallRepository(db)
+        unfinished = await repo.unfinished()
+        info, running = await _runners_calls(settings.home)
+        found = await asyncio.to_thread(inventory.survey, settings.home, unfinished, running)
+        accounted = {r.id for r in unfinished}
+        found += await inventory.strays(settings.home, accounted, running, repo)
     finally:
         await db.close()
-    running: dict[str, dict[str, object]] = {}
-    info = None
-    running_runner = await asyncio.to_thread(client.live_runner, settings.home)
-    if running_runner is not None:
-        keeper = client.KeeperClient(settings.home)
-        try:
-            # A runner whose socket was removed is asked to listen again (SIGHUP).
-            await asyncio.to_thread(client.reachable, settings.home, running_runner)
-            info = await keeper.hello()  # speaks the runner's protocol, whichever left it
-            listed = await keeper.request("list")
-            running = {str(c["call_id"]): c for c in listed["calls"]}
-        except client.RunnerUnavailable:
-            info = None  # it was leaving (idle) just as we asked: no runner
-        finally:
-            keeper.close()
-    found = await asyncio.to_thread(inventory.survey, settings.home, unfinished, running)
     return found, info
+
+
+async def _runners_calls(home: Path) -> tuple[RunnerInfo | None, dict[str, dict[str, Any]]]:
+    """The home's live runner and the calls it runs (None and none: no runner)."""
+    from tether.keeper import client
+
+    running_runner = await asyncio.to_thread(client.live_runner, home)
+    if running_runner is None:
+        return None, {}
+    keeper = client.KeeperClient(home)
+    try:
+        # A runner whose socket was removed is asked to listen again (SIGHUP).
+        await asyncio.to_thread(client.reachable, home, running_runner)
+        info = await keeper.hello()  # speaks the runner's protocol, whichever left it
+        listed = await keeper.request("list")
+        return info, {str(c["call_id"]): c for c in listed["calls"]}
+    except client.RunnerUnavailable:
+        return None, {}  # it was leaving (idle) just as we asked: no runner
+    finally:
+        keeper.close()
 
 
 def _under_server(found: Found, server: int | None) -> Found:

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tether.keeper.inventory import Found, survey
+from tether.keeper import layout
+from tether.keeper.inventory import Found, strays, survey
 from tether.keeper.launcher import KeeperLauncher
 from tether.store.toolcalls import ToolCallRepository
 from tether.toolcalls import process_tree
@@ -54,6 +55,15 @@ async def adopt_calls(
     adoption = Adoption()
     for found in await asyncio.to_thread(survey, home, unfinished, running):
         await _adopt_one(found, launcher, coordinator, adoption)
+    unaccounted = await strays(home, {r.id for r in unfinished}, running, repo)
+    if unaccounted:
+        log.warning(
+            "%d call director%s with no database row, neither adopted nor removed: %s%s",
+            len(unaccounted),
+            "y" if len(unaccounted) == 1 else "ies",
+            ", ".join(str(layout.call_dir(home, f.call_id)) for f in unaccounted[:5]),
+            " ..." if len(unaccounted) > 5 else "",
+        )
     if adoption.waiting or adoption.lost:
         log.info(
             "adopted %d call(s) from the runner; %d could not be recovered",

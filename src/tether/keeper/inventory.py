@@ -1,20 +1,24 @@
 """What became of the calls a previous server left: the database's view (rows still
 unfinished) set against the runner's (calls it runs) and the files (ends recorded).
 
-Pure apart from reading the small per-call files; used at start-up (adoption) and by
-``tether status``.
+Pure apart from reading the small per-call files (and, for :func:`strays`, asking the
+database which ids it knows); used at start-up (adoption) and by ``tether status``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import asyncio
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tether.keeper import layout
 from tether.keeper.status import CallEnd, CallSpec, CorruptFile, read_end, read_spec
 from tether.store.records import ToolCallRecord
+
+if TYPE_CHECKING:
+    from tether.store.toolcalls import ToolCallRepository
 
 Fate = Literal["running", "ended", "lost", "not_kept", "no_row"]
 
@@ -59,6 +63,33 @@ def survey(
                 )
             )
     return found
+
+
+async def strays(
+    home: Path,
+    accounted: Collection[str],
+    running: Mapping[str, object],
+    repo: ToolCallRepository,
+) -> list[Found]:
+    """Call directories the database has no row for at all (copied in, or their row
+    removed), besides those ``accounted`` for and those the runner runs (which
+    :func:`survey` reports): neither adopted nor deleted, only reported."""
+    directories = await asyncio.to_thread(_directories, home)
+    candidates = [d for d in directories if d not in accounted and d not in running]
+    known = await repo.known_ids(candidates)
+    return [
+        Found(
+            call_id,
+            "no_row",
+            None,
+            None,
+            None,
+            f"{layout.call_dir(home, call_id)} has no database row: neither adopted nor "
+            "removed (look at it, or remove it)",
+        )
+        for call_id in candidates
+        if call_id not in known
+    ]
 
 
 def _classify(
