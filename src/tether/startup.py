@@ -96,7 +96,6 @@ async def _build_and_load(
     services = build_services(settings, store, sandbox, factory, gate, clock, keeper, bus)
     await services.webhooks.load()
     await services.rules.load()
-    await services.memory.load()
     await services.providers.bootstrap_from_env(os.environ)
     return services
 

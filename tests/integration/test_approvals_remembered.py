@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from core_support import Stack, new_session, stack_for_module
+from core_support import Stack, new_session, stack_for_module, wait_for
+from cron_support import agent_job, create_job, history
 from governance_support import (
     audit,
     decide,
@@ -163,3 +164,34 @@ def test_bad_scopes_are_refused_and_change_nothing(stack: Stack) -> None:
     assert pending(stack, session) == [approval]
     assert decide(stack, "approve", approval)[0] == 200
     stack.wait_task(task_id)
+
+
+def test_a_sessions_decisions_go_with_it(stack: Stack) -> None:
+    """Session ids are the clients' (and a cron job's is its id): a conversation made
+    later under a deleted one's id ran what nobody approved for it."""
+    session = new_session()
+    task_id = _run(stack, session, "git push origin reused")
+    status, body = decide(stack, "approve", first_pending(stack, session), scope="exact")
+    assert status == 200, body
+    stack.wait_task(task_id)
+    rule_id = body["remembered"]["id"]
+    assert stack.api("DELETE", f"/api/chats/{session}").status_code == 200
+    assert rule_id not in [r["id"] for r in _remembered(stack)]
+    task_id = _run(stack, session, "git push origin reused")
+    assert decide(stack, "deny", first_pending(stack, session))[0] == 200
+    stack.wait_task(task_id)
+
+
+def test_a_cron_jobs_decisions_go_with_it(stack: Stack) -> None:
+    job = agent_job("remembered-job", approval_level="smart", when_unattended="wait")
+    create_job(stack.server, job)
+    script(stack, shell("git push origin nightly"))
+    assert stack.api("POST", "/api/cron/jobs/remembered-job/run").status_code == 200
+    session = "cron:remembered-job"
+    status, body = decide(stack, "approve", first_pending(stack, session), scope="exact")
+    assert status == 200, body
+    (rule,) = [r for r in _remembered(stack) if r["id"] == body["remembered"]["id"]]
+    assert rule["session_id"] == session
+    wait_for(lambda: history(stack.server, "remembered-job")[0]["status"] != "running")
+    assert stack.api("DELETE", "/api/cron/jobs/remembered-job").status_code == 200
+    assert body["remembered"]["id"] not in [r["id"] for r in _remembered(stack)]

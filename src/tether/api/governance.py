@@ -70,8 +70,8 @@ class RulesOut(BaseModel):
     )
 
 
-def _rules(services: Services) -> RulesOut:
-    remembered = [RememberedRuleOut(**r.__dict__) for r in services.memory.rules()]
+async def _rules(services: Services) -> RulesOut:
+    remembered = [RememberedRuleOut(**r.__dict__) for r in await services.memory.rules()]
     return RulesOut(
         builtin=services.rules.builtin(), user=services.rules.user(), remembered=remembered
     )
@@ -149,18 +149,18 @@ async def export_audit(
 @router.get("/rules", response_model=RulesOut)
 async def get_rules(services: ServicesDep) -> RulesOut:
     """The built-in rules, the user rules and the remembered decisions in force."""
-    return _rules(services)
+    return await _rules(services)
 
 
 @router.put("/rules", response_model=RulesOut)
 async def put_rules(body: RulesIn, services: ServicesDep) -> RulesOut:
     """Replace the user rules; they apply to the next call."""
     await services.rules.replace(body.rules)
-    return _rules(services)
+    return await _rules(services)
 
 
 @router.delete("/rules/remembered/{rule_id}", response_model=RulesOut)
 async def revoke_remembered(rule_id: str, services: ServicesDep) -> RulesOut:
     """Revoke a remembered decision; later calls are decided by policy (and people) again."""
     await services.memory.revoke(rule_id)
-    return _rules(services)
+    return await _rules(services)

@@ -136,7 +136,7 @@ class GovernanceGate:
     ) -> AdmissionPlan:
         inv = decision.inv
         rule = (
-            self._memory.find(inv.session_id, inv.tool_name, inv.arguments, decision.findings)
+            await self._memory.find(inv.session_id, inv.tool_name, inv.arguments, decision.findings)
             if self._memory
             else None
         )

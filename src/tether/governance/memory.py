@@ -45,20 +45,18 @@ class RuleNotFound(NotFound):
 
 
 class DecisionMemory:
-    """The remembered rules, cached in memory and persisted in the store."""
+    """The remembered rules, read from the store each time they are needed: every node
+    on a shared database sees a rule kept or revoked on any other at once (a copy per
+    process kept using a revoked rule until its restart). They are needed only when a
+    call would ask a person."""
 
     def __init__(self, repo: RememberedRepository, ctx: AnalysisContext) -> None:
         self._repo = repo
         self._ctx = ctx
-        self._rules: dict[str, RememberedRule] = {}
 
-    async def load(self) -> None:
-        """Read the stored rules (at start-up)."""
-        self._rules = {r.id: r for r in await self._repo.list_all()}
-
-    def rules(self) -> list[RememberedRule]:
+    async def rules(self) -> list[RememberedRule]:
         """Every rule in force, oldest first."""
-        return sorted(self._rules.values(), key=lambda r: r.created_at)
+        return await self._repo.list_all()
 
     def draft(
         self, record: ApprovalRecord, action: Action, scope: Scope, remember: Remember
@@ -91,7 +89,6 @@ class DecisionMemory:
     async def keep(self, rule: RememberedRule) -> None:
         """Store a drafted rule; later calls it matches are decided by it."""
         await self._repo.add(rule)
-        self._rules[rule.id] = rule
 
     @staticmethod
     def _match_of(record: ApprovalRecord, scope: Scope) -> tuple[Any, str]:
@@ -108,12 +105,10 @@ class DecisionMemory:
 
     async def revoke(self, rule_id: str) -> None:
         """Forget a rule. Raises RuleNotFound."""
-        if rule_id not in self._rules:
+        if not await self._repo.delete(rule_id):
             raise RuleNotFound(rule_id)
-        await self._repo.delete(rule_id)
-        self._rules.pop(rule_id, None)
 
-    def find(
+    async def find(
         self,
         session_id: str,
         tool_name: str,
@@ -121,11 +116,7 @@ class DecisionMemory:
         findings: Sequence[Finding],
     ) -> RememberedRule | None:
         """The rule that decides this call (a deny before an approval), or None."""
-        rules = [
-            r
-            for r in self.rules()
-            if r.tool_name == tool_name and r.session_id in (None, session_id)
-        ]
+        rules = await self._repo.for_call(tool_name, session_id)
         if not rules:
             return None
         key = exact_key(tool_name, arguments)

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from tether.errors import Conflict, Invalid, NotFound
 from tether.scheduler.clock import from_epoch, to_epoch
-from tether.scheduler.models import JobSpec, validate_job_spec
+from tether.scheduler.models import JobSpec, default_session_id, validate_job_spec
 from tether.scheduler.service import CronScheduler, load_spec, new_run_id, upcoming
 from tether.store.cron import CronRepository
 from tether.store.records import CronJobRecord, CronRunRecord
@@ -112,10 +112,14 @@ class CronJobs:
         return spec
 
     async def delete(self, job_id: str) -> None:
-        """Remove a job and its history, stopping a run in progress."""
-        await self._record(job_id)
+        """Remove a job and its history, stopping a run in progress. Decisions
+        remembered for the job's own session go with it: a job made later under the
+        same id (and so the same session) does not inherit them."""
+        record = await self._record(job_id)
+        own = default_session_id(job_id)
+        owned = load_spec(record).target.session_id == own
         await self.scheduler.cancel_runs(job_id)
-        if not await self._repo.delete(job_id):
+        if not await self._repo.delete(job_id, forget_session=own if owned else None):
             raise JobNotFound(job_id)
         # A tick claimed before the delete may have started a run since.
         await self.scheduler.cancel_runs(job_id)

@@ -13,7 +13,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tether.store.database import Database
 from tether.store.records import MessageRecord, SessionRecord
 from tether.store.rows import to_record
-from tether.store.tables import chat_sessions, deliveries, messages, tasks, tool_calls, tool_output
+from tether.store.tables import (
+    chat_sessions,
+    deliveries,
+    messages,
+    remembered_rules,
+    tasks,
+    tool_calls,
+    tool_output,
+)
 
 
 def _new_session(
@@ -153,7 +161,9 @@ class ChatRepository:
             await conn.execute(
                 sa.delete(tool_output).where(tool_output.c.tool_call_id.in_(call_ids))
             )
-            for table in (tool_calls, messages, tasks, deliveries):
+            # Decisions remembered for it too: a session made later under the same id
+            # (ids are the clients') would inherit them.
+            for table in (tool_calls, messages, tasks, deliveries, remembered_rules):
                 await conn.execute(sa.delete(table).where(table.c.session_id == session_id))
             result = await conn.execute(
                 sa.delete(chat_sessions).where(chat_sessions.c.id == session_id)

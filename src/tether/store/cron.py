@@ -24,7 +24,7 @@ from tether.store.database import Database
 from tether.store.owners import owned_by
 from tether.store.records import CronJobRecord, CronRunRecord
 from tether.store.rows import to_record
-from tether.store.tables import cron_jobs, cron_runs
+from tether.store.tables import cron_jobs, cron_runs, remembered_rules
 
 ManualStart = Literal["started", "busy", "missing"]
 BUSY = "the previous run was still in progress"
@@ -115,10 +115,17 @@ class CronRepository:
             )
             return result.rowcount == 1
 
-    async def delete(self, job_id: str) -> bool:
-        """Remove a job and its history."""
+    async def delete(self, job_id: str, forget_session: str | None = None) -> bool:
+        """Remove a job and its history, and the decisions remembered for
+        ``forget_session`` (the job's own session)."""
         async with self._db.write() as conn:
             await conn.execute(sa.delete(cron_runs).where(cron_runs.c.job_id == job_id))
+            if forget_session is not None:
+                await conn.execute(
+                    sa.delete(remembered_rules).where(
+                        remembered_rules.c.session_id == forget_session
+                    )
+                )
             result = await conn.execute(sa.delete(cron_jobs).where(cron_jobs.c.id == job_id))
             return result.rowcount == 1
 

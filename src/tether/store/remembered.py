@@ -26,6 +26,23 @@ class RememberedRepository:
             )
             return [to_record(RememberedRule, r) for r in rows]
 
+    async def for_call(self, tool_name: str, session_id: str) -> list[RememberedRule]:
+        """The rules that may decide a call of ``tool_name`` in ``session_id`` (the
+        session's and those kept always), oldest first."""
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(remembered_rules)
+                .where(
+                    remembered_rules.c.tool_name == tool_name,
+                    sa.or_(
+                        remembered_rules.c.session_id.is_(None),
+                        remembered_rules.c.session_id == session_id,
+                    ),
+                )
+                .order_by(remembered_rules.c.created_at)
+            )
+            return [to_record(RememberedRule, r) for r in rows]
+
     async def delete(self, rule_id: str) -> bool:
         """Revoke one rule; False if there was none with that id."""
         async with self._db.write() as conn:

@@ -126,7 +126,7 @@ async def test_a_similar_approval_covers_other_branches_but_not_a_force_push(
 
     audit = await parts.repo.list_audit("s1", 10)
     remembered = [a for a in audit if a.decided_by == "remembered"]
-    (rule,) = parts.memory.rules()
+    (rule,) = await parts.memory.rules()
     assert [(a.outcome, a.rule_id, a.reason) for a in remembered] == [
         ("allowed", rule.id, "git push origin *")
     ]
@@ -139,17 +139,18 @@ async def test_a_session_rule_stays_in_its_session_and_always_does_not(parts: Pa
 
     await parts.ask_and_decide("git push origin dev", True, "exact", "always")
     assert await _admitted(await parts.review("git push origin dev", session="s2"))
-    assert [r.session_id for r in parts.memory.rules()] == ["s1", None]
+    assert [r.session_id for r in (await parts.memory.rules())] == ["s1", None]
 
 
-async def test_rules_survive_a_reload_and_stop_applying_once_revoked(parts: Parts) -> None:
+async def test_rules_are_shared_through_the_store_and_stop_once_revoked(parts: Parts) -> None:
     await parts.ask_and_decide("git push origin main", True, "similar", "always")
-    reloaded = DecisionMemory(RememberedRepository(parts.db), parts.ctx)
-    await reloaded.load()
-    (rule,) = reloaded.rules()
+    # Another node (or this one restarted) on the same store.
+    elsewhere = DecisionMemory(RememberedRepository(parts.db), parts.ctx)
+    (rule,) = await elsewhere.rules()
     assert rule.pattern == "git push origin *"
 
-    await parts.memory.revoke(rule.id)
+    # Revoked there: no longer applied here, at once (a copy per process kept it).
+    await elsewhere.revoke(rule.id)
     assert not await _admitted(await parts.review("git push origin dev"))
     with pytest.raises(RuleNotFound):
         await parts.memory.revoke(rule.id)
@@ -167,14 +168,14 @@ async def test_a_remembered_deny_refuses_at_once(parts: Parts) -> None:
 
 async def test_a_critical_call_is_never_approved_by_a_rule(parts: Parts) -> None:
     await parts.ask_and_decide("rm -rf /tmp/scratch", True, "similar", "always")
-    (rule,) = parts.memory.rules()
+    (rule,) = await parts.memory.rules()
     assert rule.pattern == "rm -rf *"
 
     review = await parts.review("rm -rf /")
     assert review.mode == "deny"  # policy, before any rule
     # Even a rule that lists the CRITICAL finding never approves it.
     critical = [Finding("rm-recursive-system", Severity.CRITICAL, "x")]
-    assert parts.memory.find("s1", rule.tool_name, {"command": "rm -rf /"}, critical) is None
+    assert await parts.memory.find("s1", rule.tool_name, {"command": "rm -rf /"}, critical) is None
 
 
 async def test_similar_is_refused_for_a_call_without_a_pattern(parts: Parts) -> None:
@@ -186,7 +187,7 @@ async def test_similar_is_refused_for_a_call_without_a_pattern(parts: Parts) -> 
     assert parts.approvals.list_pending() == [pending]  # nothing changed
     await parts.approvals.resolve(pending.request_id, "s1", True, None, "exact")
     assert (await admission).allowed
-    assert [r.scope for r in parts.memory.rules()] == ["exact"]
+    assert [r.scope for r in (await parts.memory.rules())] == ["exact"]
 
 
 async def test_only_the_answer_that_decides_keeps_its_rule(parts: Parts) -> None:
@@ -204,11 +205,10 @@ async def test_only_the_answer_that_decides_keeps_its_rule(parts: Parts) -> None
     assert not isinstance(answers[0], BaseException)
     assert [type(a) for a in answers[1:]] == [ApprovalDecided, ApprovalDecided]
     assert not (await admission).allowed
-    (rule,) = parts.memory.rules()
+    (rule,) = await parts.memory.rules()
     assert (rule.action, rule.scope) == ("deny", "exact")
     reloaded = DecisionMemory(RememberedRepository(parts.db), parts.ctx)
-    await reloaded.load()
-    assert [r.id for r in reloaded.rules()] == [rule.id]
+    assert [r.id for r in await reloaded.rules()] == [rule.id]
     assert (await parts.review("git push origin main", session="s2")).mode == "deny"
 
 
