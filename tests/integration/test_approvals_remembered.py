@@ -71,9 +71,13 @@ def test_similar_covers_other_branches_but_still_asks_for_a_force_push(stack: St
     assert again["patterns"]["exact"] == "git push --force origin main"
     assert decide(stack, "deny", again)[0] == 200
     stack.wait_task(forced)
+    # ":main" is one plain word too, and deletes the remote branch: a finding of its own.
+    deleting = _run(stack, session, "git push origin :main")
+    assert decide(stack, "deny", first_pending(stack, session))[0] == 200
+    stack.wait_task(deleting)
     decisions = [(e["decided_by"], e["rule_id"]) for e in reversed(audit(stack, session))]
     rule_id = body["remembered"]["id"]
-    assert decisions == [("user", None), ("remembered", rule_id), ("user", None)]
+    assert decisions == [("user", None), ("remembered", rule_id), ("user", None), ("user", None)]
     # A session's rule applies to its session only.
     other = new_session()
     task_id = _run(stack, other, "git push origin dev")

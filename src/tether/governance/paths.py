@@ -12,6 +12,7 @@ import posixpath
 import re
 from functools import lru_cache
 from typing import Literal, get_args
+from urllib.parse import unquote
 
 from tether.governance.context import AnalysisContext
 
@@ -171,6 +172,9 @@ _ANYTHING: frozenset[str] = frozenset({"any", "dynamic", "outside_workspace", "r
 def _classify(raw: str, cwd: str | None, ctx: AnalysisContext) -> frozenset[str]:
     if not raw:
         return frozenset()
+    if raw[:7].lower() == "file://":
+        # curl, git clone, wget and browsers read a file: URL's path from the disk.
+        return _classify(_file_url_path(raw), cwd, ctx)
     words = brace_words(raw)
     if words is None:
         return _ANYTHING
@@ -266,6 +270,15 @@ def _absolute(raw: str, cwd: str | None, ctx: AnalysisContext) -> str | None:
     if cwd is None:
         return None
     return cwd.rstrip("/") + "/" + raw
+
+
+def _file_url_path(url: str) -> str:
+    """The local path a ``file:`` URL names (its host, if any, is not judged: taken as
+    this machine), percent-escapes decoded; the root when it names none."""
+    rest = url[7:]
+    slash = rest.find("/")
+    path = rest[slash:] if slash >= 0 else "/"
+    return unquote(path.split("?", 1)[0].split("#", 1)[0]) or "/"
 
 
 def _classify_concrete(path: str, ctx: AnalysisContext) -> frozenset[str]:
