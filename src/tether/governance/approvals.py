@@ -262,6 +262,9 @@ class ApprovalService:
         """Have the node whose call waits on the request decide it (ApprovalNotFound if
         no node waits on it; that node's own errors otherwise)."""
         request_id = args["request_id"]
+        # A request no longer pending (decided, expired, cancelled) is unknown, a 404,
+        # as in QwenPaw, which forgets it once decided; 409 is for an answer that lost a
+        # race to another.
         owner = await self._repo.waiting_owner(request_id) if self._elsewhere else None
         record = await self._repo.get_approval(request_id)
         if self._elsewhere is None or owner is None or record is None:
