@@ -151,6 +151,7 @@ def build_services(
     approvals = ApprovalService(
         store.governance, settings.approval_timeout_seconds, memory, elsewhere
     )
+    rulebook = RuleBook(analyzer, store.governance)
     governance_gate = GovernanceGate(
         analyzer,
         context,
@@ -159,6 +160,7 @@ def build_services(
         memory=memory,
         notify=hooks.notify,
         containment=sandbox.containment_of,
+        rules_fresh=rulebook.fresh,
     )
     providers = ProviderService(store.providers, keybox, factory or _default_factory(settings))
     owner = store.owner.id if store.owner is not None else None
@@ -216,7 +218,7 @@ def build_services(
         agent,
         tasks,
         approvals,
-        RuleBook(analyzer, store.governance),
+        rulebook,
         cron,
         mcp,
         tools,

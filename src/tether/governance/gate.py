@@ -93,8 +93,11 @@ class GovernanceGate:
         memory: DecisionMemory | None = None,
         notify: Notify = ignore,
         containment: Callable[[Invocation], Awaitable[Containment | None]] | None = None,
+        rules_fresh: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._analyzer = analyzer
+        # Brings the user rules up to date with the store (another node's edits).
+        self._rules_fresh = rules_fresh
         self._context = context
         self._approvals = approvals
         self._repo = repo
@@ -111,6 +114,8 @@ class GovernanceGate:
         attendance: Attendance = ATTENDED,
     ) -> AdmissionPlan:
         """allow, deny (with the text the model sees) or ask (a person decides)."""
+        if self._rules_fresh is not None:
+            await self._rules_fresh()
         if _argument_chars(inv.arguments) <= ANALYSE_INLINE_CHARS:
             parsed, findings = self._analyse(inv, level)
         else:

@@ -1,8 +1,10 @@
-"""User rules: validated, persisted, and put in force in the analyser at once."""
+"""User rules: validated, persisted, and put in force in the analyser at once; rules
+another node (or another version of this one) stored are brought in within a second."""
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from pydantic import ValidationError
@@ -13,6 +15,10 @@ from tether.governance.rules import Rule, load_builtin_rules, parse_rules
 from tether.store.governance import GovernanceRepository
 
 log = logging.getLogger(__name__)
+
+#: How long the rules in force are taken as the store's before it is read again: a
+#: node on a shared database applies another's edit (a new deny rule, say) this late.
+_FRESH_FOR = 1.0
 
 
 class InvalidRules(Invalid):
@@ -39,10 +45,28 @@ class RuleBook:
     def __init__(self, analyzer: Analyzer, repo: GovernanceRepository) -> None:
         self._analyzer = analyzer
         self._repo = repo
+        #: The stored rules last put in force, and when the store was last read.
+        self._applied: list[dict[str, Any]] | None = None
+        self._read_at = float("-inf")
 
     async def load(self) -> None:
         """Put the stored user rules in force (at start-up)."""
+        self._read_at = time.monotonic()
+        self._apply(await self._repo.get_user_rules())
+
+    async def fresh(self) -> None:
+        """Bring the rules in force up to date with the store, reading it at most once
+        every _FRESH_FOR seconds (called before each call is judged)."""
+        now = time.monotonic()
+        if now - self._read_at < _FRESH_FOR:
+            return
+        self._read_at = now
         stored = await self._repo.get_user_rules()
+        if stored != self._applied:
+            self._apply(stored)
+
+    def _apply(self, stored: list[dict[str, Any]]) -> None:
+        self._applied = stored
         try:
             self._analyzer.set_user_rules(parse_rules(stored))
         except (ValidationError, ValueError) as exc:
@@ -66,6 +90,8 @@ class RuleBook:
             raise InvalidRules(f"invalid rules: {_explain(exc)}") from None
         except ValueError as exc:
             raise InvalidRules(f"invalid rules: {exc}") from None
-        await self._repo.set_user_rules([rule_data(r) for r in rules])
+        stored = [rule_data(r) for r in rules]
+        await self._repo.set_user_rules(stored)
+        self._applied = stored
         self._analyzer.set_user_rules(rules)
         return rules

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tether.governance import rulebook
 from tether.governance.analyzer import Analyzer
 from tether.governance.approvals import ApprovalService
 from tether.governance.context import AnalysisContext
@@ -210,6 +211,27 @@ async def test_user_rules_apply_at_once_and_survive_a_reload(
     fresh = Analyzer()
     await RuleBook(fresh, repo).load()
     assert [r.id for r in fresh.user_rules] == ["no-echo"]
+
+
+async def test_rules_another_node_stores_apply_here_within_a_second(
+    repo: GovernanceRepository,
+    approvals: ApprovalService,
+    ctx: AnalysisContext,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each node kept the rules it loaded at start: a deny rule added on one node of a
+    shared database was not enforced on the others until they restarted."""
+    here, there = Analyzer(), Analyzer()
+    book_here, book_there = RuleBook(here, repo), RuleBook(there, repo)
+    await book_here.load()
+    gate = GovernanceGate(here, ctx, approvals, repo, rules_fresh=book_here.fresh)
+    rule = {"id": "no-echo", "severity": "CRITICAL", "description": "no echo", "command": ["echo"]}
+    await book_there.replace([rule])
+    # Read again once its second is up (here: at once).
+    monkeypatch.setattr(rulebook, "_FRESH_FOR", 0.0)
+    assert (await gate.plan_admission(_shell("echo hi"), "off", Events())).mode == "deny"
+    await book_there.replace([])
+    assert (await gate.plan_admission(_shell("echo hi"), "off", Events())).mode == "allow"
 
 
 @pytest.mark.parametrize(
