@@ -4,26 +4,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import pytest
-
 from tether.store.database import Database
 from tether.store.records import ToolCallRecord
 from tether.store.tasks import TaskRepository
 from tether.store.toolcalls import ToolCallRepository
 
 MANY = [f"call_{i:06d}" for i in range(40_000)]
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[Database]:
-    database = Database(database_url)
-    await database.migrate()
-    try:
-        yield database
-    finally:
-        await database.close()
 
 
 def _running(call_id: str) -> ToolCallRecord:
