@@ -80,6 +80,9 @@ class KeeperProcess:
         try:
             while True:
                 seen = self._signal.changed
+                # Whether this read starts after the end was recorded: the output is then
+                # complete, and a read that finds nothing more before it means corrupt.
+                ended_before_read = self._end is not None
                 got, self.position = await asyncio.to_thread(
                     records.read_records, path, self.position
                 )
@@ -92,12 +95,13 @@ class KeeperProcess:
                     checked = await _changed(seen)
                 elif self.position >= end.output_end:
                     return
-                else:
+                elif ended_before_read:
                     # Ended, its bytes all there, and no whole record to read: one
                     # claims to run past the end (the loop spun on it for ever).
                     raise records.CorruptOutput(
                         path, self.position, f"no whole record before byte {end.output_end}"
                     )
+                # Else the end was recorded after this read: the rest is read next.
         except records.CorruptOutput as exc:
             self._hub.forget(self.call_id)
             raise CallLost(str(exc)) from exc
