@@ -197,5 +197,8 @@ def test_a_cron_jobs_decisions_go_with_it(stack: Stack) -> None:
     (rule,) = [r for r in _remembered(stack) if r["id"] == body["remembered"]["id"]]
     assert rule["session_id"] == session
     wait_for(lambda: history(stack.server, "remembered-job")[0]["status"] != "running")
+    # Pointed elsewhere before it is deleted: its own session's rules still go with it.
+    moved = {**job, "dispatch": {"target": {"user_id": "cron", "session_id": new_session()}}}
+    assert stack.api("PUT", "/api/cron/jobs/remembered-job", json=moved).status_code == 200
     assert stack.api("DELETE", "/api/cron/jobs/remembered-job").status_code == 200
     assert body["remembered"]["id"] not in [r["id"] for r in _remembered(stack)]

@@ -172,7 +172,7 @@ _ANYTHING: frozenset[str] = frozenset({"any", "dynamic", "outside_workspace", "r
 def _classify(raw: str, cwd: str | None, ctx: AnalysisContext) -> frozenset[str]:
     if not raw:
         return frozenset()
-    if raw[:7].lower() == "file://":
+    if raw[:5].lower() == "file:":
         # curl, git clone, wget and browsers read a file: URL's path from the disk.
         return _classify(_file_url_path(raw), cwd, ctx)
     words = brace_words(raw)
@@ -273,12 +273,14 @@ def _absolute(raw: str, cwd: str | None, ctx: AnalysisContext) -> str | None:
 
 
 def _file_url_path(url: str) -> str:
-    """The local path a ``file:`` URL names (its host, if any, is not judged: taken as
-    this machine), percent-escapes decoded; the root when it names none."""
-    rest = url[7:]
-    slash = rest.find("/")
-    path = rest[slash:] if slash >= 0 else "/"
-    return unquote(path.split("?", 1)[0].split("#", 1)[0]) or "/"
+    """The local path a ``file:`` URL names (``file:///p``, ``file://host/p`` or
+    ``file:/p``; a host is not judged: taken as this machine), percent-escapes decoded;
+    the root when it names none."""
+    rest = url[5:]
+    if rest.startswith("//"):
+        slash = rest.find("/", 2)
+        rest = rest[slash:] if slash >= 0 else "/"
+    return unquote(rest.split("?", 1)[0].split("#", 1)[0]) or "/"
 
 
 def _classify_concrete(path: str, ctx: AnalysisContext) -> frozenset[str]:

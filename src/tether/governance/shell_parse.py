@@ -350,12 +350,12 @@ class _Walker:
         for _value, subs in flat:
             for sub in subs:  # $(...) in these words runs too
                 self.walk_substitution(sub, (), ())
-        words = brace_words("{" + flat[0][0])
+        words = _nonempty(brace_words("{" + flat[0][0]))
         if words is None:
             self.too_wide = True
             return
-        if _has_expansion(name) and _name_expands("{" + _text(name)):
-            words[0] = DYNAMIC  # as in _command
+        if not words or (_has_expansion(name) and _name_expands("{" + _text(name))):
+            words[:1] = [DYNAMIC]  # as in _command
         words += [value for value, _subs in flat[1:]]
         self._emit(_unwrap_chain(words), env, ("{" + _text(node))[:_SOURCE_CHARS])
 
@@ -698,7 +698,11 @@ class _Walker:
             words, subs = [w.value for w in read], [w.subs for w in read]
         else:
             words, subs = expanded
-        if _has_expansion(name_node) and (not first.expands or _name_expands(first.raw)):
+        if not words:
+            # Brace expansion left no word at all ({,} with nothing else): such rare
+            # text is judged as a name that cannot be known, not as no command.
+            words, subs = [DYNAMIC], [[]]
+        elif _has_expansion(name_node) and (not first.expands or _name_expands(first.raw)):
             # A name built from a variable is never trusted, even when the
             # variable's value looks known: it is judged as the worst command.
             words[0] = DYNAMIC
@@ -969,8 +973,14 @@ def _name_expands(raw: str) -> bool:
     an expansion in it) still holds an expansion: ``{cat,$HOME/x}`` runs ``cat``,
     ``{$X,a}`` does not. Any quote counts as one (a quoted comma does not split, which
     the raw text here cannot tell)."""
-    made = brace_words(raw)
-    return made is None or any(c in made[0] for c in "$`\"'\\")
+    made = _nonempty(brace_words(raw))
+    return not made or any(c in made[0] for c in "$`\"'\\")
+
+
+def _nonempty(made: list[str] | None) -> list[str] | None:
+    """The words brace expansion made, without the empty ones, which bash removes
+    (``{,rm} -rf /`` runs ``rm``)."""
+    return None if made is None else [w for w in made if w]
 
 
 def _brace_expanded(
@@ -986,9 +996,11 @@ def _brace_expanded(
     out_words: list[str] = []
     out_subs: list[list[Node]] = []
     for word in words:
-        made = brace_words(word.value) if word.expands else [word.value]
+        made = _nonempty(brace_words(word.value)) if word.expands else [word.value]
         if made is None:
             return None
+        if not made:
+            continue  # nothing but empty words: no word at all
         if word.dollar and len(made) > 1:
             made = [_ASSEMBLED.sub(lambda m: variable(m[1] or m[2]), w) for w in made]
         out_words.extend(made)

@@ -169,9 +169,13 @@ class KeeperHub:
         return watch
 
     def _recorded_ends(self, call_ids: list[str]) -> set[str]:
-        """Those of ``call_ids`` whose end the runner recorded (blocking)."""
-        return {
-            call_id
-            for call_id in call_ids
-            if (layout.call_dir(self.home, call_id) / layout.STATUS_NAME).exists()
-        }
+        """Those of ``call_ids`` whose end the runner recorded (blocking); a status file
+        that cannot even be looked at is read, and judged, by the call's follower."""
+        ended = set()
+        for call_id in call_ids:
+            try:
+                if (layout.call_dir(self.home, call_id) / layout.STATUS_NAME).exists():
+                    ended.add(call_id)
+            except OSError:
+                ended.add(call_id)
+        return ended

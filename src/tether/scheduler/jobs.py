@@ -113,13 +113,12 @@ class CronJobs:
 
     async def delete(self, job_id: str) -> None:
         """Remove a job and its history, stopping a run in progress. Decisions
-        remembered for the job's own session go with it: a job made later under the
-        same id (and so the same session) does not inherit them."""
-        record = await self._record(job_id)
-        own = default_session_id(job_id)
-        owned = load_spec(record).target.session_id == own
+        remembered for the job's own session go with it, wherever the job points now:
+        a job made later under the same id (and so the same session) does not inherit
+        them."""
+        await self._record(job_id)
         await self.scheduler.cancel_runs(job_id)
-        if not await self._repo.delete(job_id, forget_session=own if owned else None):
+        if not await self._repo.delete(job_id, forget_session=default_session_id(job_id)):
             raise JobNotFound(job_id)
         # A tick claimed before the delete may have started a run since.
         await self.scheduler.cancel_runs(job_id)

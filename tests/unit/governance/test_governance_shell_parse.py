@@ -306,3 +306,31 @@ def test_a_lone_dollar_in_a_word_is_itself_not_a_syntax_error(
 @pytest.mark.parametrize("script", ["echo $%", "echo $(", "rm -rf $/", "if then"])
 def test_other_errors_around_a_dollar_still_are(ctx: AnalysisContext, script: str) -> None:
     assert parse_script(script, ctx).syntax_error
+
+
+@pytest.mark.parametrize(
+    ("script", "name", "args"),
+    [
+        # Bash removes the empty words brace expansion makes: the next one is the name.
+        ("a=1 {,rm} -rf /", "rm", ("-rf", "/")),
+        ("{,rm} -rf /", "rm", ("-rf", "/")),
+        ("a=1 {,$X} -rf /", None, ("-rf", "/")),
+        ("X=rm; a=1 {,$X} -rf /", None, ("-rf", "/")),
+        ("echo {,} a{,b}", "echo", ("a", "ab")),
+        # Nothing left at all: a name that cannot be known, not no command.
+        ("a=1 {,}", None, ()),
+        ("E=; {,$E}", None, ()),
+    ],
+)
+def test_empty_words_of_a_brace_expansion_are_removed(
+    ctx: AnalysisContext, script: str, name: str | None, args: tuple[str, ...]
+) -> None:
+    command = _cmds(script, ctx)[-1]
+    assert (command.name, command.args) == (name, args)
+
+
+@pytest.mark.parametrize("script", ["a=1 {,rm} -rf /", "X=rm; a=1 {,$X} -rf /"])
+def test_a_removal_behind_an_empty_brace_word_is_critical(
+    ctx: AnalysisContext, rules: list[Rule], script: str
+) -> None:
+    assert Severity.CRITICAL in {f.severity for f in analyze_shell(script, ctx, rules)}
