@@ -9,7 +9,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from core_support import SseEvent, Stack, new_session, shell_call, sse_events
+from core_support import SseEvent, Stack, new_session, shell_call, sse_events, wait_for
+
+from tether.keeper import layout
 
 # Prints a numbered line every 100 ms until the file "gate" appears, then "end".
 TICKER = 'i=0; while [ ! -e {gate} ]; do i=$((i+1)); echo "line $i"; sleep 0.1; done; echo end'
@@ -46,6 +48,24 @@ def start_ticker(stack: Stack, gate: str) -> tuple[str, str, str]:
     task = stack.submit("tick", session)
     call = stack.wait_call(session)
     return session, task, call["tool_call_id"]
+
+
+def ended_while_down(stack: Stack, text: str = "hello") -> tuple[str, str, str]:
+    """A call that printed ``text``, then ended (printing "bye") while its server was
+    down (killed); the server is left down. (session, task, call id)."""
+    gate = f"gate-{time.monotonic_ns()}"
+    session = new_session()
+    command = f"echo {text}; while [ ! -e {gate} ]; do sleep 0.05; done; echo bye"
+    stack.model.script(shell_call(command), {"text": "done"})
+    task = stack.submit("run", session)
+    call_id = stack.wait_call(session)["tool_call_id"]
+    # Listed is not yet started: the runner has the call once it wrote its spec.
+    directory = layout.call_dir(stack.server.home, call_id)
+    wait_for((directory / layout.SPEC_NAME).exists, what="the call to start under the runner")
+    stack.server.kill()
+    (stack.workspace / gate).touch()
+    wait_for((directory / layout.STATUS_NAME).exists, what="the call to end under the runner")
+    return session, task, call_id
 
 
 def check_resumed(

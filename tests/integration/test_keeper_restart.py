@@ -21,6 +21,7 @@ from core_support import (
 )
 from keeper_restarts import (
     TICKER,
+    ended_while_down,
     start_ticker,
     through_a_restart,
 )
@@ -96,19 +97,7 @@ def test_a_running_call_with_a_corrupt_spec_is_lost_and_its_tree_stopped(stack: 
 
 
 def test_a_call_that_ended_while_the_server_was_down_is_delivered(stack: Stack) -> None:
-    gate = f"gate-{time.monotonic_ns()}"
-    session = new_session()
-    command = f"echo hi; while [ ! -e {gate} ]; do sleep 0.05; done; echo bye"
-    stack.model.script(shell_call(command), {"text": "done"})
-    task = stack.submit("run", session)
-    call_id = stack.wait_call(session)["tool_call_id"]
-    # Listed is not yet started: the runner has the call once it wrote its spec.
-    spec = layout.call_dir(stack.server.home, call_id) / layout.SPEC_NAME
-    wait_for(spec.exists, what="the call to start under the runner")
-    stack.server.kill()
-    (stack.workspace / gate).touch()
-    status = layout.call_dir(stack.server.home, call_id) / layout.STATUS_NAME
-    wait_for(status.exists, what="the call to end under the runner")
+    session, task, call_id = ended_while_down(stack, "hi")
     stack.server.start()
     info = stack.wait_completed(session, call_id)
     assert info["end_state"] == "success"

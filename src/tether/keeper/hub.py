@@ -54,6 +54,8 @@ class KeeperHub:
         self._reviving = asyncio.Lock()
         #: The runner being watched: a watch is taken again only from this very one.
         self._runner: ProcessIdentity | None = None
+        #: The watch connection now followed.
+        self.watch: client.Watch | None = None
 
     async def open(self) -> RunnerInfo:
         """Start (or find) the runner, agree on a protocol with it and begin watching
@@ -122,6 +124,7 @@ class KeeperHub:
 
     async def _follow(self, watch: client.Watch | None) -> None:
         while watch is not None:
+            self.watch = watch
             try:
                 async for event in watch:
                     found = self._signals.get(str(event.get("call_id")))

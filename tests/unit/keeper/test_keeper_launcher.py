@@ -231,3 +231,25 @@ async def test_a_request_cancelled_before_its_answer_does_not_shift_the_next(
         assert (await client.request("list")) == {"ok": True, "calls": []}
     finally:
         client.close()
+
+
+async def test_a_watch_the_runner_drops_is_taken_again(hub: KeeperHub) -> None:
+    """The runner drops a watcher that leaves 1 MiB of events unread (a server paused,
+    or swamped by output): the hub took that for the runner's death, and every call it
+    followed was lost. The drop is made here by closing the watch, since a loaded
+    machine cannot be made to pile up a megabyte of events on demand."""
+    launcher = KeeperLauncher(hub, output_limit=None, grace=0.5)
+    first = await launcher.start(Spec("rewatch-1", "echo early"))
+    await asyncio.wait_for(first.wait(), 10)
+    running = await launcher.start(Spec("rewatch-2", "sleep 0.5; echo late"))
+    ended_meanwhile = await launcher.start(Spec("rewatch-3", "echo quick"))
+    assert hub.watch is not None
+    dropped = hub.watch
+    dropped.close()
+    # Both end, by their events or their status files, and neither is lost.
+    assert await asyncio.wait_for(running.wait(), 10) == 0
+    assert await asyncio.wait_for(ended_meanwhile.wait(), 10) == 0
+    assert hub.watch is not dropped
+    # The new watch carries the next call's end.
+    after = await launcher.start(Spec("rewatch-4", "echo after"))
+    assert await asyncio.wait_for(after.wait(), 10) == 0
