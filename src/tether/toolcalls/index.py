@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import time
-from typing import Any, cast
+from typing import cast
 
 from tether.store.records import ToolCallRecord
 from tether.store.toolcalls import ToolCallRepository
 from tether.toolcalls.call import CallInfo
 from tether.toolcalls.errors import CapacityExceeded, ToolCallConflict, ToolCallNotFound
-from tether.toolcalls.live_call import LiveCall, live_info
+from tether.toolcalls.live_call import LiveCall, live_info, public_extra
 from tether.toolcalls.state import Status, is_active
 
 
@@ -96,9 +96,6 @@ def stored_info(record: ToolCallRecord) -> CallInfo:
     end = record.finished_at or now
     status = cast(Status, record.status)
     active = is_active(status)
-    extra: dict[str, Any] = {"arguments": record.arguments, "task_id": record.task_id}
-    if record.end_reason:
-        extra["end_reason"] = record.end_reason
     return CallInfo(
         tool_call_id=record.id,
         tool_name=record.tool_name,
@@ -109,7 +106,7 @@ def stored_info(record: ToolCallRecord) -> CallInfo:
         elapsed=max(0.0, end - record.started_at),
         offload_remaining=_left(record.offload_at, now) if active else None,
         kill_remaining=_left(record.kill_at, now) if active else None,
-        extra=extra,
+        extra=public_extra(record.arguments, record.task_id, record.end_reason),
         end_state=record.end_state,  # type: ignore[arg-type]
         force_cancelled=record.force_cancelled,
         max_internal_timeout_secs=record.max_timeout,

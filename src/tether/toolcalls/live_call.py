@@ -11,7 +11,7 @@ from tether.toolcalls.call import CallInfo, Invocation
 from tether.toolcalls.deadlines import Deadlines
 from tether.toolcalls.launcher import LaunchedProcess
 from tether.toolcalls.output import OutputBuffer
-from tether.toolcalls.state import EndState, Status
+from tether.toolcalls.state import EndState, Status, is_active
 
 
 @dataclass
@@ -53,9 +53,12 @@ class LiveCall:
 
 
 def live_info(call: LiveCall) -> CallInfo:
-    """The public view of a call in flight."""
+    """The public view of a call in flight (or ending: its end not yet saved, it reads
+    as it will once saved)."""
     now = time.monotonic()
     offload_left, kill_left = call.deadlines.remaining(now)
+    if not is_active(call.status):
+        offload_left = kill_left = None
     inv = call.invocation
     return CallInfo(
         tool_call_id=inv.call_id,
@@ -67,10 +70,18 @@ def live_info(call: LiveCall) -> CallInfo:
         elapsed=max(0.0, now - call.deadlines.started),
         offload_remaining=offload_left,
         kill_remaining=kill_left,
-        extra={"arguments": inv.arguments, "task_id": inv.task_id},
+        extra=public_extra(inv.arguments, inv.task_id, call.end_reason),
         end_state=call.end_state,
         force_cancelled=call.force_cancelled,
         max_internal_timeout_secs=call.deadlines.max_timeout,
         offload_reason=call.offload_reason,
         resources=call.resources,
     )
+
+
+def public_extra(arguments: Any, task_id: str | None, end_reason: str | None) -> dict[str, Any]:
+    """The ``extra`` of a call's public view: its arguments, its task, why it ended."""
+    extra: dict[str, Any] = {"arguments": arguments, "task_id": task_id}
+    if end_reason:
+        extra["end_reason"] = end_reason
+    return extra

@@ -141,8 +141,9 @@ class CallRecorder:
         limit = self._config.model_output_chars
         if call.finished.is_set():
             return CallOutcome(call.end_state, False, describe_end(call, summary, where, limit))
-        call.status, call.end_state, call.end_reason = "completed", end_state, summary
+        # Measured before the call reads as ended: a look meanwhile sees it whole.
         call.resources = await _resources_of(call)
+        call.status, call.end_state, call.end_reason = "completed", end_state, summary
         call.buffer.close()
         model_text = describe_end(call, summary, where, limit)
         async with call.persist_lock:  # the rest of the output and the end: one write
