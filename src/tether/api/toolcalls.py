@@ -158,17 +158,17 @@ async def get_output(
 ) -> OutputOut:
     """Everything the call has printed so far; with ``tail``, only its last ``tail``
     characters and the count of those left out (what a page polling a call shows)."""
-    text, closed, end_state = await services.calls.output_text(session_id, tool_call_id)
-    sent = text if tail is None else text[-tail:]
+    output = await services.calls.output(session_id, tool_call_id)
+    sent, omitted = (output.text, 0) if tail is None else output.tail(tail)
     fields: dict[str, Any] = {
         "tool_call_id": tool_call_id,
-        "is_closed": closed,
-        "final_state": end_state,
+        "is_closed": output.closed,
+        "final_state": output.end_state,
         "content": [OutputPart(text=sent)] if sent else [],
     }
     if tail is None:
         return OutputOut(**fields)
-    return OutputTailOut(**fields, omitted_chars=len(text) - len(sent))
+    return OutputTailOut(**fields, omitted_chars=omitted)
 
 
 #: The highest chunk number the store can hold.

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tether.store.records import OutputChunk, ToolCallRecord
 from tether.store.toolcalls import UNFINISHED, ToolCallRepository
 from tether.toolcalls import deadlines as dl
-from tether.toolcalls.call import CallInfo
+from tether.toolcalls.call import CallInfo, CallOutput
 from tether.toolcalls.coordinator import ToolCallCoordinator
 from tether.toolcalls.errors import ToolCallNotFound
 from tether.toolcalls.index import stored_info
@@ -65,13 +65,12 @@ class ClusterCalls:
     async def ensure_known(self, session_id: str, call_id: str) -> None:
         await self._local.ensure_known(session_id, call_id)
 
-    async def output_text(self, session_id: str, call_id: str) -> tuple[str, bool, str | None]:
-        """(output so far, closed?, end state)."""
+    async def output(self, session_id: str, call_id: str) -> CallOutput:
+        """The output so far."""
         record = await self._elsewhere(session_id, call_id)
         if record is None:
-            return await self._local.output_text(session_id, call_id)
-        chunks = [c async for c in self._chunks_so_far(record.id, 0)]
-        return "".join(c.text for c in chunks), False, None
+            return await self._local.output(session_id, call_id)
+        return CallOutput([c.text async for c in self._chunks_so_far(record.id, 0)], False, None)
 
     async def follow(
         self, session_id: str, call_id: str, after_seq: int

@@ -151,10 +151,10 @@ def build_endpoint(services_of: Callable[[], Services]) -> MCPServer[Any]:
     ) -> str:
         """The output of a call so far (or all of it, once it ended)."""
         try:
-            text, _closed, _state = await services_of().calls.output_text(session_id, tool_call_id)
+            output = await services_of().calls.output(session_id, tool_call_id)
         except ToolCallNotFound:
             raise ToolError(f"no tool call {tool_call_id!r} in session {session_id!r}") from None
-        return text
+        return output.text
 
     @server.tool(annotations=ToolAnnotations(destructiveHint=True))
     async def cancel_tool_call(

@@ -90,6 +90,32 @@ class CallInfo:
 
 
 @dataclass(frozen=True)
+class CallOutput:
+    """What a call has printed so far, as the pieces it came in, and whether it ended."""
+
+    pieces: list[str]
+    closed: bool
+    end_state: str | None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.pieces)
+
+    def tail(self, chars: int) -> tuple[str, int]:
+        """The last ``chars`` characters, and how many came before them; only the pieces
+        that hold the end are joined (a poll of a 16 MiB output wants a screenful)."""
+        kept: list[str] = []
+        held = 0
+        for piece in reversed(self.pieces):
+            if held >= chars:
+                break
+            kept.append(piece)
+            held += len(piece)
+        end = "".join(reversed(kept))[-chars:]
+        return end, sum(map(len, self.pieces)) - len(end)
+
+
+@dataclass(frozen=True)
 class CallOutcome:
     """The tool message content for the model, and how the call ended (None: offloaded);
     ``lost`` says why its result is not known, when it could not be followed to its end

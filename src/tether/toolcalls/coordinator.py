@@ -26,7 +26,7 @@ from tether.store.records import OutputChunk, ToolCallRecord
 from tether.store.toolcalls import ToolCallRepository
 from tether.toolcalls import deadlines as dl
 from tether.toolcalls.actions import CallActions
-from tether.toolcalls.call import CallInfo, CallObserver, CallOutcome, Invocation
+from tether.toolcalls.call import CallInfo, CallObserver, CallOutcome, CallOutput, Invocation
 from tether.toolcalls.config import CoordinatorConfig
 from tether.toolcalls.index import CallIndex
 from tether.toolcalls.launcher import LaunchedProcess, Launcher
@@ -137,9 +137,9 @@ class ToolCallCoordinator:
         """Raise ToolCallNotFound unless the call exists in this session."""
         await self._index.info(session_id, call_id)
 
-    async def output_text(self, session_id: str, call_id: str) -> tuple[str, bool, str | None]:
-        """(output so far, closed?, end state) for a live or finished call."""
-        return await self._reader.output_text(session_id, call_id)
+    async def output(self, session_id: str, call_id: str) -> CallOutput:
+        """The output so far of a live or finished call."""
+        return await self._reader.output(session_id, call_id)
 
     def follow(
         self, session_id: str, call_id: str, after_seq: int

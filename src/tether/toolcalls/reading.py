@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 from tether.store.records import OutputChunk
 from tether.store.toolcalls import ToolCallRepository
-from tether.toolcalls.call import CallInfo
+from tether.toolcalls.call import CallInfo, CallOutput
 from tether.toolcalls.errors import ToolCallNotFound
 from tether.toolcalls.index import CallIndex
 from tether.toolcalls.live_call import LiveCall, live_info
@@ -20,17 +20,17 @@ class OutputReader:
         self._index = index
         self._repo = repo
 
-    async def output_text(self, session_id: str, call_id: str) -> tuple[str, bool, str | None]:
-        """(output so far, closed?, end state) for a live or finished call."""
+    async def output(self, session_id: str, call_id: str) -> CallOutput:
+        """The output so far of a live or finished call."""
         call = self._index.get(session_id, call_id)
         if call is not None:
             chunks = await self._chunks_since(call, 0)
-            return "".join(c.text for c in chunks), call.buffer.closed, call.end_state
+            return CallOutput([c.text for c in chunks], call.buffer.closed, call.end_state)
         record = await self._repo.get(session_id, call_id)
         if record is None:
             raise ToolCallNotFound(call_id)
         chunks = await self._repo.read_output(call_id)
-        return "".join(c.text for c in chunks), True, record.end_state
+        return CallOutput([c.text for c in chunks], True, record.end_state)
 
     async def _chunks_since(self, call: LiveCall, seq: int) -> list[OutputChunk]:
         if seq + 1 >= call.buffer.first_seq_in_memory:
