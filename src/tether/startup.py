@@ -6,6 +6,7 @@ reads as the ordered list it is (:func:`recover_from_last_run`).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import os
@@ -28,7 +29,7 @@ from tether.governance.context import AnalysisContext
 from tether.governance.gate import GovernanceGate
 from tether.governance.memory import DecisionMemory
 from tether.governance.rulebook import RuleBook
-from tether.keeper import retention
+from tether.keeper import inventory, retention
 from tether.keeper.adoption import Adoption, adopt_calls
 from tether.keeper.launcher import KeeperLauncher
 from tether.keeper.startup import start_keeper
@@ -329,10 +330,13 @@ async def _adopt_kept_calls(services: Services) -> Adoption | None:
     if keeper is None:
         return None
     store = services.store
-    adoption = await adopt_calls(settings.home, keeper, services.coordinator, store.tool_calls)
+    directories = await asyncio.to_thread(inventory.call_directories, settings.home)
+    adoption = await adopt_calls(
+        settings.home, keeper, services.coordinator, store.tool_calls, directories
+    )
     await store.tool_calls.take_over(adoption.adopted)
     cutoff = time.time() - settings.call_retention_days * 86400
-    await retention.sweep(settings.home, cutoff, store.tool_calls)
+    await retention.sweep(settings.home, cutoff, directories, adoption.rowless)
     return adoption
 
 

@@ -5,6 +5,7 @@ more: the server keeps serving, stops when told, and lets no second server in.""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import signal
@@ -27,6 +28,7 @@ from core_support import (
 from keeper_restarts import ended_while_down
 
 from tether.keeper import layout, records
+from tether.keeper.status import read_end, write_end
 
 pytestmark = pytest.mark.integration
 
@@ -250,3 +252,22 @@ def test_a_call_directory_with_no_row_is_reported_and_kept(stack: Stack) -> None
         (line,) = [line for line in listed.splitlines() if line.startswith(stray.name)]
         assert line.split("\t")[1] == "no_row"
         assert stray.is_dir()
+
+
+def test_past_the_retention_a_calls_files_go_and_a_strays_stay(stack: Stack) -> None:
+    """The start lists the call directories once: the retention removes what has a row,
+    and keeps what the same start reported as having none."""
+    session, task, started = stack.start_shell("echo gone")
+    call_id = started["tool_call_id"]
+    assert stack.wait_task(task)["result"]["status"] == "completed"
+    calls = layout.calls_dir(stack.server.home)
+    end = read_end(calls / call_id)
+    assert end is not None
+    write_end(calls / call_id, dataclasses.replace(end, ended_at=end.ended_at - 8 * 86400))
+    stray = calls / f"call_stray{time.monotonic_ns()}"
+    shutil.copytree(calls / call_id, stray)
+    stack.server.restart()
+    assert not (calls / call_id).exists()
+    assert stray.is_dir()
+    assert str(stray) in stack.server.logs_tail(20_000)
+    assert stack.call(session, call_id)["end_state"] == "success"

@@ -65,9 +65,12 @@ async def _survey() -> tuple[list[Found], RunnerInfo | None]:
         repo = ToolCallRepository(db)
         unfinished = await repo.unfinished()
         info, running = await _runners_calls(settings.home)
-        found = await asyncio.to_thread(inventory.survey, settings.home, unfinished, running)
+        directories = await asyncio.to_thread(inventory.call_directories, settings.home)
+        found = await asyncio.to_thread(
+            inventory.survey, settings.home, unfinished, running, directories
+        )
         accounted = {r.id for r in unfinished}
-        found += await inventory.strays(settings.home, accounted, running, repo)
+        found += await inventory.strays(settings.home, accounted, running, repo, directories)
     finally:
         await db.close()
     return found, info

@@ -36,6 +36,8 @@ class Adoption:
     # Every call taken up again (offloaded ones included): no longer "interrupted".
     adopted: set[str] = field(default_factory=set)
     lost: dict[str, list[str]] = field(default_factory=dict)
+    # Call directories with no database row at all: reported, kept (see inventory.strays).
+    rowless: set[str] = field(default_factory=set)
 
     def lost_problem(self, task_id: str) -> str | None:
         """Why the task cannot go on, if one of its calls was lost."""
@@ -48,14 +50,17 @@ async def adopt_calls(
     launcher: KeeperLauncher,
     coordinator: ToolCallCoordinator,
     repo: ToolCallRepository,
+    directories: list[str],
 ) -> Adoption:
-    """Adopt every call the runner kept for this home (see the module doc)."""
+    """Adopt every call the runner kept for this home (see the module doc);
+    ``directories`` lists its call directories (see inventory.call_directories)."""
     running = await launcher.running()
     unfinished = [r for r in await repo.unfinished() if r.status != "awaiting_approval"]
     adoption = Adoption()
-    for found in await asyncio.to_thread(survey, home, unfinished, running):
+    for found in await asyncio.to_thread(survey, home, unfinished, running, directories):
         await _adopt_one(found, launcher, coordinator, adoption)
-    unaccounted = await strays(home, {r.id for r in unfinished}, running, repo)
+    unaccounted = await strays(home, {r.id for r in unfinished}, running, repo, directories)
+    adoption.rowless = {f.call_id for f in unaccounted}
     if unaccounted:
         log.warning(
             "%d call director%s with no database row, neither adopted nor removed: %s%s",

@@ -7,7 +7,6 @@ database which ids it knows); used at start-up (adoption) and by ``tether status
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,9 +39,13 @@ class Found:
 
 
 def survey(
-    home: Path, unfinished: Iterable[ToolCallRecord], running: Mapping[str, Mapping[str, Any]]
+    home: Path,
+    unfinished: Iterable[ToolCallRecord],
+    running: Mapping[str, Mapping[str, Any]],
+    directories: Iterable[str],
 ) -> list[Found]:
-    """Classify every unfinished row, and every call directory without a row or end.
+    """Classify every unfinished row, and every call directory (of ``directories``, see
+    :func:`call_directories`) the runner runs with no unfinished row.
 
     ``running`` is the runner's list (empty when no runner is up).
     """
@@ -50,7 +53,7 @@ def survey(
     rows = {r.id: r for r in unfinished}
     for call_id, record in rows.items():
         found.append(_classify(home, call_id, record, running))
-    for call_id in _directories(home):
+    for call_id in directories:
         if call_id not in rows and call_id in running:
             found.append(
                 Found(
@@ -70,11 +73,11 @@ async def strays(
     accounted: Collection[str],
     running: Mapping[str, object],
     repo: ToolCallRepository,
+    directories: Iterable[str],
 ) -> list[Found]:
     """Call directories the database has no row for at all (copied in, or their row
     removed), besides those ``accounted`` for and those the runner runs (which
     :func:`survey` reports): neither adopted nor deleted, only reported."""
-    directories = await asyncio.to_thread(_directories, home)
     candidates = [d for d in directories if d not in accounted and d not in running]
     known = await repo.known_ids(candidates)
     return [
@@ -146,7 +149,9 @@ def _spec_or_none(home: Path, call_id: str) -> CallSpec | None:
         return None
 
 
-def _directories(home: Path) -> list[str]:
+def call_directories(home: Path) -> list[str]:
+    """The ids of the call directories under ``home``, listed once for a survey, its
+    strays and the retention sweep."""
     try:
         return sorted(p.name for p in layout.calls_dir(home).iterdir())
     except (FileNotFoundError, NotADirectoryError):

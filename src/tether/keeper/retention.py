@@ -10,44 +10,42 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from tether.keeper import layout
 from tether.keeper.status import CorruptFile, read_end
-from tether.store.toolcalls import ToolCallRepository
 
 log = logging.getLogger(__name__)
 
 
-def ended_before(home: Path, cutoff: float) -> list[str]:
-    """Ids of calls whose recorded end is older than ``cutoff`` (epoch seconds)."""
+def ended_before(home: Path, cutoff: float, directories: Iterable[str]) -> list[str]:
+    """Ids of calls (of ``directories``) whose recorded end is older than ``cutoff``
+    (epoch seconds)."""
     old = []
-    try:
-        directories = sorted(layout.calls_dir(home).iterdir())
-    except FileNotFoundError:
-        return []
-    for directory in directories:
+    for call_id in directories:
+        directory = layout.call_dir(home, call_id)
         try:
             end = read_end(directory)
         except CorruptFile as exc:
             log.warning("keeping %s: %s", directory, exc)
             continue
         if end is not None and end.ended_at < cutoff:
-            old.append(directory.name)
+            old.append(call_id)
     return old
 
 
-async def sweep(home: Path, cutoff: float, repo: ToolCallRepository) -> int:
-    """Remove the files of calls that ended before ``cutoff``; how many were removed."""
+async def sweep(
+    home: Path, cutoff: float, directories: Iterable[str], rowless: Collection[str]
+) -> int:
+    """Remove the files of calls that ended before ``cutoff`` but those ``rowless`` (the
+    strays :func:`inventory.strays` reported: no database row); how many were removed."""
     removed = 0
-    old = await asyncio.to_thread(ended_before, home, cutoff)
-    known = await repo.known_ids(old)
+    old = await asyncio.to_thread(ended_before, home, cutoff, directories)
     for call_id in old:
-        if call_id not in known:
-            log.warning("call files %s have no database row; kept", call_id)
-            continue
-        await asyncio.to_thread(shutil.rmtree, layout.call_dir(home, call_id), True)
-        removed += 1
+        if call_id not in rowless:
+            await asyncio.to_thread(shutil.rmtree, layout.call_dir(home, call_id), True)
+            removed += 1
     if removed:
         log.info("removed the files of %d call(s) past their retention", removed)
     return removed

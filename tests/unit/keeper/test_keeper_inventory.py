@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tether.keeper import layout
-from tether.keeper.inventory import survey
+from tether.keeper.inventory import call_directories, survey
 from tether.keeper.status import CallEnd, CallSpec, write_end, write_spec
 from tether.store.records import ToolCallRecord
 
@@ -52,7 +52,7 @@ def test_each_call_is_classified(tmp_path: Path) -> None:
         "reused": {"pid": 999},
         "stray": {"pid": 300},
     }
-    found = {f.call_id: f for f in survey(tmp_path, rows, running)}
+    found = {f.call_id: f for f in survey(tmp_path, rows, running, call_directories(tmp_path))}
     assert {k: f.fate for k, f in found.items()} == {
         "alive": "running",
         "done": "ended",
@@ -73,7 +73,7 @@ def test_a_corrupt_spec_of_a_call_the_runner_runs_names_the_file_and_the_pid(
 ) -> None:
     directory = files(tmp_path, "bad", pid=100)
     (directory / layout.SPEC_NAME).write_text('{"call_id": "bad", "kill_at": "soon"}')
-    [found] = survey(tmp_path, [record("bad")], {"bad": {"pid": 100}})
+    [found] = survey(tmp_path, [record("bad")], {"bad": {"pid": 100}}, ["bad"])
     assert (found.fate, found.runner_pid) == ("lost", 100)
     assert str(directory / layout.SPEC_NAME) in (found.problem or "")
 
@@ -81,13 +81,13 @@ def test_a_corrupt_spec_of_a_call_the_runner_runs_names_the_file_and_the_pid(
 def test_a_corrupt_status_file_is_a_lost_call_naming_the_file(tmp_path: Path) -> None:
     directory = files(tmp_path, "bad")
     (directory / layout.STATUS_NAME).write_text("{not json")
-    [found] = survey(tmp_path, [record("bad")], {})
+    [found] = survey(tmp_path, [record("bad")], {}, ["bad"])
     assert found.fate == "lost"
     assert str(directory / layout.STATUS_NAME) in (found.problem or "")
 
 
 def test_a_calls_path_that_is_a_file_loses_the_calls_saying_so(tmp_path: Path) -> None:
     layout.calls_dir(tmp_path).write_text("not a directory")
-    [found] = survey(tmp_path, [record("gone")], {})
+    [found] = survey(tmp_path, [record("gone")], {}, [])
     assert found.fate == "lost"
     assert "Not a directory" in (found.problem or "")

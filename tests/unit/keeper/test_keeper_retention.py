@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tether.keeper import layout
+from tether.keeper.inventory import call_directories, strays
 from tether.keeper.retention import sweep
 from tether.keeper.status import CallEnd, write_end
 from tether.store.database import Database
@@ -58,6 +59,10 @@ async def test_only_old_ends_with_a_row_are_removed(
     stray = ended(home, "stray", 100.0)  # no database row: reported, kept
     running = layout.call_dir(home, "running")
     running.mkdir()  # no end yet
-    assert await sweep(home, 500.0, repo) == 1
+    # One listing, and the strays the start reports, as the start hands them over.
+    directories = call_directories(home)
+    rowless = {f.call_id for f in await strays(home, set(), {}, repo, directories)}
+    assert rowless == {"stray", "running"}
+    assert await sweep(home, 500.0, directories, rowless) == 1
     assert not old.exists()
     assert new.exists() and stray.exists() and running.exists()
