@@ -184,25 +184,25 @@ async def chat_stream(
     return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
-async def _nothing() -> AsyncIterator[dict[str, Any]]:
+async def _nothing() -> AsyncIterator[list[dict[str, Any]]]:
     return
     yield  # an async generator that ends at once
 
 
 async def _tether_frames(
-    submitted: TaskSubmitted, feed: AsyncIterator[dict[str, Any]]
+    submitted: TaskSubmitted, feed: AsyncIterator[list[dict[str, Any]]]
 ) -> AsyncIterator[str]:
     yield sse_event({"type": "task", **submitted.model_dump()})
-    async for event in feed:
-        yield sse_event(event)
+    async for batch in feed:
+        yield "".join(sse_event(event) for event in batch)  # one write per batch
 
 
 async def _runtime_frames(
-    submitted: TaskSubmitted, feed: AsyncIterator[dict[str, Any]]
+    submitted: TaskSubmitted, feed: AsyncIterator[list[dict[str, Any]]]
 ) -> AsyncIterator[str]:
     stream = RuntimeStream(submitted.session_id, submitted.task_id)
     for frame in stream.start():
         yield sse_event(frame)
-    async for event in feed:
-        for frame in stream.feed(event):
-            yield sse_event(frame)
+    async for batch in feed:
+        if written := "".join(sse_event(f) for event in batch for f in stream.feed(event)):
+            yield written

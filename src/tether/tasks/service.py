@@ -260,7 +260,7 @@ class TaskService:
         args = {"task_id": record.id}
         return bool(await self._elsewhere.ask(record.owner, "task.stop", args, f"task {record.id}"))
 
-    def follow(self, task_id: str) -> AsyncIterator[dict[str, Any]] | None:
+    def follow(self, task_id: str) -> AsyncIterator[list[dict[str, Any]]] | None:
         run = self._running.get(task_id)
         return run.feed.follow() if run else None
 

@@ -10,8 +10,8 @@ from tether.tasks.events import EventFeed
 
 
 async def _collect(feed: EventFeed, into: list[dict[str, Any]]) -> None:
-    async for event in feed.follow():
-        into.append(event)
+    async for batch in feed.follow():
+        into.extend(batch)
 
 
 def _turn(feed: EventFeed, deltas: int, outputs: int) -> None:
@@ -50,9 +50,34 @@ async def test_a_follower_that_reads_slowly_misses_nothing() -> None:
     await asyncio.sleep(0)
     _turn(feed, deltas=30_000, outputs=15_000)  # all emitted before it reads one
     await asyncio.wait_for(follower, 30)
-    assert len(got) == 15_000 + 1 + 30_000 + 2
+    assert [e["text"] for e in got[:15_000]] == [f"line {i}\n" for i in range(15_000)]
+    assert got[15_000]["type"] == "tool_call_ended"
     text = "".join(e["text"] for e in got if e["type"] == "text_delta")
     assert text == "".join(f"w{i} " for i in range(30_000))
+    assert [e["type"] for e in got[-2:]] == ["message", "final"]
+
+
+async def test_what_is_there_when_a_follower_asks_comes_as_one_batch_deltas_joined() -> None:
+    """One write per token: a browser took over a minute to read a 200,000-token answer
+    that the server sent in 14 s."""
+    feed = EventFeed()
+    follower = feed.follow()
+    feed.emit({"type": "task"})
+    assert await anext(follower) == [{"type": "task"}]
+    for i in range(5):
+        feed.emit({"type": "reasoning_delta", "text": f"r{i}"})
+    for i in range(1_000):
+        feed.emit({"type": "text_delta", "text": f"w{i} "})
+    feed.emit({"type": "message", "kind": "assistant"})
+    feed.emit({"type": "text_delta", "text": "next"})
+    assert await anext(follower) == [
+        {"type": "reasoning_delta", "text": "r0r1r2r3r4"},
+        {"type": "text_delta", "text": "".join(f"w{i} " for i in range(1_000))},
+        {"type": "message", "kind": "assistant"},
+        {"type": "text_delta", "text": "next"},
+    ]
+    feed.close()
+    assert [batch async for batch in follower] == []
 
 
 async def test_a_late_follower_replays_the_same_text_in_fewer_events() -> None:
