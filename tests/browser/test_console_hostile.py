@@ -159,5 +159,32 @@ def test_a_long_list_of_short_lines_leaves_the_page_usable(page: Any, mock_llm: 
     send(page, "List them")
     _assert_typing_works_quickly(page)
     answer = page.locator(".msg.assistant").last
-    expect(answer).to_contain_text("end-of-list", timeout=60_000)
+    # Counted, not read: the answer's megabyte of text, fetched on every poll, slowed
+    # the page it was waiting for.
     expect(answer.locator("li")).to_have_count(100_000, timeout=60_000)
+    expect(answer.locator("p").last).to_have_text("end-of-list")
+
+
+def test_copying_a_long_line_gives_it_back_whole(page: Any, mock_llm: FakeModel) -> None:
+    """The page draws a long line in boxes of its own (see the bidi test above); a copy
+    gave every box a line, breaking the line in two wherever a box ended."""
+    line = "".join(f"{i:05d}" for i in range(1200))  # 6,000 characters, no space
+    answer_text = f"{line}\nand a second line"
+    mock_llm.script({"text": answer_text})
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    new_chat(page)
+    send(page, "Say it")
+    paragraph = page.locator(".msg.assistant:not(.streaming) p").last
+    expect(paragraph).to_contain_text("and a second line")
+    assert paragraph.locator(".run").count() > 1  # drawn in boxes
+    paragraph.evaluate(
+        """p => {
+            document.activeElement?.blur();  // as a mouse selection moves the focus
+            const range = document.createRange();
+            range.selectNodeContents(p);
+            document.getSelection().removeAllRanges();
+            document.getSelection().addRange(range);
+        }"""
+    )
+    page.keyboard.press("Control+C")
+    assert page.evaluate("navigator.clipboard.readText()") == answer_text

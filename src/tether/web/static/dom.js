@@ -130,7 +130,33 @@ export class Runs {
   newBox() {
     this.box = document.createElement("span");
     this.box.className = "run";
+    this.parent.dataset.runs = "";
     this.parent.append(this.box);
     this.used = 0;
   }
+}
+
+/** A copy from within one element of boxes (see Runs) copies the text as it was: a
+ * selection's own text gives every box a line of its own, which broke a long line in
+ * two wherever a box ended. Anything wider is left to the browser. */
+export function copyRunsAsText(event) {
+  const selection = document.getSelection();
+  if (!selection || selection.rangeCount !== 1 || selection.isCollapsed) return;
+  const range = selection.getRangeAt(0);
+  const within = range.commonAncestorContainer;
+  const element = within.nodeType === Node.ELEMENT_NODE ? within : within.parentElement;
+  if (!element?.closest("[data-runs]")) return;
+  event.clipboardData.setData("text/plain", plainText(range.cloneContents()));
+  event.preventDefault();
+}
+
+/** The text of boxes and what is inline in them; a <br> is a line end. */
+function plainText(node) {
+  let text = "";
+  for (const child of node.childNodes) {
+    if (child.nodeType === Node.TEXT_NODE) text += child.data;
+    else if (child.nodeName === "BR") text += "\n";
+    else text += plainText(child);
+  }
+  return text;
 }

@@ -3,7 +3,7 @@
 import { api } from "./api.js";
 import { tickApprovals } from "./approvals.js";
 import { currentSessionId, initChat, poll } from "./chat.js";
-import { act } from "./dom.js";
+import { act, copyRunsAsText } from "./dom.js";
 import { initInbox, refreshInbox } from "./inbox.js";
 import { initSettings, showSettings } from "./settings.js";
 import { tickAll } from "./toolcalls.js";
@@ -54,6 +54,7 @@ async function start() {
   for (const name of Object.keys(views)) {
     document.getElementById(`nav-${name}`).addEventListener("click", () => show(name));
   }
+  document.addEventListener("copy", copyRunsAsText);
   initSettings();
   initInbox();
   act(showSandbox)();
