@@ -58,8 +58,7 @@ async def test_a_follower_that_reads_slowly_misses_nothing() -> None:
 
 
 async def test_what_is_there_when_a_follower_asks_comes_as_one_batch_deltas_joined() -> None:
-    """One write per token: a browser took over a minute to read a 200,000-token answer
-    that the server sent in 14 s."""
+    """One write per token: a 200,000-token answer was 200,047 writes and 12 MB."""
     feed = EventFeed()
     follower = feed.follow()
     feed.emit({"type": "task"})
