@@ -11,7 +11,7 @@ from tether.toolcalls.call import CallInfo, Invocation
 from tether.toolcalls.deadlines import Deadlines
 from tether.toolcalls.launcher import LaunchedProcess
 from tether.toolcalls.output import OutputBuffer
-from tether.toolcalls.state import EndState, Status, is_active
+from tether.toolcalls.state import EndState, Status
 
 
 @dataclass
@@ -57,7 +57,7 @@ def live_info(call: LiveCall) -> CallInfo:
     as it will once saved)."""
     now = time.monotonic()
     offload_left, kill_left = call.deadlines.remaining(now)
-    if not is_active(call.status):
+    if call.status == "completed":
         offload_left = kill_left = None
     inv = call.invocation
     return CallInfo(
