@@ -91,6 +91,30 @@ def test_a_message_streams_its_answer_as_safe_markdown(page: Any, mock_llm: Any)
     expect(page.get_by_label("Message")).to_have_value("")
 
 
+def test_a_reload_that_changes_nothing_keeps_the_reader_s_selection(
+    page: Any, mock_llm: Any
+) -> None:
+    """Reloading the conversation (a poll, a click on its session) redrew it even when
+    nothing had changed, and a reader's selection went with the old nodes."""
+    mock_llm.script({"text": "first answer"}, {"text": "second answer"})
+    new_chat(page)
+    send(page, "Keep it")
+    conversation = page.locator("#messages")
+    expect(conversation).not_to_have_attribute("aria-busy", "true")
+    answer = page.locator(".msg.assistant p").last
+    expect(answer).to_have_text("first answer")
+    answer.evaluate("p => document.getSelection().selectAllChildren(p)")
+
+    page.get_by_role("button", name="Keep it", exact=True).click()  # reloads the history
+    expect(conversation).not_to_have_attribute("aria-busy", "true")
+    assert page.evaluate("document.getSelection().toString()") == "first answer"
+
+    send(page, "Go on")  # a change is drawn
+    expect(page.locator(".msg.assistant p").last).to_have_text("second answer")
+    expect(conversation).not_to_have_attribute("aria-busy", "true")
+    expect(page.locator(".msg.user")).to_have_count(2)
+
+
 def test_a_long_command_streams_live_then_gets_a_minute_and_goes_to_the_background(
     page: Any, mock_llm: Any
 ) -> None:

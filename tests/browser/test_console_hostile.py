@@ -174,7 +174,10 @@ def test_copying_a_long_line_gives_it_back_whole(page: Any, mock_llm: FakeModel)
     page.context.grant_permissions(["clipboard-read", "clipboard-write"])
     new_chat(page)
     send(page, "Say it")
-    paragraph = page.locator(".msg.assistant:not(.streaming) p").last
+    # Settled: the streamed answer is redrawn from the history once the turn ends, and
+    # a selection made in the streamed one would be gone.
+    expect(page.locator("#messages")).not_to_have_attribute("aria-busy", "true")
+    paragraph = page.locator(".msg.assistant p").last
     expect(paragraph).to_contain_text("and a second line")
     assert paragraph.locator(".run").count() > 1  # drawn in boxes
     paragraph.evaluate(

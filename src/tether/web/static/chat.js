@@ -18,6 +18,8 @@ const state = {
   bgBusy: false,
   updatedAt: null,
   panelIds: new Set(),
+  shownHistory: null, // the history the conversation shows as drawn, or null once changed
+  busy: 0, // loads and turns under way that will redraw the conversation
 };
 
 const $ = (id) => document.getElementById(id);
@@ -99,6 +101,7 @@ export function newSession() {
   showTitle("New chat");
   $("approval-level").value = "";
   $("messages").replaceChildren(h("li", { class: "muted empty" }, "Say something to start."));
+  state.shownHistory = null;
   resetSide();
   renderSessions();
   $("message-input").focus();
@@ -207,22 +210,41 @@ function appendMessage(kind, message) {
   else if (kind === "tool") bindToolMessage(message);
 }
 
+/** Draw the conversation from the server's history. One that has not changed since it
+ * was drawn is left as it is: a redraw would drop the reader's selection, scroll and
+ * opened call cards for nothing. */
 async function loadHistory() {
   const sessionId = state.sessionId;
-  let history = [];
-  if (currentSession()) history = await api("GET", `/api/chats/${enc(sessionId)}/messages`);
-  if (sessionId !== state.sessionId) return;
-  $("messages").replaceChildren();
-  for (const entry of history) appendMessage(entry.kind, entry.message);
-  if (!history.length) {
-    $("messages").append(h("li", { class: "muted empty" }, "Say something to start."));
+  markBusy(1);
+  try {
+    let history = [];
+    if (currentSession()) history = await api("GET", `/api/chats/${enc(sessionId)}/messages`);
+    if (sessionId !== state.sessionId) return;
+    const drawn = JSON.stringify([sessionId, history]);
+    if (drawn === state.shownHistory) return;
+    $("messages").replaceChildren();
+    for (const entry of history) appendMessage(entry.kind, entry.message);
+    if (!history.length) {
+      $("messages").append(h("li", { class: "muted empty" }, "Say something to start."));
+    }
+    state.shownHistory = drawn;
+    // Calls still in flight (their turn goes on elsewhere) get live cards too.
+    for (const model of liveModels(sessionId)) {
+      const slot = findSlot(model.id, model.info.tool_name);
+      if (slot && !slot.dataset.callId) attachCall(slot, model);
+    }
+    scrollToEnd();
+  } finally {
+    markBusy(-1);
   }
-  // Calls still in flight (their turn goes on elsewhere) get live cards too.
-  for (const model of liveModels(sessionId)) {
-    const slot = findSlot(model.id, model.info.tool_name);
-    if (slot && !slot.dataset.callId) attachCall(slot, model);
-  }
-  scrollToEnd();
+}
+
+/** aria-busy on the conversation while a turn streams or a load will redraw it: assistive
+ * technology (and the console's tests) wait for the drawing to settle. */
+function markBusy(delta) {
+  state.busy += delta;
+  if (state.busy) $("messages").setAttribute("aria-busy", "true");
+  else $("messages").removeAttribute("aria-busy");
 }
 
 function scrollToEnd() {
@@ -347,6 +369,8 @@ async function send(text) {
   if (state.streaming || !text.trim()) return;
   state.streaming = true;
   $("send").disabled = true;
+  markBusy(1);
+  state.shownHistory = null; // the turn draws into the conversation
   const list = $("messages");
   list.querySelector(".empty")?.remove();
   list.append(userBubble({ content: text }));
@@ -370,11 +394,16 @@ async function send(text) {
     $("send").disabled = false;
     $("stop").hidden = true;
   }
-  await loadSessions();
-  state.updatedAt = currentSession()?.updated_at ?? null;
-  await loadHistory();
+  try {
+    await loadSessions();
+    state.updatedAt = currentSession()?.updated_at ?? null;
+    await loadHistory();
+  } finally {
+    markBusy(-1);
+  }
   if (turn.error) {
     list.append(bubble("error", "Error", h("div", { class: "msg-body" }, turn.error)));
+    state.shownHistory = null;
     scrollToEnd();
     showStatus(turn.error, "error");
   }
