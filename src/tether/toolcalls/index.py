@@ -10,7 +10,7 @@ from tether.store.toolcalls import ToolCallRepository
 from tether.toolcalls.call import CallInfo
 from tether.toolcalls.errors import CapacityExceeded, ToolCallConflict, ToolCallNotFound
 from tether.toolcalls.live_call import LiveCall, live_info, public_extra
-from tether.toolcalls.state import Status, is_active
+from tether.toolcalls.state import Status, counts_down
 
 
 class CallIndex:
@@ -95,7 +95,7 @@ def stored_info(record: ToolCallRecord) -> CallInfo:
     now = time.time()
     end = record.finished_at or now
     status = cast(Status, record.status)
-    active = is_active(status)
+    shown = counts_down(status)
     return CallInfo(
         tool_call_id=record.id,
         tool_name=record.tool_name,
@@ -104,8 +104,8 @@ def stored_info(record: ToolCallRecord) -> CallInfo:
         status=status,
         started_at=record.started_at,
         elapsed=max(0.0, end - record.started_at),
-        offload_remaining=_left(record.offload_at, now) if active else None,
-        kill_remaining=_left(record.kill_at, now) if active else None,
+        offload_remaining=_left(record.offload_at, now) if shown else None,
+        kill_remaining=_left(record.kill_at, now) if shown else None,
         extra=public_extra(record.arguments, record.task_id, record.end_reason),
         end_state=record.end_state,  # type: ignore[arg-type]
         force_cancelled=record.force_cancelled,

@@ -11,7 +11,7 @@ from tether.toolcalls.call import CallInfo, Invocation
 from tether.toolcalls.deadlines import Deadlines
 from tether.toolcalls.launcher import LaunchedProcess
 from tether.toolcalls.output import OutputBuffer
-from tether.toolcalls.state import EndState, Status
+from tether.toolcalls.state import EndState, Status, counts_down
 
 
 @dataclass
@@ -24,6 +24,8 @@ class LiveCall:
     buffer: OutputBuffer
     marker: str
     started_at: float = field(default_factory=time.time)
+    # When it ended (epoch seconds), once it has: its elapsed time stops there.
+    finished_at: float | None = None
     # The process tree, once the tool has launched one.
     process: LaunchedProcess | None = None
     end_state: EndState | None = None
@@ -40,6 +42,8 @@ class LiveCall:
     released: asyncio.Event = field(default_factory=asyncio.Event)
     deadline_changed: asyncio.Event = field(default_factory=asyncio.Event)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
+    # Held while the call is being ended: the first end is the one saved.
+    ending: asyncio.Lock = field(default_factory=asyncio.Lock)
     persist_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     work: asyncio.Task[Any] | None = None
 
@@ -57,7 +61,7 @@ def live_info(call: LiveCall) -> CallInfo:
     as it will once saved)."""
     now = time.monotonic()
     offload_left, kill_left = call.deadlines.remaining(now)
-    if call.status == "completed":
+    if not counts_down(call.status):
         offload_left = kill_left = None
     inv = call.invocation
     return CallInfo(
@@ -67,7 +71,7 @@ def live_info(call: LiveCall) -> CallInfo:
         agent_id=inv.agent_id,
         status=call.status,
         started_at=call.started_at,
-        elapsed=max(0.0, now - call.deadlines.started),
+        elapsed=_elapsed(call, now),
         offload_remaining=offload_left,
         kill_remaining=kill_left,
         extra=public_extra(inv.arguments, inv.task_id, call.end_reason),
@@ -77,6 +81,12 @@ def live_info(call: LiveCall) -> CallInfo:
         offload_reason=call.offload_reason,
         resources=call.resources,
     )
+
+
+def _elapsed(call: LiveCall, now: float) -> float:
+    if call.finished_at is not None:
+        return max(0.0, call.finished_at - call.started_at)
+    return max(0.0, now - call.deadlines.started)
 
 
 def public_extra(arguments: Any, task_id: str | None, end_reason: str | None) -> dict[str, Any]:

@@ -137,6 +137,12 @@ class CallRecorder:
     ) -> CallOutcome:
         """End the call: save the rest of its output and its end, and say what the model
         sees. A call ends once; a second finish only repeats the text."""
+        async with call.ending:  # a second finish waits for the first, then repeats it
+            return await self._end(call, end_state, summary, observer)
+
+    async def _end(
+        self, call: LiveCall, end_state: EndState, summary: str, observer: CallObserver | None
+    ) -> CallOutcome:
         where = self._config.where_output_is(call.session_id, call.call_id)
         limit = self._config.model_output_chars
         if call.finished.is_set():
@@ -144,6 +150,7 @@ class CallRecorder:
         # Measured before the call reads as ended: a look meanwhile sees it whole.
         call.resources = await _resources_of(call)
         call.status, call.end_state, call.end_reason = "completed", end_state, summary
+        call.finished_at = time.time()
         call.buffer.close()
         model_text = describe_end(call, summary, where, limit)
         async with call.persist_lock:  # the rest of the output and the end: one write
@@ -156,7 +163,7 @@ class CallRecorder:
                 end_reason=summary or None,
                 force_cancelled=call.force_cancelled,
                 result=model_text,
-                finished_at=time.time(),
+                finished_at=call.finished_at,
                 resources=call.resources,
             )
             if pending:

@@ -30,3 +30,9 @@ def check_transition(current: Status, target: Status) -> None:
 def is_active(status: Status) -> bool:
     """Whether the call's tool is (or may still be) doing work."""
     return status in ("running", "offloaded")
+
+
+def counts_down(status: Status) -> bool:
+    """Whether the call's deadlines are shown: until it has ended (one awaiting approval
+    is held to them too)."""
+    return status != "completed"

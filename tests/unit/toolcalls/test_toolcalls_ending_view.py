@@ -1,18 +1,21 @@
 """A call read while its end is being saved: it reads as it will once saved (the view
 said `completed` and `error` with no reason, and a deadline still counting down; a
-client that looked in that moment never learned why the call ended)."""
+client that looked in that moment never learned why the call ended), and two ends of
+one call at once."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from coordinator_parts import small_config
 
+from tether.store.records import ToolCallRecord
 from tether.toolcalls import deadlines
 from tether.toolcalls.call import Invocation
-from tether.toolcalls.index import CallIndex
-from tether.toolcalls.live_call import LiveCall
+from tether.toolcalls.index import CallIndex, stored_info
+from tether.toolcalls.live_call import LiveCall, live_info
 from tether.toolcalls.output import OutputBuffer
 from tether.toolcalls.recorder import CallRecorder
 
@@ -23,24 +26,31 @@ class HeldEndStore:
     def __init__(self) -> None:
         self.saving = asyncio.Event()
         self.release = asyncio.Event()
+        self.ends: list[dict[str, Any]] = []
 
     async def record_end(self, call_id: str, **fields: Any) -> None:
+        self.ends.append(fields)
         self.saving.set()
         await self.release.wait()
+
+
+def _running_call(index: CallIndex) -> LiveCall:
+    call = LiveCall(
+        invocation=Invocation("c1", "s1", "t1", "default", "execute_shell_command", {}),
+        status="running",
+        deadlines=deadlines.initial(time.monotonic(), 30, 60, None),
+        buffer=OutputBuffer(10_000, 1000),
+        marker="test:c1",
+    )
+    index.add(call)
+    return call
 
 
 async def test_a_call_whose_end_is_being_saved_reads_with_its_reason() -> None:
     store = HeldEndStore()
     index = CallIndex(store, 4, 8)  # type: ignore[arg-type]
     recorder = CallRecorder(store, index, small_config())  # type: ignore[arg-type]
-    call = LiveCall(
-        invocation=Invocation("c1", "s1", "t1", "default", "execute_shell_command", {}),
-        status="running",
-        deadlines=deadlines.initial(0.0, 30, 60, None),
-        buffer=OutputBuffer(10_000, 1000),
-        marker="test:c1",
-    )
-    index.add(call)
+    call = _running_call(index)
     ending = asyncio.create_task(recorder.finish(call, "error", "the output is corrupt", None))
     await store.saving.wait()
 
@@ -49,6 +59,44 @@ async def test_a_call_whose_end_is_being_saved_reads_with_its_reason() -> None:
     assert info.extra["end_reason"] == "the output is corrupt"
     assert info.kill_remaining is None and info.offload_remaining is None
     assert index.list_live("s1") == []
+    await asyncio.sleep(0.05)
+    assert (await index.info("s1", "c1")).elapsed == info.elapsed  # it has stopped
 
     store.release.set()
     await ending
+
+
+async def test_two_ends_of_one_call_at_once_save_the_first_only() -> None:
+    store = HeldEndStore()
+    index = CallIndex(store, 4, 8)  # type: ignore[arg-type]
+    recorder = CallRecorder(store, index, small_config())  # type: ignore[arg-type]
+    call = _running_call(index)
+    first = asyncio.create_task(recorder.finish(call, "error", "the output is corrupt", None))
+    await store.saving.wait()
+    second = asyncio.create_task(recorder.finish(call, "cancelled", "cancelled by a user", None))
+    await asyncio.sleep(0)
+    store.release.set()
+    outcomes = await asyncio.gather(first, second)
+
+    assert [end["end_state"] for end in store.ends] == ["error"]
+    assert [o.end_state for o in outcomes] == ["error", "error"]
+    assert call.end_reason == "the output is corrupt"
+
+
+async def test_the_live_and_the_stored_view_show_deadlines_by_one_rule() -> None:
+    """A call awaiting approval showed its deadlines from memory but not from the store
+    (as another node reads it); an ended one shows none in either."""
+    index = CallIndex(HeldEndStore(), 4, 8)  # type: ignore[arg-type]
+    call = _running_call(index)
+    for status in ("awaiting_approval", "running", "offloaded", "completed"):
+        call.status = status  # type: ignore[assignment]
+        live = live_info(call)
+        kill_at, offload_at = deadlines.on_wall_clock(call.deadlines, time.monotonic(), time.time())
+        record = ToolCallRecord(
+            "c1", "s1", "t1", "default", "execute_shell_command", {}, status, None, None,
+            False, None, 60, None, call.started_at, None, kill_at=kill_at, offload_at=offload_at,
+        )  # fmt: skip
+        stored = stored_info(record)
+        shown = status != "completed"
+        assert (live.kill_remaining is not None) is shown, status
+        assert (stored.kill_remaining is not None) is shown, status
