@@ -67,9 +67,10 @@ def env_value(name: str) -> str:
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
-def probe_boundary(write_to: str, read_from: str, connect_port: int) -> str:
-    """Try to write a file, read a file and open a TCP connection to loopback; say, as
-    JSON, what each attempt did ("ok" or the error)."""
+def probe_boundary(write_to: str, read_from: str, connect_port: int, connect_unix: str = "") -> str:
+    """Try to write a file, read a file, open a TCP connection to loopback and (if
+    given) one to a unix socket; say, as JSON, what each attempt did ("ok" or the
+    error)."""
     said: dict[str, str] = {}
     try:
         Path(write_to).write_text("written by the MCP server\n")
@@ -85,6 +86,13 @@ def probe_boundary(write_to: str, read_from: str, connect_port: int) -> str:
             said["connect"] = "ok"
     except OSError as exc:
         said["connect"] = f"{type(exc).__name__}: {exc.strerror or exc}"
+    if connect_unix:
+        try:
+            with socket.socket(socket.AF_UNIX) as unix:
+                unix.connect(connect_unix)
+                said["unix"] = "ok"
+        except OSError as exc:
+            said["unix"] = f"{type(exc).__name__}: {exc.strerror or exc}"
     said["pid"] = str(os.getpid())
     return json.dumps(said)
 

@@ -57,6 +57,16 @@ def listener() -> Iterator[int]:
 
 
 @pytest.fixture()
+def unix_listener(outside: Path) -> Iterator[Path]:
+    """A unix socket at a path the sandbox can see (read-only), accepting connections."""
+    path = outside / "service.sock"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))
+        sock.listen()
+        yield path
+
+
+@pytest.fixture()
 def secret_file(stack: Stack) -> Path:
     """A file in TETHER_HOME (beside the database and key file) the server must not see."""
     path = stack.server.home / "planted-secret"
@@ -64,10 +74,18 @@ def secret_file(stack: Stack) -> Path:
     return path
 
 
-def probe(stack: Stack, key: str, write_to: Path, read_from: Path, port: int) -> dict[str, str]:
+def probe(
+    stack: Stack, key: str, write_to: Path, read_from: Path, port: int, unix: Path | None = None
+) -> dict[str, str]:
     """What the server's ``probe_boundary`` tool saw, called through a real turn."""
     session = new_session()
-    arguments = {"write_to": str(write_to), "read_from": str(read_from), "connect_port": port}
+    arguments: dict[str, Any] = {
+        "write_to": str(write_to),
+        "read_from": str(read_from),
+        "connect_port": port,
+    }
+    if unix is not None:
+        arguments["connect_unix"] = str(unix)
     stack.model.script(mcp_call(key, "probe_boundary", **arguments), {"text": "probed"})
     task = stack.wait_task(stack.submit("probe", session))
     said = [m["content"] for m in task["messages"] if m["role"] == "tool"][-1]
@@ -84,16 +102,23 @@ def server_process(state: Path) -> psutil.Process:
 
 
 def test_a_sandboxed_server_writes_only_the_workspace_and_sees_no_secret_or_network(
-    stack: Stack, state: Path, outside: Path, listener: int, secret_file: Path
+    stack: Stack,
+    state: Path,
+    outside: Path,
+    listener: int,
+    unix_listener: Path,
+    secret_file: Path,
 ) -> None:
     info = add_client(stack, "boxed", stdio_client(state))
     try:
         assert info["sandboxed"] is True
-        said = probe(stack, "boxed", outside / "escaped", secret_file, listener)
+        said = probe(stack, "boxed", outside / "escaped", secret_file, listener, unix_listener)
         assert said["write"].startswith("OSError"), said
         assert not (outside / "escaped").exists()
         assert PLANTED not in said["read"] and said["read"].startswith("FileNotFoundError")
         assert said["connect"] != "ok", said
+        # No network, no local service's socket either (the system call filter).
+        assert said["unix"] == "PermissionError: Operation not permitted", said
         # Its own pid namespace: bwrap's init is pid 1 there, the server right after it.
         assert int(said["pid"]) < 10
         # The workspace is writable, and what is written there is the real workspace.
@@ -105,13 +130,19 @@ def test_a_sandboxed_server_writes_only_the_workspace_and_sees_no_secret_or_netw
 
 
 def test_a_client_may_allow_the_network_or_run_its_server_outside(
-    stack: Stack, state: Path, outside: Path, listener: int, secret_file: Path
+    stack: Stack,
+    state: Path,
+    outside: Path,
+    listener: int,
+    unix_listener: Path,
+    secret_file: Path,
 ) -> None:
     networked = add_client(stack, "netboxed", stdio_client(state, sandbox_network="full"))
     try:
         assert networked["sandboxed"] is True and networked["sandbox_network"] == "full"
-        said = probe(stack, "netboxed", outside / "escaped", secret_file, listener)
+        said = probe(stack, "netboxed", outside / "escaped", secret_file, listener, unix_listener)
         assert said["connect"] == "ok" and said["write"].startswith("OSError"), said
+        assert said["unix"] == "ok", said
     finally:
         remove_client(stack, "netboxed")
     free = add_client(stack, "unboxed", stdio_client(state, sandbox=False))

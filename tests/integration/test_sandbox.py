@@ -204,10 +204,11 @@ def test_network_none_cannot_reach_loopback_and_full_can(stack: Stack, tcp_serve
     assert "got pong" in run(stack, _connect(tcp_server), closed, network=True)["told"]
 
 
-@pytest.fixture
-def unix_server() -> Iterator[Path]:
-    """A unix socket under /run, where services keep theirs, answering "pong"."""
-    path = Path("/run") / f"tether-test-{uuid.uuid4().hex[:8]}.sock"
+@pytest.fixture(params=["/run", "/var/tmp"])
+def unix_server(request: pytest.FixtureRequest) -> Iterator[Path]:
+    """A unix socket answering "pong": under /run, where services keep theirs (covered
+    by an empty /run), or anywhere else the call can see (refused by the syscall filter)."""
+    path = Path(request.param) / f"tether-test-{uuid.uuid4().hex[:8]}.sock"
     srv = socket.socket(socket.AF_UNIX)
     srv.bind(str(path))
     srv.listen()
@@ -227,6 +228,32 @@ def test_network_none_cannot_reach_a_local_services_socket(stack: Stack, unix_se
     assert "got pong" not in run(stack, connect, closed)["told"]
     opened = session_with(stack, network="full")
     assert "got pong" in run(stack, connect, opened)["told"]
+
+
+# System calls by number through libc's syscall(): what a hostile call would do.
+_SYSCALL = (
+    'python3 -c "import ctypes, os, sys; libc = ctypes.CDLL(None, use_errno=True); '
+    "r = libc.syscall({number}, 0, 0, 0); print('result', r, os.strerror(ctypes.get_errno()))\""
+)
+_KEYCTL = {"x86_64": 250, "aarch64": 219}
+
+
+def test_a_call_cannot_use_the_kernel_keyring_or_another_abi(stack: Stack) -> None:
+    """Keys are not namespaced: a call could read or plant its user's keys outside the
+    sandbox. Another ABI's system calls have other numbers, past any filter written for
+    this one: a process making one is killed."""
+    machine = os.uname().machine
+    if machine not in _KEYCTL:
+        pytest.skip(f"no syscall filter table for {machine}")
+    # keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING) without the filter works.
+    keyctl = _SYSCALL.format(number=_KEYCTL[machine]).replace("0, 0, 0", "0, -3, 1")
+    said = run(stack, keyctl)["told"]
+    assert "result -1 Operation not permitted" in said, said
+    if machine == "x86_64":
+        x32_getpid = _SYSCALL.format(number=0x40000000 + 39)
+        result = run(stack, x32_getpid)
+        assert "result" not in result["told"], result["told"]
+        assert "SIGSYS" in result["told"] or "exit code 159" in result["told"], result["told"]
 
 
 def test_a_call_cannot_see_or_signal_the_server(stack: Stack) -> None:

@@ -8,6 +8,7 @@ a call again after a restart (:meth:`adopt`).
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import time
 from collections.abc import Sequence
@@ -98,11 +99,14 @@ class KeeperLauncher:
         if self.sandbox is None:
             return {"argv": list(spec.argv)}
         plan = await self.sandbox.plan(spec)
-        return {
+        contained = {
             "argv": plan.argv,
             "limits": plan.containment.limits.as_dict(),
             "supervised": plan.supervised,
         }
+        if plan.syscall_filter is not None:
+            contained["syscall_filter"] = base64.b64encode(plan.syscall_filter).decode()
+        return contained
 
     async def stop(self, trees: Sequence[LaunchedProcess], grace: float, force: bool) -> None:
         """Ask the runner to stop each tree (SIGTERM then SIGKILL after its grace, or

@@ -23,6 +23,11 @@ status file's ``resources``) and ``supervised`` (the root is the sandbox's bwrap
 by a graceful stop). A request needs at least the protocol that gave its fields their
 meaning (:func:`version_for`): a server speaking protocol 1 with an older runner refuses
 such a start itself rather than have the call run without its limits.
+
+Protocol 3: ``start`` takes ``syscall_filter`` (base64 of the seccomp program a
+sandboxed call runs under): the runner hands it to bwrap on a descriptor of its own and
+writes that descriptor's number where the argv holds ``syscall_filter.FD_SLOT``. A start
+with a filter needs a runner of protocol 3, as one with limits needs 2.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-PROTOCOL = 2
+PROTOCOL = 3
 # The oldest protocol this code still speaks, as a runner and as a server.
 OLDEST = 1
 # What ``hello`` is sent at, always (see the module doc).
@@ -42,7 +47,7 @@ OPS = ("hello", "start", "signal", "extend", "list", "watch", "retire")
 
 
 # Fields of a request, and the protocol that gave them their meaning.
-_FIELDS_SINCE = {"limits": 2, "supervised": 2}
+_FIELDS_SINCE = {"limits": 2, "supervised": 2, "syscall_filter": 3}
 
 
 def version_for(fields: dict[str, Any]) -> int:

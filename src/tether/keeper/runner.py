@@ -12,6 +12,7 @@ With ``idle_exit`` it also leaves once nothing has needed it for that long
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import fcntl
 import logging
@@ -137,9 +138,12 @@ class Runner:
             raise protocol.ProtocolError(f"call {call_id!r} was already started once")
         argv, env = [str(a) for a in m["argv"]], {str(k): str(v) for k, v in m["env"].items()}
         marker = str(m["marker"])
+        program = _filter_of(m.get("syscall_filter"))
         tree = self._limited(m.get("limits"))
         try:
-            proc, create_time = spawn(directory, call_id, argv, str(m["cwd"]), env, marker, tree)
+            proc, create_time = spawn(
+                directory, call_id, argv, str(m["cwd"]), env, marker, tree, program
+            )
         except BaseException:
             if tree is not None:
                 tree.group.close()
@@ -308,6 +312,19 @@ class Runner:
                     await stopper.settled()
         except TimeoutError:
             log.error("tree kills still running after %.0f s; exiting anyway", _SETTLE_TIMEOUT)
+
+
+def _filter_of(encoded: Any) -> bytes | None:
+    """A start's ``syscall_filter``: the program, or None when it has none."""
+    if encoded is None:
+        return None
+    try:
+        program = base64.b64decode(str(encoded), validate=True)
+    except ValueError as exc:
+        raise protocol.ProtocolError(f"syscall_filter is not base64: {exc}") from exc
+    if not program or len(program) % 8:
+        raise protocol.ProtocolError("syscall_filter is not a seccomp program")
+    return program
 
 
 def _optional_float(value: object) -> float | None:

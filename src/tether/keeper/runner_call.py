@@ -23,6 +23,7 @@ from tether.keeper.call_descriptors import CallDescriptors
 from tether.keeper.identity import identify
 from tether.keeper.status import CallEnd, CallSpec, StoppedBy, write_end, write_spec
 from tether.keeper.stopper import TreeStopper
+from tether.sandbox import syscall_filter
 from tether.sandbox.limits import Resources
 from tether.sandbox.tree import LimitedTree
 from tether.toolcalls import process_tree
@@ -345,27 +346,32 @@ def spawn(
     env: dict[str, str],
     marker: str,
     tree: LimitedTree | None = None,
+    program: bytes | None = None,
 ) -> tuple[subprocess.Popen[bytes], float]:
     """Start ``argv`` in a session of its own (its own process group), stdin closed,
     stdout and stderr piped to the runner, inside ``tree``'s limits group if given
-    (joined before the command's first instruction); its tree carries ``marker`` in the
+    (joined before the command's first instruction), under the seccomp ``program`` if
+    given (bwrap's, see syscall_filter.attached); its tree carries ``marker`` in the
     environment. Returns the process and its start time."""
     directory.mkdir(parents=True, exist_ok=True)
     # The file exists before the call does: anyone following it never sees it missing.
     (directory / layout.OUTPUT_NAME).touch(mode=0o600)
     env = {**env, MARKER_VAR: marker}
-    proc = subprocess.Popen(
-        argv if tree is None else tree.command(argv),
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        restore_signals=True,
-        # None unless the group can only be joined in the child (rlimits): then fork.
-        preexec_fn=None if tree is None else tree.preexec(None),
-    )
+    wrapped = argv if tree is None else tree.command(argv)
+    with syscall_filter.attached(wrapped, program) as (command, fds):
+        proc = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            restore_signals=True,
+            # None unless the group can only be joined in the child (rlimits): then fork.
+            preexec_fn=None if tree is None else tree.preexec(None),
+            pass_fds=fds,
+        )
     try:
         started = identify(proc.pid).create_time
     except Exception:

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tether.sandbox import syscall_filter
+
 # Long enough for a loaded machine, short enough that a hung probe does not stall start-up.
 _PROBE_TIMEOUT = 10.0
 
@@ -113,12 +115,18 @@ def _hide(path: Path) -> list[str]:
     return []
 
 
-def wrap(bwrap: str, conf: Confinement, command: Sequence[str]) -> list[str]:
-    """The argv that runs ``command`` inside the sandbox ``conf`` describes."""
+def wrap(
+    bwrap: str, conf: Confinement, command: Sequence[str], filtered: bool = False
+) -> list[str]:
+    """The argv that runs ``command`` inside the sandbox ``conf`` describes; if
+    ``filtered``, under a seccomp filter read from a descriptor the starter
+    attaches (see :mod:`tether.sandbox.syscall_filter`)."""
+    seccomp = ["--seccomp", syscall_filter.FD_SLOT] if filtered else []
     return [
         bwrap,
         *_mount_args(conf),
         *_namespace_args(conf.network),
+        *seccomp,
         "--chdir",
         str(conf.cwd),
         "--",
@@ -134,13 +142,13 @@ def probe(bwrap: str = "bwrap") -> Probe:
         return Probe(False, None, f"{bwrap!r} was not found on PATH (install bubblewrap)")
     tmp = Path("/tmp")
     conf = Confinement(workspace=tmp, hidden=(), cwd=tmp, network=False)
+    program = syscall_filter.program(deny_unix_sockets=True)
+    wrapped = wrap(path, conf, ["/bin/true"], filtered=program is not None)
     try:
-        done = subprocess.run(
-            wrap(path, conf, ["/bin/true"]),
-            capture_output=True,
-            timeout=_PROBE_TIMEOUT,
-            check=False,
-        )
+        with syscall_filter.attached(wrapped, program) as (argv, fds):
+            done = subprocess.run(
+                argv, capture_output=True, timeout=_PROBE_TIMEOUT, check=False, pass_fds=fds
+            )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return Probe(False, path, f"{path} could not run: {exc}")
     if done.returncode != 0:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
+from tether.sandbox import syscall_filter
 from tether.sandbox.limits import Resources
 from tether.sandbox.service import Launch, Sandbox
 from tether.toolcalls.launcher import LaunchSpec, OutputSink
@@ -68,8 +69,9 @@ class SandboxLauncher(LocalLauncher):
         try:
             # The tree joins its limits group in a shell step before it execs the death
             # signal's setpriv and bwrap, so this spawn vforks like the local launcher's.
-            argv = tree.command((*self._prefix, *launch.plan.argv))
-            proc = await spawn(spec, argv, tree.preexec(self._pre_exec))
+            wrapped = tree.command((*self._prefix, *launch.plan.argv))
+            with syscall_filter.attached(wrapped, launch.plan.syscall_filter) as (argv, fds):
+                proc = await spawn(spec, argv, tree.preexec(self._pre_exec), fds)
         except BaseException:
             await asyncio.shield(tree.finish())
             raise

@@ -7,7 +7,8 @@ Its limits are one call's memory and process limits, held for the server's whole
 (a CPU-seconds limit would end a healthy server that simply lives long, so none).
 
 The SDK spawns the server itself and takes no pre-exec hook, so joining the limits is a
-small exec step at the head of the command (``enter_limits.py``).
+small exec step at the head of the command (``enter_limits.py``), which also hands
+bwrap the system call filter a call gets.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tether.sandbox import bwrap
+from tether.sandbox import bwrap, syscall_filter
 from tether.sandbox.cgroup_v1 import CgroupV1Group
 from tether.sandbox.cgroup_v2 import CgroupV2Group
 from tether.sandbox.groups import CallGroup
@@ -81,8 +82,12 @@ def wrap_server(
 ) -> SandboxedServer:
     """The argv that starts ``command`` under ``group``'s limits inside bwrap."""
     confinement = replace(confinement, shown=named_under_tmp(command))
-    inner = bwrap.wrap(bwrap_path, confinement, command)
-    argv = [sys.executable, "-I", "-S", _ENTER, *enter_args(group), "--", *inner]
+    program = syscall_filter.program(deny_unix_sockets=not confinement.network)
+    inner = bwrap.wrap(bwrap_path, confinement, command, filtered=program is not None)
+    enter = enter_args(group)
+    if program is not None:
+        enter += ["--pipe", f"{syscall_filter.FD_SLOT}={program.hex()}"]
+    argv = [sys.executable, "-I", "-S", _ENTER, *enter, "--", *inner]
     return SandboxedServer(argv, confinement.network, group)
 
 

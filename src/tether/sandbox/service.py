@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import platform
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tether.sandbox import bwrap
+from tether.sandbox import bwrap, syscall_filter
 from tether.sandbox.enforcers import new_group
 from tether.sandbox.groups import Enforcer
 from tether.sandbox.limits import Limits
@@ -55,6 +56,9 @@ class Plan:
 
     argv: list[str]
     containment: Containment
+    # The seccomp filter bwrap reads from the descriptor its argv's slot names (see
+    # syscall_filter.attached), or None: not sandboxed, or no filter for this machine.
+    syscall_filter: bytes | None = None
 
     @property
     def supervised(self) -> bool:
@@ -91,6 +95,11 @@ class Sandbox:
         # The calls of one model reply are planned together: one read serves them all.
         self._session_settings = SharedReads(session_settings)
         self._watcher = Watcher()
+        # By whether the call has the network: without it, unix sockets are refused too.
+        self._filters = {
+            network: syscall_filter.program(deny_unix_sockets=not network)
+            for network in (False, True)
+        }
 
     async def close(self) -> None:
         """Release this server's groups (at shutdown, after every call has ended)."""
@@ -137,17 +146,18 @@ class Sandbox:
         contained: Containment | None = spec.judged
         if contained is None:
             contained = await self.containment(spec.session_id, spec.arguments)
-        argv = list(spec.argv)
-        if contained.sandboxed:
-            assert self._probe is not None and self._probe.path is not None
-            conf = bwrap.Confinement(
-                workspace=self._config.workspace,
-                hidden=self._config.hidden,
-                cwd=spec.cwd,
-                network=contained.network == "full",
-            )
-            argv = bwrap.wrap(self._probe.path, conf, spec.argv)
-        return Plan(argv, contained)
+        if not contained.sandboxed:
+            return Plan(list(spec.argv), contained)
+        assert self._probe is not None and self._probe.path is not None
+        conf = bwrap.Confinement(
+            workspace=self._config.workspace,
+            hidden=self._config.hidden,
+            cwd=spec.cwd,
+            network=contained.network == "full",
+        )
+        program = self._filters[conf.network]
+        argv = bwrap.wrap(self._probe.path, conf, spec.argv, filtered=program is not None)
+        return Plan(argv, contained, program)
 
     async def prepare(self, spec: LaunchSpec) -> Launch:
         """A launch for one call in this server: its plan and a fresh limits group."""
@@ -187,6 +197,13 @@ async def build_sandbox(
         probe = await asyncio.to_thread(bwrap.probe, config.bwrap)
         if not probe.works and config.mode == "bwrap":
             raise SandboxUnavailable(f"TETHER_SANDBOX=bwrap but {probe.reason}")
+        if probe.works and syscall_filter.program(deny_unix_sockets=True) is None:
+            log.warning(
+                "the sandbox has no system call filter for this machine (%s): calls keep "
+                "the kernel keyring and, with the network off, local services' sockets "
+                "at paths they can see",
+                platform.machine(),
+            )
         if not probe.works:
             log.warning(
                 "SANDBOX UNAVAILABLE: shell calls run without a sandbox (%s). "

@@ -118,9 +118,13 @@ class LocalProcess:
 
 
 async def spawn(
-    spec: LaunchSpec, argv: Sequence[str], preexec: Callable[[], None] | None
+    spec: LaunchSpec,
+    argv: Sequence[str],
+    preexec: Callable[[], None] | None,
+    pass_fds: Sequence[int] = (),
 ) -> asyncio.subprocess.Process:
-    """Start ``argv`` for ``spec`` in a new session, output piped, stdin empty."""
+    """Start ``argv`` for ``spec`` in a new session, output piped, stdin empty, with
+    ``pass_fds`` open in the child too."""
     return await asyncio.create_subprocess_exec(
         *argv,
         cwd=spec.cwd,
@@ -130,6 +134,7 @@ async def spawn(
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
         preexec_fn=preexec,
+        pass_fds=pass_fds,
     )
 
 

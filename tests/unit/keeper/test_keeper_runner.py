@@ -165,7 +165,7 @@ async def test_a_call_with_limits_runs_in_a_group_and_its_figures_are_on_disk(
 ) -> None:
     if not cgroups_here():
         pytest.skip("no writable cgroup hierarchy here")
-    assert (await keeper.hello()).protocol == 2
+    assert (await keeper.hello()).protocol >= 2
     command = "grep -c call- /proc/self/cgroup; exec python3 -c \"b = b'x' * (32 << 20)\""
     await run_to_end(keeper, "lim", command, limits=LIMITS)
     stdout = "".join(r.text for r in output_of(runner_home, "lim") if r.stream == "stdout")
@@ -253,7 +253,12 @@ async def test_bad_requests_get_reasons_and_change_nothing(
         await keeper.request("format_disk")
     with pytest.raises(protocol.ProtocolError, match="No such file"):
         await keeper.request("start", **start_fields("nocwd", "true", cwd="/no/such/dir"))
+    with pytest.raises(protocol.ProtocolError, match="syscall_filter is not base64"):
+        await keeper.request("start", **start_fields("filtered", "true"), syscall_filter="%%")
+    with pytest.raises(protocol.ProtocolError, match="not a seccomp program"):
+        await keeper.request("start", **start_fields("filtered", "true"), syscall_filter="YWJj")
     assert (await keeper.request("list"))["calls"] == []
+    await run_to_end(keeper, "filtered", "true")  # never started: the id is still free
     await run_to_end(keeper, "once", "true")
     with pytest.raises(protocol.ProtocolError, match="already started once"):
         await keeper.request("start", **start_fields("once", "true"))

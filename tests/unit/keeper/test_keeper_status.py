@@ -183,4 +183,6 @@ def test_a_request_carries_the_lowest_protocol_that_knows_its_fields() -> None:
     from tether.keeper import protocol
 
     assert protocol.version_for({"call_id": "x", "argv": []}) == 1
-    assert protocol.version_for({"limits": {}, "supervised": True}) == 2 == protocol.PROTOCOL
+    assert protocol.version_for({"limits": {}, "supervised": True}) == 2
+    assert protocol.version_for({"limits": {}, "syscall_filter": "AA=="}) == 3
+    assert protocol.PROTOCOL == 3

@@ -1,0 +1,127 @@
+"""The seccomp filter a sandboxed call runs under (a classic BPF program bwrap installs
+before it runs the command; bwrap reads it from a file descriptor, see ``attach``).
+
+What it refuses, for every sandboxed call:
+
+- the kernel keyring (``add_key``, ``request_key``, ``keyctl``): keys are not namespaced,
+  and a call could read or plant keys of its user outside the sandbox;
+- every system call of another architecture's ABI (32-bit x86 on x86_64, x32): their
+  numbers differ, so a filter written for one ABI does not hold for another. A process
+  that makes one is killed (``SIGSYS``).
+
+and with the network ``none``, creating unix sockets (``socket(AF_UNIX, ...)``):
+without a network of its own a call could still connect to a service's socket at any
+path it can see (a database's, an agent's, a desktop bus), and those can do more than
+any TCP port. ``socketpair`` stays allowed (it reaches nothing but itself).
+
+A refused call fails with EPERM. Only x86_64 and aarch64 have a table here; elsewhere
+:func:`program` returns None and the sandbox runs without the filter (said at start).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import struct
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+
+# What bwrap's ``--seccomp`` is given in a wrapped argv until a descriptor is attached.
+FD_SLOT = "{syscall-filter-fd}"
+
+# Classic BPF (linux/filter.h, linux/seccomp.h).
+_LD_W_ABS = 0x20
+_JEQ_K = 0x15
+_JGE_K = 0x35
+_RET_K = 0x06
+_RET_KILL_PROCESS = 0x80000000
+_RET_ERRNO = 0x00050000
+_RET_ALLOW = 0x7FFF0000
+_EPERM = 1
+_AF_UNIX = 1
+# Offsets into struct seccomp_data: nr, arch, instruction pointer, args[6] (64-bit each;
+# the low half of args[0] comes first on these little-endian machines).
+_NR, _ARCH, _ARG0_LOW = 0, 4, 16
+
+
+@dataclass(frozen=True)
+class _Abi:
+    audit_arch: int
+    socket: int
+    keyring: tuple[int, ...]  # add_key, request_key, keyctl
+    # Numbers at or above this are another ABI's under the same audit arch (x32).
+    foreign_from: int | None = None
+
+
+_ABIS = {
+    "x86_64": _Abi(0xC000003E, 41, (248, 249, 250), foreign_from=0x40000000),
+    "aarch64": _Abi(0xC00000B7, 198, (217, 218, 219)),
+}
+
+
+# A step of the program: (code, k, where to go if true, where to go if false), a place
+# being one of the returns below or None for the next step.
+_Step = tuple[int, int, str | None, str | None]
+_RETURNS = {"allow": _RET_ALLOW, "deny": _RET_ERRNO | _EPERM, "kill": _RET_KILL_PROCESS}
+
+
+def program(deny_unix_sockets: bool, machine: str | None = None) -> bytes | None:
+    """The filter for this machine's ABI (``machine`` as ``uname -m`` says it), or None
+    when there is no table for it."""
+    abi = _ABIS.get(machine or platform.machine())
+    if abi is None:
+        return None
+    steps: list[_Step] = [
+        (_LD_W_ABS, _ARCH, None, None),
+        (_JEQ_K, abi.audit_arch, None, "kill"),
+        (_LD_W_ABS, _NR, None, None),
+    ]
+    if abi.foreign_from is not None:
+        steps.append((_JGE_K, abi.foreign_from, "kill", None))
+    steps += [(_JEQ_K, number, "deny", None) for number in abi.keyring]
+    if deny_unix_sockets:
+        steps += [
+            (_JEQ_K, abi.socket, None, "allow"),
+            (_LD_W_ABS, _ARG0_LOW, None, None),
+            (_JEQ_K, _AF_UNIX, "deny", "allow"),
+        ]
+    return _assemble(steps)
+
+
+def _assemble(steps: Sequence[_Step]) -> bytes:
+    """The steps, then the returns, as struct sock_filter entries."""
+    at = {name: len(steps) + i for i, name in enumerate(_RETURNS)}
+    code = b""
+    for i, (op, k, if_true, if_false) in enumerate(steps):
+        jt = 0 if if_true is None else at[if_true] - i - 1
+        jf = 0 if if_false is None else at[if_false] - i - 1
+        code += struct.pack("=HBBI", op, jt, jf, k)
+    for value in _RETURNS.values():
+        code += struct.pack("=HBBI", _RET_K, 0, 0, value)
+    return code
+
+
+@contextmanager
+def attached(
+    argv: Sequence[str], program: bytes | None
+) -> Iterator[tuple[list[str], tuple[int, ...]]]:
+    """``argv`` with its slot (``FD_SLOT``) naming a fresh descriptor that holds
+    ``program`` (the read end of a pipe, for bwrap to read once), and the descriptors to
+    pass to the child (``pass_fds``), closed here once the child is started. With no
+    program, ``argv`` as it is and nothing to pass."""
+    if program is None:
+        yield list(argv), ()
+        return
+    argv = list(argv)
+    at = argv.index(FD_SLOT)  # the first: bwrap's options come before the command
+    read, write = os.pipe()
+    try:
+        os.write(write, program)  # far below a pipe's capacity: never blocks
+        os.close(write)
+        argv[at] = str(read)
+        yield argv, (read,)
+    finally:
+        with suppress(OSError):
+            os.close(write)
+        os.close(read)
