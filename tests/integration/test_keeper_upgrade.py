@@ -1,9 +1,11 @@
-"""An upgrade in the middle of a call: Tether installed with pip into a venv of its own,
-a call running under the keeper, a graceful stop, `pip install` of a wheel at another
-version string (whose protocol number is one higher), a start. The runner the older
-version left keeps the call and is spoken to at the protocol both know; the call runs
-on under its id, its stream resumes, the task completes; a later stop finds the old
-runner idle and retires it, and the start after runs one of the installed version."""
+"""An upgrade in the middle of a call: Tether installed with pip into a venv of its own
+at an older version string and protocol number (this tree's, one lower), a call running
+under the keeper, a graceful stop, `pip install` of this tree at another version string,
+a start. The runner the older version left keeps the call and is spoken to at the
+protocol both know; the call runs on under its id, its stream resumes, the task
+completes; a new sandboxed call under that runner still gets what the newer protocol
+would carry (the system call filter); a later stop finds the old runner idle and retires
+it, and the start after runs one of the installed version."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_support import AppServer, FakeModel, Stack
+from core_support import AppServer, FakeModel, Stack, new_session, shell_call
 from helpers import register_mock_provider
 from keeper_restarts import through_a_restart
 
@@ -38,7 +40,7 @@ OLD, NEW = "0.1.0.dev1", "0.2.0.dev1"
 
 def build_wheel(out: Path, version: str, protocol_step: int = 0) -> Path:
     """A wheel of this source tree at ``version`` (``__version__`` and the metadata),
-    its keeper protocol number raised by ``protocol_step``, as a release would be."""
+    its keeper protocol number moved by ``protocol_step``, as a release would be."""
     wheel = out / f"tether-{version}-py3-none-any.whl"
     dist_info = f"tether-{version}.dist-info"
     record: list[str] = []
@@ -148,7 +150,7 @@ def work() -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def install(work: Path) -> Install:
     made = Install(work / "venv")
-    made.pip_install(build_wheel(work, OLD))
+    made.pip_install(build_wheel(work, OLD, protocol_step=-1))
     assert made.version() == OLD
     return made
 
@@ -188,7 +190,7 @@ def test_a_call_survives_a_stop_a_reinstall_at_another_version_and_a_start(
 
     def upgrade() -> None:
         stack.server.stop()
-        install.pip_install(build_wheel(work, NEW, protocol_step=1))
+        install.pip_install(build_wheel(work, NEW))
         assert install.version() == NEW
         stack.server.start()
 
@@ -199,6 +201,14 @@ def test_a_call_survives_a_stop_a_reinstall_at_another_version_and_a_start(
     assert _runner(stack.server.home)["pid"] == old_runner["pid"]
     spoken = old_runner["protocol"]
     assert f"runs 1 call(s): kept, at protocol {spoken}" in stack.server.logs_tail(20000)
+    # A sandboxed call under that runner, which cannot take the filter in its start, is
+    # filtered all the same: no unix socket without the network.
+    session = new_session()
+    unix = "python3 -c 'import socket; socket.socket(socket.AF_UNIX); print(\"made one\")'"
+    stack.model.script(shell_call(unix), {"text": "tried"})
+    task = stack.wait_task(stack.submit("try it", session), timeout=60)
+    said = [m["content"] for m in task["messages"] if m["role"] == "tool"][-1]
+    assert "PermissionError" in said and "made one" not in said, said
     # Idle now: the next stop retires it (spoken to at its protocol), and the start
     # after runs a runner of the new version.
     stack.server.stop()

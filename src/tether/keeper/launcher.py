@@ -14,14 +14,19 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from tether.keeper import protocol
 from tether.keeper.client import RunnerUnavailable
 from tether.keeper.hub import KeeperHub
 from tether.keeper.process import KeeperProcess
 from tether.keeper.protocol import ProtocolError
+from tether.sandbox import enter_limits, syscall_filter
 from tether.sandbox.service import Sandbox
 from tether.toolcalls.launcher import LaunchedProcess, LaunchSpec
 
 log = logging.getLogger(__name__)
+
+
+_FILTERED = {"syscall_filter": True}
 
 
 class KeeperLauncher:
@@ -104,8 +109,14 @@ class KeeperLauncher:
             "limits": plan.containment.limits.as_dict(),
             "supervised": plan.supervised,
         }
-        if plan.syscall_filter is not None:
-            contained["syscall_filter"] = base64.b64encode(plan.syscall_filter).decode()
+        program = plan.syscall_filter
+        if program is not None and self.hub.client.spoken >= protocol.version_for(_FILTERED):
+            contained["syscall_filter"] = base64.b64encode(program).decode()
+        elif program is not None:
+            # A runner left by an older version, kept for its calls, cannot take the
+            # filter: a small exec step hands it to bwrap instead (one Python start).
+            piped = enter_limits.piping(program, syscall_filter.FD_SLOT)
+            contained["argv"] = enter_limits.through(piped, plan.argv)
         return contained
 
     async def stop(self, trees: Sequence[LaunchedProcess], grace: float, force: bool) -> None:

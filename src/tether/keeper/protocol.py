@@ -26,8 +26,9 @@ such a start itself rather than have the call run without its limits.
 
 Protocol 3: ``start`` takes ``syscall_filter`` (base64 of the seccomp program a
 sandboxed call runs under): the runner hands it to bwrap on a descriptor of its own and
-writes that descriptor's number where the argv holds ``syscall_filter.FD_SLOT``. A start
-with a filter needs a runner of protocol 3, as one with limits needs 2.
+writes that descriptor's number where the argv holds ``syscall_filter.FD_SLOT``. To an
+older runner the server hands the filter through an exec step in the argv instead
+(:mod:`tether.keeper.launcher`).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import resource
 import sys
+from collections.abc import Sequence
 
 _RLIMITS = {"as": resource.RLIMIT_AS, "nproc": resource.RLIMIT_NPROC}
 
@@ -51,6 +52,16 @@ def _apply(option: str, value: str, command: list[str]) -> None:
         resource.setrlimit(_RLIMITS[name], (limit, limit))
     else:
         raise SystemExit(f"enter_limits: unknown option {option!r}")
+
+
+def through(options: Sequence[str], command: Sequence[str]) -> list[str]:
+    """The argv that runs ``command`` behind this step with ``options``."""
+    return [sys.executable, "-I", "-S", __file__, *options, "--", *command]
+
+
+def piping(program: bytes, slot: str) -> list[str]:
+    """The option that hands ``program`` to the command where it says ``slot``."""
+    return ["--pipe", f"{slot}={program.hex()}"]
 
 
 def main(argv: list[str]) -> None:

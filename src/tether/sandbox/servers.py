@@ -15,19 +15,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tether.sandbox import bwrap, syscall_filter
+from tether.sandbox import bwrap, enter_limits, syscall_filter
 from tether.sandbox.cgroup_v1 import CgroupV1Group
 from tether.sandbox.cgroup_v2 import CgroupV2Group
 from tether.sandbox.groups import CallGroup
 from tether.sandbox.limits import MIB, Limits
 from tether.sandbox.rlimits import RlimitGroup
-
-_ENTER = str(Path(__file__).with_name("enter_limits.py"))
 
 
 @dataclass
@@ -86,8 +83,8 @@ def wrap_server(
     inner = bwrap.wrap(bwrap_path, confinement, command, filtered=program is not None)
     enter = enter_args(group)
     if program is not None:
-        enter += ["--pipe", f"{syscall_filter.FD_SLOT}={program.hex()}"]
-    argv = [sys.executable, "-I", "-S", _ENTER, *enter, "--", *inner]
+        enter += enter_limits.piping(program, syscall_filter.FD_SLOT)
+    argv = enter_limits.through(enter, inner)
     return SandboxedServer(argv, confinement.network, group)
 
 
