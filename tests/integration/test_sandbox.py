@@ -254,6 +254,9 @@ def test_a_call_cannot_use_the_kernel_keyring_or_another_abi(stack: Stack) -> No
         result = run(stack, x32_getpid)
         assert "result" not in result["told"], result["told"]
         assert "SIGSYS" in result["told"] or "exit code 159" in result["told"], result["told"]
+        # -1 is no system call at all, not another ABI's: ENOSYS, as without the filter.
+        said = run(stack, _SYSCALL.format(number=-1))["told"]
+        assert "result -1 Function not implemented" in said, said
 
 
 def test_a_call_cannot_see_or_signal_the_server(stack: Stack) -> None:

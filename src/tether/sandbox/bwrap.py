@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import platform
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -20,7 +21,10 @@ class Probe:
 
     works: bool
     path: str | None
+    # Why not, or (when it works) why without the system call filter.
     reason: str
+    # Whether calls run under the system call filter (syscall_filter.py).
+    filtered: bool = False
 
 
 @dataclass(frozen=True)
@@ -135,14 +139,30 @@ def wrap(
 
 
 def probe(bwrap: str = "bwrap") -> Probe:
-    """Try a throw-away sandbox with every namespace a call gets (blocking: run it in a
-    thread). Says why not when it fails, for the start-up warning or refusal."""
+    """Try a throw-away sandbox with every namespace a call gets, under the system call
+    filter, and without it if that fails (blocking: run it in a thread). Says why not
+    when it fails, for the start-up warning or refusal."""
     path = shutil.which(bwrap)
     if path is None:
         return Probe(False, None, f"{bwrap!r} was not found on PATH (install bubblewrap)")
+    program = syscall_filter.program(deny_unix_sockets=True)
+    if program is None:
+        unfiltered = f"no system call filter for this machine ({platform.machine()})"
+    else:
+        failed = _attempt(path, program)
+        if failed is None:
+            return Probe(True, path, "", filtered=True)
+        unfiltered = f"the system call filter does not work here: {failed}"
+    failed = _attempt(path, None)
+    if failed is not None:
+        return Probe(False, path, failed)
+    return Probe(True, path, unfiltered, filtered=False)
+
+
+def _attempt(path: str, program: bytes | None) -> str | None:
+    """Why a throw-away sandbox (under ``program`` if given) failed, or None if it ran."""
     tmp = Path("/tmp")
     conf = Confinement(workspace=tmp, hidden=(), cwd=tmp, network=False)
-    program = syscall_filter.program(deny_unix_sockets=True)
     wrapped = wrap(path, conf, ["/bin/true"], filtered=program is not None)
     try:
         with syscall_filter.attached(wrapped, program) as (argv, fds):
@@ -150,8 +170,8 @@ def probe(bwrap: str = "bwrap") -> Probe:
                 argv, capture_output=True, timeout=_PROBE_TIMEOUT, check=False, pass_fds=fds
             )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return Probe(False, path, f"{path} could not run: {exc}")
+        return f"{path} could not run: {exc}"
     if done.returncode != 0:
         said = done.stderr.decode(errors="replace").strip() or f"exit code {done.returncode}"
-        return Probe(False, path, f"{path} cannot create a sandbox here: {said}")
-    return Probe(True, path, "")
+        return f"{path} cannot create a sandbox here: {said}"
+    return None

@@ -76,10 +76,11 @@ def wrap_server(
     confinement: bwrap.Confinement,
     group: CallGroup,
     command: Sequence[str],
+    program: bytes | None = None,
 ) -> SandboxedServer:
-    """The argv that starts ``command`` under ``group``'s limits inside bwrap."""
+    """The argv that starts ``command`` under ``group``'s limits inside bwrap, under the
+    system call filter ``program`` if given."""
     confinement = replace(confinement, shown=named_under_tmp(command))
-    program = syscall_filter.program(deny_unix_sockets=not confinement.network)
     inner = bwrap.wrap(bwrap_path, confinement, command, filtered=program is not None)
     enter = enter_args(group)
     if program is not None:

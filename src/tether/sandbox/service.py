@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import platform
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,8 +95,9 @@ class Sandbox:
         self._session_settings = SharedReads(session_settings)
         self._watcher = Watcher()
         # By whether the call has the network: without it, unix sockets are refused too.
+        filtered = probe is not None and probe.filtered
         self._filters = {
-            network: syscall_filter.program(deny_unix_sockets=not network)
+            network: syscall_filter.program(deny_unix_sockets=not network) if filtered else None
             for network in (False, True)
         }
 
@@ -184,7 +184,8 @@ class Sandbox:
             cwd=cwd,
             network=(network or self._config.network) == "full",
         )
-        return await asyncio.to_thread(wrap_server, self._probe.path, conf, group, command)
+        program = self._filters[conf.network]
+        return await asyncio.to_thread(wrap_server, self._probe.path, conf, group, command, program)
 
 
 async def build_sandbox(
@@ -197,12 +198,11 @@ async def build_sandbox(
         probe = await asyncio.to_thread(bwrap.probe, config.bwrap)
         if not probe.works and config.mode == "bwrap":
             raise SandboxUnavailable(f"TETHER_SANDBOX=bwrap but {probe.reason}")
-        if probe.works and syscall_filter.program(deny_unix_sockets=True) is None:
+        if probe.works and not probe.filtered:
             log.warning(
-                "the sandbox has no system call filter for this machine (%s): calls keep "
-                "the kernel keyring and, with the network off, local services' sockets "
-                "at paths they can see",
-                platform.machine(),
+                "SANDBOX WITHOUT ITS SYSTEM CALL FILTER: %s. Calls keep the kernel keyring "
+                "and, with the network off, local services' sockets at paths they can see.",
+                probe.reason,
             )
         if not probe.works:
             log.warning(

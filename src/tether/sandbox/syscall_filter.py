@@ -43,6 +43,7 @@ _AF_UNIX = 1
 # Offsets into struct seccomp_data: nr, arch, instruction pointer, args[6] (64-bit each;
 # the low half of args[0] comes first on these little-endian machines).
 _NR, _ARCH, _ARG0_LOW = 0, 4, 16
+_NO_SYSCALL = 0xFFFFFFFF
 
 
 @dataclass(frozen=True)
@@ -68,9 +69,10 @@ _RETURNS = {"allow": _RET_ALLOW, "deny": _RET_ERRNO | _EPERM, "kill": _RET_KILL_
 
 def program(deny_unix_sockets: bool, machine: str | None = None) -> bytes | None:
     """The filter for this machine's ABI (``machine`` as ``uname -m`` says it), or None
-    when there is no table for it."""
+    when there is no table for it, or when this Python is a 32-bit program (a 32-bit
+    system on a 64-bit kernel, whose programs the kernel's ABI would not cover)."""
     abi = _ABIS.get(machine or platform.machine())
-    if abi is None:
+    if abi is None or struct.calcsize("P") != 8:
         return None
     steps: list[_Step] = [
         (_LD_W_ABS, _ARCH, None, None),
@@ -78,6 +80,8 @@ def program(deny_unix_sockets: bool, machine: str | None = None) -> bytes | None
         (_LD_W_ABS, _NR, None, None),
     ]
     if abi.foreign_from is not None:
+        # -1 is no system call (ENOSYS, as without the filter), not another ABI's.
+        steps.append((_JEQ_K, _NO_SYSCALL, "allow", None))
         steps.append((_JGE_K, abi.foreign_from, "kill", None))
     steps += [(_JEQ_K, number, "deny", None) for number in abi.keyring]
     if deny_unix_sockets:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from tether.sandbox import syscall_filter
 from tether.sandbox.bwrap import Confinement, probe, wrap
 
 
@@ -83,3 +85,32 @@ def test_a_home_deep_in_the_workspace_cannot_be_moved_out_of_hiding(tmp_path: Pa
     assert "KEY" not in done.stdout, done.stdout
     assert "busy" in done.stderr.lower(), done.stderr
     assert (home / "secret.key").exists()
+
+
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap is not installed"
+)
+
+
+@needs_bwrap
+def test_the_probe_runs_its_sandbox_under_the_system_call_filter() -> None:
+    found = probe()
+    assert found.works and found.filtered, found.reason
+
+
+@needs_bwrap
+def test_a_filter_that_fails_here_leaves_the_sandbox_on_without_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A filter the kernel runs but that stops everything (as one written for another
+    ABI would): the sandbox still works, without the filter, and says why."""
+    kill_everything = struct.pack("=HBBI", 0x06, 0, 0, 0x80000000)
+    monkeypatch.setattr(syscall_filter, "program", lambda **_: kill_everything)
+    found = probe()
+    assert found.works and not found.filtered
+    assert "the system call filter does not work here" in found.reason
+
+
+def test_there_is_no_filter_for_a_machine_without_a_table() -> None:
+    assert syscall_filter.program(deny_unix_sockets=True, machine="riscv64") is None
+    assert syscall_filter.program(deny_unix_sockets=True, machine="x86_64") is not None
