@@ -98,6 +98,7 @@ def victim() -> Iterator[Path]:
 def test_health_says_the_sandbox_and_the_limits_mechanism(stack: Stack) -> None:
     health = stack.api("GET", "/api/healthz").json()
     assert health["sandbox"] == "bwrap"
+    assert health["syscall_filter"] is True
     assert health["limits"] in ("cgroup2", "cgroup1", "rlimit")
 
 

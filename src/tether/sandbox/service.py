@@ -117,12 +117,14 @@ class Sandbox:
         return self._probe is not None and self._probe.works
 
     def status(self) -> dict[str, Any]:
-        """For /api/healthz: the sandbox's state and the limit mechanism in force."""
+        """For /api/healthz: the sandbox's state, whether its calls run under the
+        system call filter, and the limit mechanism in force."""
         if self._config.mode == "off":
             state = "off"
         else:
             state = "bwrap" if self.available else "unavailable"
-        return {"sandbox": state, "limits": self._enforcer.mechanism}
+        filtered = self._filters[False] is not None
+        return {"sandbox": state, "syscall_filter": filtered, "limits": self._enforcer.mechanism}
 
     async def containment(self, session_id: str, arguments: Mapping[str, Any]) -> Containment:
         """How a shell call in ``session_id`` with ``arguments`` would run."""
