@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import resource
 import sys
-from collections.abc import Sequence
 
 _RLIMITS = {"as": resource.RLIMIT_AS, "nproc": resource.RLIMIT_NPROC}
 
@@ -54,7 +53,7 @@ def _apply(option: str, value: str, command: list[str]) -> None:
         raise SystemExit(f"enter_limits: unknown option {option!r}")
 
 
-def through(options: Sequence[str], command: Sequence[str]) -> list[str]:
+def through(options: list[str], command: list[str]) -> list[str]:
     """The argv that runs ``command`` behind this step with ``options``."""
     return [sys.executable, "-I", "-S", __file__, *options, "--", *command]
 
