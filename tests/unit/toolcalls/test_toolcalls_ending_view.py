@@ -46,11 +46,16 @@ def _running_call(index: CallIndex) -> LiveCall:
     return call
 
 
-async def test_a_call_whose_end_is_being_saved_reads_with_its_reason() -> None:
+def _ending_parts() -> tuple[HeldEndStore, CallIndex, CallRecorder, LiveCall]:
+    """A store whose end writes are held, its index and recorder, one running call."""
     store = HeldEndStore()
     index = CallIndex(store, 4, 8)  # type: ignore[arg-type]
     recorder = CallRecorder(store, index, small_config())  # type: ignore[arg-type]
-    call = _running_call(index)
+    return store, index, recorder, _running_call(index)
+
+
+async def test_a_call_whose_end_is_being_saved_reads_with_its_reason() -> None:
+    store, index, recorder, call = _ending_parts()
     ending = asyncio.create_task(recorder.finish(call, "error", "the output is corrupt", None))
     await store.saving.wait()
 
@@ -67,10 +72,7 @@ async def test_a_call_whose_end_is_being_saved_reads_with_its_reason() -> None:
 
 
 async def test_two_ends_of_one_call_at_once_save_the_first_only() -> None:
-    store = HeldEndStore()
-    index = CallIndex(store, 4, 8)  # type: ignore[arg-type]
-    recorder = CallRecorder(store, index, small_config())  # type: ignore[arg-type]
-    call = _running_call(index)
+    store, _, recorder, call = _ending_parts()
     first = asyncio.create_task(recorder.finish(call, "error", "the output is corrupt", None))
     await store.saving.wait()
     second = asyncio.create_task(recorder.finish(call, "cancelled", "cancelled by a user", None))
