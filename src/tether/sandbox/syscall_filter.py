@@ -24,7 +24,7 @@ import os
 import platform
 import struct
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 # What bwrap's ``--seccomp`` is given in a wrapped argv until a descriptor is attached.
@@ -121,11 +121,13 @@ def attached(
     at = argv.index(FD_SLOT)  # the first: bwrap's options come before the command
     read, write = os.pipe()
     try:
-        os.write(write, program)  # far below a pipe's capacity: never blocks
-        os.close(write)
+        try:
+            os.write(write, program)  # far below a pipe's capacity: never blocks
+        finally:
+            # Closed once, before the child is started: its number is free again at
+            # once, and a second close would hit whatever took it (the child's pipes).
+            os.close(write)
         argv[at] = str(read)
         yield argv, (read,)
     finally:
-        with suppress(OSError):
-            os.close(write)
         os.close(read)
