@@ -7,7 +7,8 @@ on its wake-up event that way, cancelled at shutdown just as something woke it, 
 looping, and the shutdown awaiting it never returns; that hung a CI run. Tether waits
 through these two instead, and ruff refuses ``asyncio.wait_for`` in ``src/`` (TID251).
 
-And one for the other side: a future whose waiters may have given up on it.
+And two for the other side: a write that a cancel must not cut in half, and a future
+whose waiters may have given up on it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,17 @@ async def event_within(event: asyncio.Event, seconds: float | None) -> bool:
     except TimeoutError:
         return event.is_set()
     return True
+
+
+async def to_the_end(awaitable: Awaitable[T]) -> T:
+    """``await awaitable`` to its end even when cancelled meanwhile (a write whose half
+    would be worse than either whole); the cancel is raised once it has ended."""
+    future = asyncio.ensure_future(awaitable)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        await future
+        raise
 
 
 def unawaited_is_fine(done: asyncio.Future[Any]) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import time
@@ -20,7 +19,7 @@ from tether.toolcalls.outcome import describe_end
 from tether.toolcalls.output import OutputBuffer
 from tether.toolcalls.state import EndState, Status, check_transition
 from tether.tools.base import Tool
-from tether.waits import event_within
+from tether.waits import event_within, to_the_end
 
 log = logging.getLogger(__name__)
 
@@ -67,14 +66,9 @@ class CallRecorder:
         )
         # A call refused outright (no tool) never runs, so it is not held to the limits.
         self._index.add(call, limited=tool is not None)
-        insert = asyncio.ensure_future(self._repo.insert(_record_of(call)))
-        try:
-            await asyncio.shield(insert)
-        except asyncio.CancelledError:
-            # A turn stopped right now still records the call's end, which needs the row:
-            # a cancelled INSERT would roll back (PostgreSQL) and leave nothing to end.
-            await insert
-            raise
+        # A turn stopped right now still records the call's end, which needs the row: a
+        # cancelled INSERT would roll back (PostgreSQL) and leave nothing to end.
+        await to_the_end(self._repo.insert(_record_of(call)))
         return call
 
     async def revive(self, record: ToolCallRecord, kill_at: float | None) -> LiveCall:

@@ -27,7 +27,7 @@ from tether.errors import Invalid, NotFound
 from tether.security.keybox import KeyBox
 from tether.store.records import WebhookAttemptRecord, WebhookDeliveryRecord, WebhookRecord
 from tether.store.webhooks import WebhookRepository
-from tether.waits import event_within
+from tether.waits import event_within, to_the_end
 from tether.webhooks.backoff import RetryPolicy
 from tether.webhooks.egress import SETTING, Egress
 from tether.webhooks.events import EventType
@@ -295,17 +295,24 @@ class WebhookService:
         attempt = WebhookAttemptRecord(
             delivery.id, number, started, time.monotonic() - clock, status_code, error
         )
+        # The attempt was made: its outcome is kept through a shutdown (cut short, the
+        # delivery stayed claimed, and a start within the lease left it untried).
+        await to_the_end(self._record(hook, delivery, attempt))
+
+    async def _record(
+        self, hook: WebhookRecord, delivery: WebhookDeliveryRecord, attempt: WebhookAttemptRecord
+    ) -> None:
         now = time.time()
-        if error is None:
+        if attempt.error is None:
             await self._repo.record_attempt(attempt, "delivered", None, now)
             return
-        retry_at = self.policy.next_attempt(delivery.created_at, now, number)
+        retry_at = self.policy.next_attempt(delivery.created_at, now, attempt.attempt)
         log.warning(
             "webhook %s delivery %s attempt %d failed (%s)%s",
             hook.id,
             delivery.id,
-            number,
-            error,
+            attempt.attempt,
+            attempt.error,
             "" if retry_at is not None else "; giving up",
         )
         status = "pending" if retry_at is not None else "failed"
