@@ -26,9 +26,6 @@ from tether.toolcalls.launcher import LaunchedProcess, LaunchSpec
 log = logging.getLogger(__name__)
 
 
-_FILTERED = {"syscall_filter": True}
-
-
 class KeeperLauncher:
     """Starts trees under the home's runner and stops them through it; with a
     ``sandbox``, each tree in bwrap (unless the call runs outside it) and under its
@@ -110,7 +107,7 @@ class KeeperLauncher:
             "supervised": plan.supervised,
         }
         program = plan.syscall_filter
-        if program is not None and self.hub.client.spoken >= protocol.version_for(_FILTERED):
+        if program is not None and self.hub.client.spoken >= protocol.since("syscall_filter"):
             contained["syscall_filter"] = base64.b64encode(program).decode()
         elif program is not None:
             # A runner left by an older version, kept for its calls, cannot take the

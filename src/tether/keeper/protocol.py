@@ -51,6 +51,11 @@ OPS = ("hello", "start", "signal", "extend", "list", "watch", "retire")
 _FIELDS_SINCE = {"limits": 2, "supervised": 2, "syscall_filter": 3}
 
 
+def since(field: str) -> int:
+    """The protocol that gave a request's ``field`` its meaning."""
+    return _FIELDS_SINCE[field]
+
+
 def version_for(fields: dict[str, Any]) -> int:
     """The lowest protocol that understands every field of a request."""
     return max([1, *(v for name, v in _FIELDS_SINCE.items() if name in fields)])

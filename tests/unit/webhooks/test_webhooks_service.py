@@ -134,33 +134,13 @@ async def test_a_claim_cut_short_by_a_shutdown_is_given_back(db: Database, tmp_p
     assert delivery.next_attempt_at is not None and delivery.next_attempt_at <= time.time()
 
 
-class SlowToRecord(WatchedRepository):
-    """Its record of an attempt takes a moment (a busy database), signalled as it
-    begins."""
-
-    def __init__(self, db: Database) -> None:
-        super().__init__(db)
-        self.recording = asyncio.Event()
-
-    async def record_attempt(
-        self,
-        attempt: WebhookAttemptRecord,
-        status: str,
-        next_attempt_at: float | None,
-        finished_at: float | None,
-    ) -> None:
-        self.recording.set()
-        await asyncio.sleep(0.05)
-        await super().record_attempt(attempt, status, next_attempt_at, finished_at)
-
-
 async def test_an_attempt_being_recorded_at_a_shutdown_is_recorded(
-    db: Database, tmp_path: Path
+    repo: WatchedRepository, tmp_path: Path
 ) -> None:
     """Cut short there, the delivery stayed claimed for the lease (the policy's timeout
     and more), and a server started again within it did not try it (red CI on
     PostgreSQL: a restart test's receiver waited 20 s in vain)."""
-    repo = SlowToRecord(db)
+    repo.record_delay = 0.05  # a busy database: the shutdown comes while it records
     service = _service(repo, tmp_path, Failing(), timeout=60)
     await service.create(URL, ["task.finished"], "")
     await notify_until(service, repo.recording)

@@ -17,7 +17,7 @@ DEFAULT_EGRESS = Egress(parse_networks(DEFAULT_DENIED))
 
 class WatchedRepository(WebhookRepository):
     """The real repository, keeping what its claims came to and signalling when an
-    attempt is recorded and when a delivery is given up."""
+    attempt is being recorded, has been, and when a delivery is given up."""
 
     def __init__(self, db: Database) -> None:
         super().__init__(db)
@@ -25,6 +25,9 @@ class WatchedRepository(WebhookRepository):
         self.claimed = asyncio.Event()
         self.recorded = asyncio.Event()
         self.gave_up = asyncio.Event()
+        self.recording = asyncio.Event()
+        #: Seconds each record of an attempt takes before it is written (a busy database).
+        self.record_delay = 0.0
 
     async def claim(self, delivery: WebhookDeliveryRecord, until: float) -> bool:
         won = await super().claim(delivery, until)
@@ -39,6 +42,9 @@ class WatchedRepository(WebhookRepository):
         next_attempt_at: float | None,
         finished_at: float | None,
     ) -> None:
+        self.recording.set()
+        if self.record_delay:
+            await asyncio.sleep(self.record_delay)
         await super().record_attempt(attempt, status, next_attempt_at, finished_at)
         self.recorded.set()
         if status == "failed":
