@@ -102,7 +102,7 @@ class TreeStopper:
         try:
             if forced:
                 procs = await asyncio.to_thread(process_tree.find_trees, forced)
-                process_tree.signal_all(procs, signal.SIGKILL)
+                process_tree.kill_all(procs, forced)
             if graceful:
                 targets = [c.target() for c in graceful]
                 procs = await asyncio.to_thread(process_tree.find_trees, targets)
@@ -120,7 +120,7 @@ class TreeStopper:
         targets = [c.target() for c in calls]
         try:
             survivors = await asyncio.to_thread(process_tree.find_trees, targets)
-            process_tree.signal_all(survivors, signal.SIGKILL)
+            process_tree.kill_all(survivors, targets)
         except Exception:
             log.exception("killing what was left of %d call(s) failed", len(calls))
         # Ungrouped targets were just found by a scan, marker included.

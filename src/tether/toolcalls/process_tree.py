@@ -124,6 +124,27 @@ def signal_all(procs: list[psutil.Process], sig: signal.Signals) -> None:
             proc.send_signal(sig)
 
 
+def kill_all(procs: list[psutil.Process], targets: Sequence[Target]) -> None:
+    """SIGKILL ``procs`` and the process group of each target whose root they hold.
+
+    A list read before the kill misses what is forked after the read: bwrap's sandbox
+    child, cloned in a call's first milliseconds, outlived a force stop that way, its
+    command running on, or blocked for ever on the go its killed parent never gave. The
+    root's process group takes in whatever it forks up to the signal, and the kernel lets
+    no fork escape a signal to the group. Only while the root is still the process read
+    (alive or unreaped) is its number surely the call's group.
+    """
+    signal_all(procs, signal.SIGKILL)
+    found = {p.pid: p for p in procs}
+    for target in targets:
+        root = found.get(target.root_pid or 0)
+        if root is None or target.pgid != target.root_pid:
+            continue
+        with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
+            if root.is_running():
+                os.killpg(root.pid, signal.SIGKILL)
+
+
 def ask_to_end(procs: list[psutil.Process], targets: Sequence[Target]) -> None:
     """SIGTERM to each of ``procs`` but the roots that only supervise (see
     :attr:`Target.spare_root`): those end when their command does."""
@@ -141,7 +162,7 @@ def terminate_many(targets: Sequence[Target], grace: float, force: bool) -> None
     if not procs:
         return
     if force:
-        signal_all(procs, signal.SIGKILL)
+        kill_all(procs, targets)
         psutil.wait_procs(procs, timeout=1.0)
         return
     ask_to_end(procs, targets)
@@ -150,7 +171,7 @@ def terminate_many(targets: Sequence[Target], grace: float, force: bool) -> None
     survivors = {p.pid: p for p in alive}
     survivors.update({p.pid: p for p in find_trees(targets, scan_all=True)})
     if survivors:
-        signal_all(list(survivors.values()), signal.SIGKILL)
+        kill_all(list(survivors.values()), targets)
         psutil.wait_procs(list(survivors.values()), timeout=1.0)
 
 

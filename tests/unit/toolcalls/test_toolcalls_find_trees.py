@@ -1,17 +1,20 @@
 """Finding a call's processes: from its limits group when the group can tell, else by
-group, descendants and marker from a scan of the process table."""
+group, descendants and marker from a scan of the process table; and killing them."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
 
+import psutil
 import pytest
 
 from tether.toolcalls.launcher import MARKER_VAR
-from tether.toolcalls.process_tree import Target, find_trees
+from tether.toolcalls.process_tree import Target, find_trees, kill_all
 
 
 @pytest.fixture
@@ -56,3 +59,40 @@ def test_the_last_pass_of_a_stop_scans_for_grouped_calls_too(
     target = Target(None, None, "test-find-trees:call", since=time.time() - 60, members=list)
     assert find_trees([target]) == []
     assert marked.pid in {p.pid for p in find_trees([target], scan_all=True)}
+
+
+@contextlib.contextmanager
+def _root_with_a_child(then: str) -> Iterator[tuple[subprocess.Popen[str], psutil.Process]]:
+    """A root in a session of its own, and the child it forked into its process group
+    (``then``: what the root does next); both gone afterwards."""
+    with subprocess.Popen(
+        ["sh", "-c", f"sleep 30 & echo $!; {then}"],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as root:
+        assert root.stdout is not None
+        child = psutil.Process(int(root.stdout.readline()))
+        try:
+            yield root, child
+        finally:
+            for pid in (child.pid, root.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def test_a_kill_reaches_what_the_root_forked_after_the_tree_was_read() -> None:
+    with _root_with_a_child("wait") as (root, child):
+        # The tree as read before the fork: the root alone.
+        kill_all([psutil.Process(root.pid)], [Target(root.pid, root.pid, None)])
+        assert root.wait(timeout=10) == -signal.SIGKILL
+        child.wait(timeout=10)
+
+
+def test_a_reaped_roots_number_is_not_taken_for_its_group() -> None:
+    # Once reaped, the root's number may name someone else's group.
+    with _root_with_a_child("exit 0") as (root, child):
+        read = psutil.Process(root.pid)
+        assert root.wait(timeout=10) == 0
+        kill_all([read], [Target(root.pid, root.pid, None)])
+        assert child.status() != psutil.STATUS_ZOMBIE
