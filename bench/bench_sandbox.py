@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -112,6 +113,7 @@ async def main(rounds: int) -> None:
         times = await _interleaved(variants, tool, rounds)
     finally:
         await sandbox.close()
+        shutil.rmtree(home, ignore_errors=True)
     base, limits, boxed = ([t[0] for t in times[n]] for n in variants)
     base_whole, boxed_whole = ([t[1] for t in times[n]] for n in ("plain", "sandbox"))
     note = f"{rounds} calls each; {enforcer.mechanism}; plain start {median(base):.1f} ms"
