@@ -10,6 +10,7 @@ import shutil
 import socket
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,21 @@ def secret_file(stack: Stack) -> Path:
     return path
 
 
+@dataclass(frozen=True)
+class Boundary:
+    """What a probe reaches for beyond the workspace."""
+
+    outside: Path
+    port: int
+    unix: Path
+    secret: Path
+
+
+@pytest.fixture()
+def boundary(outside: Path, listener: int, unix_listener: Path, secret_file: Path) -> Boundary:
+    return Boundary(outside, listener, unix_listener, secret_file)
+
+
 def probe(
     stack: Stack, key: str, write_to: Path, read_from: Path, port: int, unix: Path | None = None
 ) -> dict[str, str]:
@@ -102,19 +118,15 @@ def server_process(state: Path) -> psutil.Process:
 
 
 def test_a_sandboxed_server_writes_only_the_workspace_and_sees_no_secret_or_network(
-    stack: Stack,
-    state: Path,
-    outside: Path,
-    listener: int,
-    unix_listener: Path,
-    secret_file: Path,
+    stack: Stack, state: Path, boundary: Boundary
 ) -> None:
     info = add_client(stack, "boxed", stdio_client(state))
+    escaped = boundary.outside / "escaped"
     try:
         assert info["sandboxed"] is True
-        said = probe(stack, "boxed", outside / "escaped", secret_file, listener, unix_listener)
+        said = probe(stack, "boxed", escaped, boundary.secret, boundary.port, boundary.unix)
         assert said["write"].startswith("OSError"), said
-        assert not (outside / "escaped").exists()
+        assert not escaped.exists()
         assert PLANTED not in said["read"] and said["read"].startswith("FileNotFoundError")
         assert said["connect"] != "ok", said
         # No network, no local service's socket either (the system call filter).
@@ -122,7 +134,7 @@ def test_a_sandboxed_server_writes_only_the_workspace_and_sees_no_secret_or_netw
         # Its own pid namespace: bwrap's init is pid 1 there, the server right after it.
         assert int(said["pid"]) < 10
         # The workspace is writable, and what is written there is the real workspace.
-        inside = probe(stack, "boxed", state / "inside", state / "starts", listener)
+        inside = probe(stack, "boxed", state / "inside", state / "starts", boundary.port)
         assert inside["write"] == "ok" and (state / "inside").exists()
         _assert_under_limits(stack, server_process(state))
     finally:
@@ -130,17 +142,13 @@ def test_a_sandboxed_server_writes_only_the_workspace_and_sees_no_secret_or_netw
 
 
 def test_a_client_may_allow_the_network_or_run_its_server_outside(
-    stack: Stack,
-    state: Path,
-    outside: Path,
-    listener: int,
-    unix_listener: Path,
-    secret_file: Path,
+    stack: Stack, state: Path, boundary: Boundary
 ) -> None:
     networked = add_client(stack, "netboxed", stdio_client(state, sandbox_network="full"))
+    escaped, written = boundary.outside / "escaped", boundary.outside / "written"
     try:
         assert networked["sandboxed"] is True and networked["sandbox_network"] == "full"
-        said = probe(stack, "netboxed", outside / "escaped", secret_file, listener, unix_listener)
+        said = probe(stack, "netboxed", escaped, boundary.secret, boundary.port, boundary.unix)
         assert said["connect"] == "ok" and said["write"].startswith("OSError"), said
         assert said["unix"] == "ok", said
     finally:
@@ -148,8 +156,8 @@ def test_a_client_may_allow_the_network_or_run_its_server_outside(
     free = add_client(stack, "unboxed", stdio_client(state, sandbox=False))
     try:
         assert free["sandboxed"] is False
-        said = probe(stack, "unboxed", outside / "written", secret_file, listener)
-        assert said["write"] == "ok" and (outside / "written").exists()
+        said = probe(stack, "unboxed", written, boundary.secret, boundary.port)
+        assert said["write"] == "ok" and written.exists()
     finally:
         remove_client(stack, "unboxed")
 
