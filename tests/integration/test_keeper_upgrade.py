@@ -3,9 +3,9 @@ at an older version string and protocol number (this tree's, one lower), a call 
 under the keeper, a graceful stop, `pip install` of this tree at another version string,
 a start. The runner the older version left keeps the call and is spoken to at the
 protocol both know; the call runs on under its id, its stream resumes, the task
-completes; a new sandboxed call under that runner still gets what the newer protocol
-would carry (the system call filter); a later stop finds the old runner idle and retires
-it, and the start after runs one of the installed version."""
+completes; a sandboxed call started beside it under that runner still gets what the
+newer protocol would carry (the system call filter); the first call started once the
+old runner is idle replaces it with one of the installed version."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +27,7 @@ from typing import Any
 import pytest
 from core_support import AppServer, FakeModel, Stack, new_session, shell_call
 from helpers import register_mock_provider
-from keeper_restarts import through_a_restart
+from keeper_restarts import check_resumed, check_task, first_events, start_ticker
 
 import tether
 from tether.keeper import layout
@@ -182,40 +183,54 @@ def _runner(home: Path) -> dict[str, Any]:
     return data
 
 
+# Tries to make a unix socket, which the system call filter refuses with the network off.
+_UNIX = "python3 -c 'import socket; socket.socket(socket.AF_UNIX); print(\"made one\")'"
+
+
+def _try_unix(stack: Stack, then: dict[str, Any]) -> str:
+    """What the tool said to a sandboxed attempt at a unix socket (``then``: the model's
+    replies after its answer, for the turns still waiting)."""
+    session = new_session()
+    stack.model.script(shell_call(_UNIX), {"text": "tried"}, then)
+    task = stack.wait_task(stack.submit("try it", session), timeout=60)
+    return str([m["content"] for m in task["messages"] if m["role"] == "tool"][-1])
+
+
 def test_a_call_survives_a_stop_a_reinstall_at_another_version_and_a_start(
     work: Path, install: Install, stack: Stack
 ) -> None:
     old_runner = _runner(stack.server.home)
     assert old_runner["version"] == OLD
-
-    def upgrade() -> None:
-        stack.server.stop()
-        install.pip_install(build_wheel(work, NEW))
-        assert install.version() == NEW
-        stack.server.start()
-
-    through_a_restart(stack, upgrade)
-    stack.model.assert_valid()
-    # The call ran on under the old runner, which the new server spoke to at its
+    gate = f"gate-{time.monotonic_ns()}"
+    session, task, call_id = start_ticker(stack, gate)
+    before = first_events(stack, session, call_id, 5)
+    stack.server.stop()
+    install.pip_install(build_wheel(work, NEW))
+    assert install.version() == NEW
+    stack.server.start()
+    # The call runs on under the old runner, which the new server speaks to at its
     # protocol; the log says so.
     assert _runner(stack.server.home)["pid"] == old_runner["pid"]
     spoken = old_runner["protocol"]
     assert f"runs 1 call(s): kept, at protocol {spoken}" in stack.server.logs_tail(20000)
-    # A sandboxed call under that runner, which cannot take the filter in its start, is
-    # filtered all the same: no unix socket without the network.
-    session = new_session()
-    unix = "python3 -c 'import socket; socket.socket(socket.AF_UNIX); print(\"made one\")'"
-    stack.model.script(shell_call(unix), {"text": "tried"})
-    task = stack.wait_task(stack.submit("try it", session), timeout=60)
-    said = [m["content"] for m in task["messages"] if m["role"] == "tool"][-1]
+    # A sandboxed call beside it, under that runner, which cannot take the filter in its
+    # start, is filtered all the same: no unix socket without the network. (The ticker's
+    # turn answers last.)
+    said = _try_unix(stack, then={"text": "done"})
     assert "PermissionError" in said and "made one" not in said, said
-    # Idle now: the next stop retires it (spoken to at its protocol), and the start
-    # after runs a runner of the new version.
-    stack.server.stop()
+    assert _runner(stack.server.home)["pid"] == old_runner["pid"]
+    check_resumed(stack, session, call_id, before, gate)
+    check_task(stack, task)
+    stack.model.assert_valid()
+    # Idle now: the next call replaces it first, and runs under one of the new version
+    # (the filter then goes in the start request).
+    said = _try_unix(stack, then={"text": "unused"})
+    assert "PermissionError" in said and "made one" not in said, said
     assert not ProcessIdentity(old_runner["pid"], old_runner["create_time"]).is_alive()
-    said = f"keeper: no call running; runner pid {old_runner['pid']} exits with the server"
-    assert said in stack.server.logs_tail(20000)
-    stack.server.start()
+    assert f"runner pid {old_runner['pid']} (Tether {OLD}), kept for its calls, is idle" in (
+        stack.server.logs_tail(20000)
+    )
     new_runner = _runner(stack.server.home)
     assert (new_runner["version"], new_runner["protocol"]) == (NEW, old_runner["protocol"] + 1)
     assert new_runner["pid"] != old_runner["pid"]
+    stack.model.assert_valid()

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tether import __version__
 from tether.keeper import layout, protocol
 from tether.keeper.identity import ProcessIdentity
 
@@ -56,6 +57,12 @@ class RunnerInfo:
     def spoken(self) -> int | None:
         """The protocol this server speaks with it (None: no number both know)."""
         return protocol.negotiate(self.oldest, self.protocol)
+
+    @property
+    def of_another_version(self) -> bool:
+        """Whether another version of Tether started it (its code is not this code)."""
+        mine = (__version__, protocol.PROTOCOL, protocol.OLDEST)
+        return (self.version, self.protocol, self.oldest) != mine
 
 
 #: Far more than runner.json holds (a pid, a start time, versions).

@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 _REVIVE_ATTEMPTS = 20
 # How long a server waits for a runner on its way out to be gone.
 _RETIRING_TIMEOUT = 15.0
+# How long an idle runner asked to leave may take to exit.
+_RETIRE_TIMEOUT = 10.0
 
 
 @dataclass
@@ -101,6 +103,32 @@ class KeeperHub:
             log.warning("starting a new runner for %s", self.home)
             self.client.close()
             await self.open()
+
+    async def retire(self, info: RunnerInfo) -> None:
+        """Have the idle runner ``info`` exit and wait until it has."""
+        await self.close()
+        if info.spoken is not None:
+            # It exits at once (it runs no call), perhaps before its answer is out.
+            with contextlib.suppress(RunnerUnavailable):
+                await self.request("retire")
+            self.client.close()
+            if await asyncio.to_thread(client.wait_gone, info.identity, _RETIRE_TIMEOUT):
+                return
+        # Speaking no protocol we know, or slow to go: SIGTERM stops what it runs (nothing).
+        await asyncio.to_thread(client.stop_runner, self.home, _RETIRE_TIMEOUT)
+
+    async def replace(self, info: RunnerInfo) -> RunnerInfo:
+        """Put a runner of this version in the place of the idle runner ``info``.
+
+        Every call the old one ran has ended and recorded its end, but an end's event
+        may have been left unread on the old watch: the followers are sent to their
+        files rather than left to their slow look."""
+        await self.retire(info)
+        opened = await self.open()
+        for found in self._signals.values():
+            found.ended = True
+            found.wake()
+        return opened
 
     async def close(self) -> None:
         """Stop watching (the runner and its calls keep going)."""

@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from tether import __version__
 from tether.keeper import protocol
 from tether.keeper.client import RunnerUnavailable
 from tether.keeper.hub import KeeperHub
@@ -45,10 +46,44 @@ class KeeperLauncher:
         self._grace = grace
         self.sandbox = sandbox
         self._cleanups: set[asyncio.Task[None]] = set()
+        #: The runner is one another version of Tether left, kept at start for the
+        #: calls it ran (see startup.py): the first start to find it idle replaces it.
+        self.kept = False
+        self._keeping = asyncio.Lock()
+        # Start requests sent and not yet answered.
+        self._starting = 0
 
     async def start(self, spec: LaunchSpec) -> KeeperProcess:
         """Ask the runner to start ``spec``; its kill deadline is ``kill_after`` seconds
         from now, enforced by the runner itself."""
+        if not self.kept:
+            return await self._launch(spec)
+        # While a runner is kept, starts go one at a time: this server alone starts calls
+        # on its home, so none can reach the runner between its idle answer and its exit.
+        async with self._keeping:
+            if self.kept and self._starting == 0:
+                await self._replace_if_idle()
+            return await self._launch(spec)
+
+    async def _replace_if_idle(self) -> None:
+        try:
+            info = await self.hub.client.hello()
+        except (RunnerUnavailable, ProtocolError):
+            return  # gone: the start revives it, at this version
+        if not info.of_another_version:
+            self.kept = False
+        elif info.calls == 0:
+            log.info(
+                "the runner pid %d (Tether %s), kept for its calls, is idle: replacing it "
+                "with one of Tether %s",
+                info.identity.pid,
+                info.version,
+                __version__,
+            )
+            await self.hub.replace(info)
+            self.kept = False
+
+    async def _launch(self, spec: LaunchSpec) -> KeeperProcess:
         kill_at = None if spec.kill_after is None else time.time() + spec.kill_after
         # Listening before it starts.
         process = KeeperProcess(self.hub, spec.call_id, 0, marker=spec.marker)
@@ -74,12 +109,15 @@ class KeeperLauncher:
         return process
 
     async def _start(self, fields: dict[str, Any]) -> dict[str, Any]:
+        self._starting += 1
         try:
             return await self.hub.request("start", **fields)
         except RunnerUnavailable:
             # The runner died (its calls are lost, and said so): new calls get a new one.
             await self.hub.revive()
             return await self.hub.request("start", **fields)
+        finally:
+            self._starting -= 1
 
     def _stop_unwatched(self, call_id: str, start: asyncio.Future[dict[str, Any]]) -> None:
         """The start whose caller was cancelled has been answered: if the runner started

@@ -9,8 +9,8 @@ runner cannot hand those over, so it is never replaced while it runs a call:
 - idle: it is retired (or, speaking no protocol we know, stopped: it runs nothing) and
   a runner of the installed version takes its place;
 - running calls, with a protocol both know: it is used as is, at the newest number
-  both speak, for its calls and new ones alike; a later start that finds it idle
-  replaces it;
+  both speak, for its calls and new ones alike, until it runs nothing: the first call
+  started then replaces it first (see :class:`KeeperLauncher`), and a stop retires it;
 - running calls, with no protocol in common: the server cannot follow or stop them,
   so it refuses to start, naming the runner and how to get past it, rather than
   losing the calls.
@@ -18,8 +18,6 @@ runner cannot hand those over, so it is never replaced while it runs a call:
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 
 from tether import __version__
@@ -32,16 +30,13 @@ from tether.sandbox.service import Sandbox
 
 log = logging.getLogger(__name__)
 
-# How long an idle runner asked to leave may take to exit.
-_RETIRE_TIMEOUT = 10.0
-
 
 async def start_keeper(settings: Settings, sandbox: Sandbox) -> KeeperLauncher:
     """The launcher over this home's runner (started detached if none runs); its calls
     run in ``sandbox``, under limits the runner applies."""
     hub = KeeperHub(settings.home, settings.keeper_idle_exit_seconds)
     info = await hub.open()
-    if _of_another_version(info):
+    if info.of_another_version:
         try:
             info = await _settle(hub, info)
         except BaseException:
@@ -54,9 +49,11 @@ async def start_keeper(settings: Settings, sandbox: Sandbox) -> KeeperLauncher:
         info.version,
         hub.client.spoken,
     )
-    return KeeperLauncher(
+    launcher = KeeperLauncher(
         hub, settings.output_store_bytes, settings.cancel_grace_seconds, sandbox=sandbox
     )
+    launcher.kept = info.of_another_version
+    return launcher
 
 
 async def leave_keeper(launcher: KeeperLauncher) -> None:
@@ -76,7 +73,7 @@ async def leave_keeper(launcher: KeeperLauncher) -> None:
         return
     if info.calls == 0:
         log.info("keeper: no call running; runner pid %d exits with the server", info.identity.pid)
-        await _retire(hub, info)
+        await hub.retire(info)
         return
     await hub.close()
     log.info(
@@ -88,22 +85,13 @@ async def leave_keeper(launcher: KeeperLauncher) -> None:
     )
 
 
-def _of_another_version(info: RunnerInfo) -> bool:
-    return (info.version, info.protocol, info.oldest) != (
-        __version__,
-        protocol.PROTOCOL,
-        protocol.OLDEST,
-    )
-
-
 async def _settle(hub: KeeperHub, info: RunnerInfo) -> RunnerInfo:
     """Replace an idle runner of another version; keep a busy one we can speak to;
     refuse one we cannot (see the module doc)."""
     described = _described(info)
     if info.calls == 0:
         log.info("replacing the idle %s with one of Tether %s", described, __version__)
-        await _retire(hub, info)
-        return await hub.open()
+        return await hub.replace(info)
     if info.spoken is None:
         raise RunnerIncompatible(
             f"the {described} runs {info.calls} call(s), and this server (Tether "
@@ -112,26 +100,13 @@ async def _settle(hub: KeeperHub, info: RunnerInfo) -> RunnerInfo:
             f"them), or stop them with `kill -TERM {info.identity.pid}`"
         )
     log.warning(
-        "the %s runs %d call(s): kept, at protocol %d; it is replaced once a start finds it idle",
+        "the %s runs %d call(s): kept, at protocol %d; the first call started once they "
+        "have ended replaces it",
         described,
         info.calls,
         info.spoken,
     )
     return info
-
-
-async def _retire(hub: KeeperHub, info: RunnerInfo) -> None:
-    """Have the idle runner exit and wait until it has."""
-    await hub.close()
-    if info.spoken is not None:
-        # It exits at once (it runs no call), perhaps before its answer is out.
-        with contextlib.suppress(client.RunnerUnavailable):
-            await hub.request("retire")
-        hub.client.close()
-        if await asyncio.to_thread(client.wait_gone, info.identity, _RETIRE_TIMEOUT):
-            return
-    # Speaking no protocol we know, or slow to go: SIGTERM stops what it runs (nothing).
-    await asyncio.to_thread(client.stop_runner, hub.home, _RETIRE_TIMEOUT)
 
 
 def _described(info: RunnerInfo) -> str:
