@@ -125,24 +125,24 @@ def signal_all(procs: list[psutil.Process], sig: signal.Signals) -> None:
 
 
 def kill_all(procs: list[psutil.Process], targets: Sequence[Target]) -> None:
-    """SIGKILL ``procs`` and the process group of each target whose root they hold.
+    """SIGKILL ``procs`` and the process group of each target that one of them is in.
 
     A list read before the kill misses what is forked after the read: bwrap's sandbox
-    child, cloned in a call's first milliseconds, outlived a force stop that way, its
-    command running on, or blocked for ever on the go its killed parent never gave. The
-    root's process group takes in whatever it forks up to the signal, and the kernel lets
-    no fork escape a signal to the group. Only while the root is still the process read
-    (alive or unreaped) is its number surely the call's group.
+    child, cloned in a call's first milliseconds, outlived a force stop that way (its
+    command running on, or blocked for ever on the go of its killed parent), and so did
+    a fork loop's children after a graceful stop. A group takes in whatever its members
+    fork up to the signal, and the kernel lets no fork escape a signal to the group.
+    While a process read as the call's is still in the group, its number cannot have
+    been given to another group (a group keeps its number while it has a member).
     """
+    groups = set()
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            groups.add(os.getpgid(proc.pid))
+    for pgid in {t.pgid for t in targets if t.pgid is not None} & groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
     signal_all(procs, signal.SIGKILL)
-    found = {p.pid: p for p in procs}
-    for target in targets:
-        root = found.get(target.root_pid or 0)
-        if root is None or target.pgid != target.root_pid:
-            continue
-        with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
-            if root.is_running():
-                os.killpg(root.pid, signal.SIGKILL)
 
 
 def ask_to_end(procs: list[psutil.Process], targets: Sequence[Target]) -> None:

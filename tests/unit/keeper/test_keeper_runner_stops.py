@@ -212,3 +212,18 @@ async def test_a_force_stop_kills_what_the_tree_forks_while_it_is_read(
         await keeper.request("signal", call_id="forks", force=True)
         await _until_ended(watch, ["forks"])
     wait_for(lambda: not marked_processes(), timeout=5.0, what="nothing left running")
+
+
+async def test_a_graceful_stop_kills_what_forks_on_after_the_root_has_gone(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
+    """The root ends at the SIGTERM and is reaped; a child that ignores it forks on through
+    the grace, and the kill after it must take in what is forked while it is read. The
+    fixture fails on what is left."""
+    loop = "sh -c \"trap '' TERM; while :; do sleep 300 & done\" & exec sleep 300"
+    async with _watching(keeper) as watch:
+        await keeper.request("start", **start_fields("loop", loop))
+        wait_for(lambda: len(marked_processes()) > 20, what="the loop to fork")
+        await keeper.request("signal", call_id="loop")
+        await _until_ended(watch, ["loop"])  # the root is reaped; the grace runs on
+    wait_for(lambda: not marked_processes(), timeout=10.0, what="nothing left running")

@@ -89,8 +89,8 @@ def test_a_kill_reaches_what_the_root_forked_after_the_tree_was_read() -> None:
         child.wait(timeout=10)
 
 
-def test_a_reaped_roots_number_is_not_taken_for_its_group() -> None:
-    # Once reaped, the root's number may name someone else's group.
+def test_a_group_none_of_the_read_processes_is_in_is_not_signalled() -> None:
+    # The root, once reaped, no longer holds its number: it may name another group.
     with _root_with_a_child("exit 0") as (root, child):
         read = psutil.Process(root.pid)
         assert root.wait(timeout=10) == 0
