@@ -30,7 +30,7 @@ from tether.keeper.idle import IdleExit
 from tether.keeper.runner_call import RunningCall, spawn
 from tether.keeper.status import CallSpec, write_spec
 from tether.keeper.stopper import TreeStopper
-from tether.sandbox import enforcers
+from tether.sandbox import enforcers, syscall_filter
 from tether.sandbox.groups import Enforcer
 from tether.sandbox.limits import Limits
 from tether.sandbox.tree import LimitedTree
@@ -324,6 +324,13 @@ def _filter_of(encoded: Any) -> bytes | None:
         raise protocol.ProtocolError(f"syscall_filter is not base64: {exc}") from exc
     if not program or len(program) % 8:
         raise protocol.ProtocolError("syscall_filter is not a seccomp program")
+    if len(program) > syscall_filter.MAX_BYTES:
+        # The kernel would refuse it, and past a pipe's capacity writing it for bwrap
+        # would block the runner for good.
+        raise protocol.ProtocolError(
+            f"syscall_filter is longer than the kernel takes ({len(program)} bytes, at most "
+            f"{syscall_filter.MAX_BYTES})"
+        )
     return program
 
 

@@ -5,6 +5,10 @@ What it refuses, for every sandboxed call:
 
 - the kernel keyring (``add_key``, ``request_key``, ``keyctl``): keys are not namespaced,
   and a call could read or plant keys of its user outside the sandbox;
+- io_uring (``io_uring_setup``, ``io_uring_enter``, ``io_uring_register``): its
+  operations make no system call a filter sees, so a ring could create the unix socket
+  refused below (a review did it: ``IORING_OP_SOCKET``, then a plain ``connect``), and
+  it has been the kernel's largest attack surface of late (Docker refuses it too);
 - every system call of another architecture's ABI (32-bit x86 on x86_64, x32): their
   numbers differ, so a filter written for one ABI does not hold for another. A process
   that makes one is killed (``SIGSYS``).
@@ -12,7 +16,10 @@ What it refuses, for every sandboxed call:
 and with the network ``none``, creating unix sockets (``socket(AF_UNIX, ...)``):
 without a network of its own a call could still connect to a service's socket at any
 path it can see (a database's, an agent's, a desktop bus), and those can do more than
-any TCP port. ``socketpair`` stays allowed (it reaches nothing but itself).
+any TCP port. ``socketpair`` stays allowed: a stream pair reaches nothing but itself,
+but a datagram one can still ``sendto`` (or ``connect`` to) a datagram socket at a path
+it sees; the services worth reaching listen on stream sockets, and under ``/run``, which
+a call without the network does not see at all.
 
 A refused call fails with EPERM. Only x86_64 and aarch64 have a table here; elsewhere
 :func:`program` returns None and the sandbox runs without the filter (said at start).
@@ -50,20 +57,23 @@ _NO_SYSCALL = 0xFFFFFFFF
 class _Abi:
     audit_arch: int
     socket: int
-    keyring: tuple[int, ...]  # add_key, request_key, keyctl
+    # add_key, request_key, keyctl; io_uring_setup, io_uring_enter, io_uring_register.
+    refused: tuple[int, ...]
     # Numbers at or above this are another ABI's under the same audit arch (x32).
     foreign_from: int | None = None
 
 
 _ABIS = {
-    "x86_64": _Abi(0xC000003E, 41, (248, 249, 250), foreign_from=0x40000000),
-    "aarch64": _Abi(0xC00000B7, 198, (217, 218, 219)),
+    "x86_64": _Abi(0xC000003E, 41, (248, 249, 250, 425, 426, 427), foreign_from=0x40000000),
+    "aarch64": _Abi(0xC00000B7, 198, (217, 218, 219, 425, 426, 427)),
 }
 
 
 # A step of the program: (code, k, where to go if true, where to go if false), a place
 # being one of the returns below or None for the next step.
 _Step = tuple[int, int, str | None, str | None]
+#: The kernel takes no longer program (BPF_MAXINSNS); each instruction is 8 bytes.
+MAX_BYTES = 4096 * 8
 _RETURNS = {"allow": _RET_ALLOW, "deny": _RET_ERRNO | _EPERM, "kill": _RET_KILL_PROCESS}
 
 
@@ -83,7 +93,7 @@ def program(deny_unix_sockets: bool, machine: str | None = None) -> bytes | None
         # -1 is no system call (ENOSYS, as without the filter), not another ABI's.
         steps.append((_JEQ_K, _NO_SYSCALL, "allow", None))
         steps.append((_JGE_K, abi.foreign_from, "kill", None))
-    steps += [(_JEQ_K, number, "deny", None) for number in abi.keyring]
+    steps += [(_JEQ_K, number, "deny", None) for number in abi.refused]
     if deny_unix_sockets:
         steps += [
             (_JEQ_K, abi.socket, None, "allow"),
@@ -117,12 +127,14 @@ def attached(
     if program is None:
         yield list(argv), ()
         return
+    if len(program) > MAX_BYTES:
+        raise ValueError(f"a seccomp program of {len(program)} bytes is past the kernel's limit")
     argv = list(argv)
     at = argv.index(FD_SLOT)  # the first: bwrap's options come before the command
     read, write = os.pipe()
     try:
         try:
-            os.write(write, program)  # far below a pipe's capacity: never blocks
+            os.write(write, program)  # below a pipe's capacity: never blocks
         finally:
             # Closed once, before the child is started: its number is free again at
             # once, and a second close would hit whatever took it (the child's pipes).

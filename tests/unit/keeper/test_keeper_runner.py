@@ -4,6 +4,7 @@ enforces deadlines and tree kills with no server connected."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import shutil
@@ -257,6 +258,10 @@ async def test_bad_requests_get_reasons_and_change_nothing(
         await keeper.request("start", **start_fields("filtered", "true"), syscall_filter="%%")
     with pytest.raises(protocol.ProtocolError, match="not a seccomp program"):
         await keeper.request("start", **start_fields("filtered", "true"), syscall_filter="YWJj")
+    # Past a pipe's capacity its write for bwrap blocked the runner for good.
+    huge = base64.b64encode(bytes(8 * 4097)).decode()
+    with pytest.raises(protocol.ProtocolError, match="longer than the kernel takes"):
+        await keeper.request("start", **start_fields("filtered", "true"), syscall_filter=huge)
     assert (await keeper.request("list"))["calls"] == []
     await run_to_end(keeper, "filtered", "true")  # never started: the id is still free
     await run_to_end(keeper, "once", "true")
