@@ -325,11 +325,9 @@ def _filter_of(encoded: Any) -> bytes | None:
     if not program or len(program) % 8:
         raise protocol.ProtocolError("syscall_filter is not a seccomp program")
     if len(program) > syscall_filter.MAX_BYTES:
-        # The kernel would refuse it, and past a pipe's capacity writing it for bwrap
-        # would block the runner for good.
+        # Past a pipe's capacity, writing it for bwrap would block the runner for good.
         raise protocol.ProtocolError(
-            f"syscall_filter is longer than the kernel takes ({len(program)} bytes, at most "
-            f"{syscall_filter.MAX_BYTES})"
+            f"syscall_filter is too long ({len(program)} bytes, at most {syscall_filter.MAX_BYTES})"
         )
     return program
 

@@ -72,8 +72,10 @@ _ABIS = {
 # A step of the program: (code, k, where to go if true, where to go if false), a place
 # being one of the returns below or None for the next step.
 _Step = tuple[int, int, str | None, str | None]
-#: The kernel takes no longer program (BPF_MAXINSNS); each instruction is 8 bytes.
-MAX_BYTES = 4096 * 8
+#: The longest program a starter takes: one page, the smallest pipe a kernel makes (for
+#: a user past its pipe allowance), so writing it never blocks. Ours are a few hundred
+#: bytes; the kernel itself takes up to 4,096 instructions of 8 bytes.
+MAX_BYTES = 4096
 _RETURNS = {"allow": _RET_ALLOW, "deny": _RET_ERRNO | _EPERM, "kill": _RET_KILL_PROCESS}
 
 
@@ -128,13 +130,13 @@ def attached(
         yield list(argv), ()
         return
     if len(program) > MAX_BYTES:
-        raise ValueError(f"a seccomp program of {len(program)} bytes is past the kernel's limit")
+        raise ValueError(f"a seccomp program of {len(program)} bytes is too long to hand on")
     argv = list(argv)
     at = argv.index(FD_SLOT)  # the first: bwrap's options come before the command
     read, write = os.pipe()
     try:
         try:
-            os.write(write, program)  # below a pipe's capacity: never blocks
+            os.write(write, program)  # at most a page: never blocks (MAX_BYTES)
         finally:
             # Closed once, before the child is started: its number is free again at
             # once, and a second close would hit whatever took it (the child's pipes).
