@@ -37,14 +37,22 @@ async def event_within(event: asyncio.Event, seconds: float | None) -> bool:
 
 
 async def to_the_end(awaitable: Awaitable[T]) -> T:
-    """``await awaitable`` to its end even when cancelled meanwhile (a write whose half
-    would be worse than either whole); the cancel is raised once it has ended."""
+    """``await awaitable`` to its end even when cancelled meanwhile, once or more (a write,
+    or a swap, whose half would be worse than either whole); the cancel is raised once it
+    has ended. Only a cancel of the work itself (the loop closing) cuts it."""
     future = asyncio.ensure_future(awaitable)
-    try:
-        return await asyncio.shield(future)
-    except asyncio.CancelledError:
-        await future
-        raise
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(future)
+        except asyncio.CancelledError:
+            if future.cancelled():
+                raise
+            cancelled = True
+            continue
+        if cancelled:
+            raise asyncio.CancelledError
+        return result
 
 
 def unawaited_is_fine(done: asyncio.Future[Any]) -> None:

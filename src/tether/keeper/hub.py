@@ -58,6 +58,9 @@ class KeeperHub:
         self._runner: ProcessIdentity | None = None
         #: The watch connection now followed.
         self.watch: client.Watch | None = None
+        # Clear while one runner replaces another: requests wait for the new one.
+        self._settled = asyncio.Event()
+        self._settled.set()
 
     async def open(self) -> RunnerInfo:
         """Start (or find) the runner, agree on a protocol with it and begin watching
@@ -110,7 +113,7 @@ class KeeperHub:
         if info.spoken is not None:
             # It exits at once (it runs no call), perhaps before its answer is out.
             with contextlib.suppress(RunnerUnavailable):
-                await self.request("retire")
+                await self.client.request("retire")
             self.client.close()
             if await asyncio.to_thread(client.wait_gone, info.identity, _RETIRE_TIMEOUT):
                 return
@@ -122,9 +125,14 @@ class KeeperHub:
 
         Every call the old one ran has ended and recorded its end, but an end's event
         may have been left unread on the old watch: the followers are sent to their
-        files rather than left to their slow look."""
-        await self.retire(info)
-        opened = await self.open()
+        files rather than left to their slow look. Requests made meanwhile wait for the
+        new runner."""
+        self._settled.clear()
+        try:
+            await self.retire(info)
+            opened = await self.open()
+        finally:
+            self._settled.set()
         for found in self._signals.values():
             found.ended = True
             found.wake()
@@ -135,8 +143,11 @@ class KeeperHub:
         self.client.close()
         if self._watching is not None:
             self._watching.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watching
+            # Not ``await``: the watch's cancel is expected, a cancel of the caller must
+            # go on up.
+            await asyncio.wait({self._watching})
+            if not self._watching.cancelled() and (error := self._watching.exception()):
+                log.error("the runner's event stream had failed", exc_info=error)
 
     def signal_of(self, call_id: str) -> CallSignal:
         """The wake-up of ``call_id`` (created on first use)."""
@@ -148,6 +159,7 @@ class KeeperHub:
 
     async def request(self, op: str, **fields: Any) -> dict[str, Any]:
         """A request to the runner (see :class:`KeeperClient`)."""
+        await self._settled.wait()
         return await self.client.request(op, **fields)
 
     async def _follow(self, watch: client.Watch | None) -> None:

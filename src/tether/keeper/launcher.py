@@ -16,13 +16,14 @@ from typing import Any
 
 from tether import __version__
 from tether.keeper import protocol
-from tether.keeper.client import RunnerUnavailable
+from tether.keeper.client import RunnerInfo, RunnerUnavailable
 from tether.keeper.hub import KeeperHub
 from tether.keeper.process import KeeperProcess
 from tether.keeper.protocol import ProtocolError
 from tether.sandbox import enter_limits, syscall_filter
 from tether.sandbox.service import Sandbox
 from tether.toolcalls.launcher import LaunchedProcess, LaunchSpec
+from tether.waits import to_the_end
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +81,13 @@ class KeeperLauncher:
                 info.version,
                 __version__,
             )
-            await self.hub.replace(info)
-            self.kept = False
+            # To its end even if this start is cancelled: cut after the old runner's exit,
+            # the new one would run with nothing watching it.
+            await to_the_end(self._replace(info))
+
+    async def _replace(self, info: RunnerInfo) -> None:
+        await self.hub.replace(info)
+        self.kept = False
 
     async def _launch(self, spec: LaunchSpec) -> KeeperProcess:
         kill_at = None if spec.kill_after is None else time.time() + spec.kill_after
