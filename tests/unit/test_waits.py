@@ -1,5 +1,6 @@
 """Waiting with a time limit (tether.waits): a cancel that arrives in the same turn of the
-event loop as the awaited event is never lost, which ``asyncio.wait_for`` on 3.11 does."""
+event loop as the awaited event is never lost, which ``asyncio.wait_for`` on 3.11 does;
+and work awaited to its end whatever cancels its waiter."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 
 import pytest
 
-from tether.waits import event_within, within
+from tether.waits import event_within, to_the_end, within
 
 
 async def _parked(event: asyncio.Event) -> asyncio.Task[bool]:
@@ -40,3 +41,22 @@ async def test_within_returns_the_result_or_times_out() -> None:
     with pytest.raises(TimeoutError):
         await within(never, 0.01)
     assert never.cancelled()
+
+
+async def test_work_awaited_to_the_end_outlasts_repeated_cancels() -> None:
+    release, done = asyncio.Event(), []
+
+    async def work() -> None:
+        await release.wait()
+        done.append(True)
+
+    waiter = asyncio.create_task(to_the_end(work()))
+    for _ in range(3):  # a stopped turn, then a shutdown, then another
+        await asyncio.sleep(0)
+        waiter.cancel()
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert done == [True]
