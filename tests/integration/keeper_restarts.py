@@ -96,10 +96,16 @@ def check_task(stack: Stack, task_id: str) -> None:
     assert "line 1\n" in tool["content"] and "end" in tool["content"]
 
 
-def through_a_restart(stack: Stack, restart: Callable[[], None]) -> None:
+def through_a_restart(
+    stack: Stack, restart: Callable[[], None], meanwhile: Callable[[], None] | None = None
+) -> None:
+    """The ticker through ``restart``, then ``meanwhile`` while it still runs, then its
+    end."""
     gate = f"gate-{time.monotonic_ns()}"
     session, task, call_id = start_ticker(stack, gate)
     before = first_events(stack, session, call_id, 5)
     restart()
+    if meanwhile is not None:
+        meanwhile()
     check_resumed(stack, session, call_id, before, gate)
     check_task(stack, task)

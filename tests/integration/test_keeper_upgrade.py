@@ -18,7 +18,6 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Any
 import pytest
 from core_support import AppServer, FakeModel, Stack, new_session, shell_call
 from helpers import register_mock_provider
-from keeper_restarts import check_resumed, check_task, first_events, start_ticker
+from keeper_restarts import through_a_restart
 
 import tether
 from tether.keeper import layout
@@ -201,26 +200,27 @@ def test_a_call_survives_a_stop_a_reinstall_at_another_version_and_a_start(
 ) -> None:
     old_runner = _runner(stack.server.home)
     assert old_runner["version"] == OLD
-    gate = f"gate-{time.monotonic_ns()}"
-    session, task, call_id = start_ticker(stack, gate)
-    before = first_events(stack, session, call_id, 5)
-    stack.server.stop()
-    install.pip_install(build_wheel(work, NEW))
-    assert install.version() == NEW
-    stack.server.start()
-    # The call runs on under the old runner, which the new server speaks to at its
-    # protocol; the log says so.
-    assert _runner(stack.server.home)["pid"] == old_runner["pid"]
-    spoken = old_runner["protocol"]
-    assert f"runs 1 call(s): kept, at protocol {spoken}" in stack.server.logs_tail(20000)
-    # A sandboxed call beside it, under that runner, which cannot take the filter in its
-    # start, is filtered all the same: no unix socket without the network. (The ticker's
-    # turn answers last.)
-    said = _try_unix(stack, then={"text": "done"})
-    assert "PermissionError" in said and "made one" not in said, said
-    assert _runner(stack.server.home)["pid"] == old_runner["pid"]
-    check_resumed(stack, session, call_id, before, gate)
-    check_task(stack, task)
+
+    def upgrade() -> None:
+        stack.server.stop()
+        install.pip_install(build_wheel(work, NEW))
+        assert install.version() == NEW
+        stack.server.start()
+
+    def beside_the_kept_call() -> None:
+        # The call runs on under the old runner, which the new server speaks to at its
+        # protocol; the log says so.
+        assert _runner(stack.server.home)["pid"] == old_runner["pid"]
+        spoken = old_runner["protocol"]
+        assert f"runs 1 call(s): kept, at protocol {spoken}" in stack.server.logs_tail(20000)
+        # A sandboxed call beside it, under that runner, which cannot take the filter in
+        # its start, is filtered all the same: no unix socket without the network. (The
+        # ticker's turn answers last.)
+        said = _try_unix(stack, then={"text": "done"})
+        assert "PermissionError" in said and "made one" not in said, said
+        assert _runner(stack.server.home)["pid"] == old_runner["pid"]
+
+    through_a_restart(stack, upgrade, meanwhile=beside_the_kept_call)
     stack.model.assert_valid()
     # Idle now: the next call replaces it first, and runs under one of the new version
     # (the filter then goes in the start request).

@@ -41,6 +41,7 @@ class KeeperLauncher:
         output_limit: int | None,
         grace: float,
         sandbox: Sandbox | None = None,
+        kept: bool = False,
     ) -> None:
         self.hub = hub
         self._output_limit = output_limit
@@ -49,7 +50,7 @@ class KeeperLauncher:
         self._cleanups: set[asyncio.Task[None]] = set()
         #: The runner is one another version of Tether left, kept at start for the
         #: calls it ran (see startup.py): the first start to find it idle replaces it.
-        self.kept = False
+        self.kept = kept
         self._keeping = asyncio.Lock()
         # Start requests sent and not yet answered.
         self._starting = 0

@@ -49,11 +49,13 @@ async def start_keeper(settings: Settings, sandbox: Sandbox) -> KeeperLauncher:
         info.version,
         hub.client.spoken,
     )
-    launcher = KeeperLauncher(
-        hub, settings.output_store_bytes, settings.cancel_grace_seconds, sandbox=sandbox
+    return KeeperLauncher(
+        hub,
+        settings.output_store_bytes,
+        settings.cancel_grace_seconds,
+        sandbox=sandbox,
+        kept=info.of_another_version,
     )
-    launcher.kept = info.of_another_version
-    return launcher
 
 
 async def leave_keeper(launcher: KeeperLauncher) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
@@ -139,7 +138,7 @@ class TreeStopper:
                 batch, self._unswept = self._unswept, []
                 try:
                     left = await asyncio.to_thread(process_tree.find_trees, batch, True)
-                    process_tree.signal_all(left, signal.SIGKILL)
+                    process_tree.kill_all(left, batch)
                 except Exception:
                     log.exception("the last look for %d call(s) failed", len(batch))
         finally:

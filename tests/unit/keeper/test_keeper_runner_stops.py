@@ -10,6 +10,7 @@ import shutil
 import signal
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -206,12 +207,7 @@ async def test_a_force_stop_kills_what_the_tree_forks_while_it_is_read(
     # Room for the loop: a process limit would stop its forks.
     limits = {**LIMITS, "max_processes": 2000} if grouped else None
     fields = start_fields("forks", "while :; do sleep 300 & done", limits=limits)
-    async with _watching(keeper) as watch:
-        await keeper.request("start", **fields)
-        wait_for(lambda: len(marked_processes()) > 20, what="the loop to fork")
-        await keeper.request("signal", call_id="forks", force=True)
-        await _until_ended(watch, ["forks"])
-    wait_for(lambda: not marked_processes(), timeout=5.0, what="nothing left running")
+    await _stop_a_fork_loop(keeper, fields, force=True)
 
 
 async def test_a_graceful_stop_kills_what_forks_on_after_the_root_has_gone(
@@ -221,9 +217,16 @@ async def test_a_graceful_stop_kills_what_forks_on_after_the_root_has_gone(
     the grace, and the kill after it must take in what is forked while it is read. The
     fixture fails on what is left."""
     loop = "sh -c \"trap '' TERM; while :; do sleep 300 & done\" & exec sleep 300"
+    # It ends when the root is reaped; the grace runs on.
+    await _stop_a_fork_loop(keeper, start_fields("loop", loop), force=False)
+
+
+async def _stop_a_fork_loop(keeper: KeeperClient, fields: dict[str, Any], force: bool) -> None:
+    """Start a call that forks all along, stop it once it has forked a few, and wait for
+    nothing of it to be left (its grace is 0.5 s)."""
     async with _watching(keeper) as watch:
-        await keeper.request("start", **start_fields("loop", loop))
+        await keeper.request("start", **fields)
         wait_for(lambda: len(marked_processes()) > 20, what="the loop to fork")
-        await keeper.request("signal", call_id="loop")
-        await _until_ended(watch, ["loop"])  # the root is reaped; the grace runs on
-    wait_for(lambda: not marked_processes(), timeout=10.0, what="nothing left running")
+        await keeper.request("signal", call_id=fields["call_id"], force=force)
+        await _until_ended(watch, [fields["call_id"]])
+    wait_for(lambda: not marked_processes(), timeout=5.0, what="nothing left running")
