@@ -114,10 +114,8 @@ async def _adopt_one(
         stopping = launcher.adopt(found.call_id, found.runner_pid, running=True)
         await launcher.stop([stopping], 0.0, force=True)
     elif spec is not None:
-        # Whatever is left of its tree would run unwatched: find it by its marker only
-        # (its pid and group numbers may have been reused).
-        target = process_tree.Target(None, None, spec.marker, since=spec.create_time)
-        await asyncio.to_thread(process_tree.terminate_many, [target], 1.0, True)
+        # Whatever is left of its tree would run unwatched.
+        await asyncio.to_thread(process_tree.kill_marked, spec.marker, spec.create_time)
     await coordinator.end_lost(record, problem)
     if record.task_id is not None and record.status == "running":
         adoption.lost.setdefault(record.task_id, []).append(problem)

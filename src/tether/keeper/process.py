@@ -186,8 +186,7 @@ class KeeperProcess:
             except (RunnerUnavailable, ProtocolError):
                 pass  # ended meanwhile, or the runner went away too
         if self.marker is not None:
-            target = process_tree.Target(None, None, self.marker, since=self.since)
-            await asyncio.to_thread(process_tree.terminate_many, [target], 1.0, True)
+            await asyncio.to_thread(process_tree.kill_marked, self.marker, self.since)
 
     def mark_ended_already(self) -> None:
         """The call ended before anyone watched (found at adoption): read the files."""

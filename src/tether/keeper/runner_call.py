@@ -64,6 +64,8 @@ class RunningCall:
         self.stopped_by: StoppedBy | None = None
         self._stop_asked = False
         self._exit_status: int | None = None
+        # The root leads a group of its own (see target()).
+        self._group: int | None = self.spec.pid
         self._deadline: asyncio.TimerHandle | None = None
         self._drain: asyncio.TimerHandle | None = None
         self._failures = 0
@@ -184,12 +186,14 @@ class RunningCall:
 
     def target(self) -> process_tree.Target:
         """How to find the call's processes now."""
-        # Once the root is reaped its pid may be reused: find the rest by group and
-        # marker only.
+        # Once the root is reaped its pid may be reused: find the rest by group (while
+        # its number is still the call's) and marker only.
         root = self.spec.pid if self._exit_status is None else None
+        if root is None:
+            self._group = process_tree.group_after_reap(self._group)
         return process_tree.Target(
             root,
-            self.spec.pid,
+            self._group,
             self.spec.marker,
             since=self.spec.create_time,
             spare_root=self.supervised,
@@ -214,6 +218,8 @@ class RunningCall:
         if status is None:  # a spurious wake-up: it still runs
             return
         self._exit_status = status
+        # Its group's number is checked now, before it can be given to anyone else.
+        self._group = process_tree.group_after_reap(self._group)
         self._fds.close(self._pidfd)
         if self._deadline is not None:
             self._deadline.cancel()

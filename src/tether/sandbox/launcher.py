@@ -4,13 +4,12 @@ limits and, unless the call runs outside it, inside bubblewrap."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 
 from tether.sandbox import syscall_filter
 from tether.sandbox.limits import Resources
 from tether.sandbox.service import Launch, Sandbox
 from tether.toolcalls.launcher import LaunchSpec, OutputSink
-from tether.toolcalls.local_launcher import LocalLauncher, LocalProcess, spawn
+from tether.toolcalls.local_launcher import LocalLauncher, LocalProcess, Spawned, spawn
 from tether.waits import within
 
 # How long a call's end waits for its tree to be reaped before giving up on its figures.
@@ -20,10 +19,9 @@ _END_WAIT = 5.0
 class SandboxedProcess(LocalProcess):
     """A local tree whose usage is measured; the figures are final once it has ended."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, spec: LaunchSpec, launch: Launch):
-        super().__init__(proc, spec, supervised=launch.supervised)
+    def __init__(self, spawned: Spawned, spec: LaunchSpec, launch: Launch):
         # Its processes are read from its limits group where that can tell.
-        self.target = dataclasses.replace(self.target, members=launch.tree.members)
+        super().__init__(spawned, spec, launch.supervised, launch.tree.members)
         self._launch = launch
         self._finished: asyncio.Future[Resources] | None = None
 
@@ -71,9 +69,9 @@ class SandboxLauncher(LocalLauncher):
             # signal's setpriv and bwrap, so this spawn vforks like the local launcher's.
             wrapped = tree.command((*self._prefix, *launch.plan.argv))
             with syscall_filter.attached(wrapped, launch.plan.syscall_filter) as (argv, fds):
-                proc = await spawn(spec, argv, tree.preexec(self._pre_exec), fds)
+                spawned = await spawn(spec, argv, tree.preexec(self._pre_exec), fds)
         except BaseException:
             await asyncio.shield(tree.finish())
             raise
-        tree.started(proc.pid)
-        return SandboxedProcess(proc, spec, launch)
+        tree.started(spawned.pid)
+        return SandboxedProcess(spawned, spec, launch)

@@ -6,11 +6,13 @@ import asyncio
 import codecs
 import contextlib
 import ctypes
+import dataclasses
 import os
 import shutil
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from typing import BinaryIO
 
 from tether import model_texts
 from tether.sandbox.limits import Resources
@@ -62,38 +64,77 @@ def die_with_server() -> Callable[[], None] | None:
     return arm
 
 
-async def _pump(stream: asyncio.StreamReader, name: str, sink: OutputSink) -> None:
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    while chunk := await stream.read(_READ_SIZE):
-        sink(name, decoder.decode(chunk))
-    sink(name, decoder.decode(b"", final=True))
+async def _pump(pipe: BinaryIO, name: str, sink: OutputSink) -> None:
+    """Pass what comes on ``pipe`` to ``sink``, decoded, until its end."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=_READ_SIZE)
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    try:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        while chunk := await reader.read(_READ_SIZE):
+            sink(name, decoder.decode(chunk))
+        sink(name, decoder.decode(b"", final=True))
+    finally:
+        transport.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class Spawned:
+    """A started root, and the read ends of its stdout and stderr.
+
+    The pipes are the server's own, not the subprocess transport's: asyncio's ``wait``
+    waits for its own pipes to close too, so a background child holding them held the
+    call's end until the child exited (``sleep 600 &`` ten minutes) instead of the drain
+    time. Whoever follows the output closes them; until then nothing else does.
+    """
+
+    proc: asyncio.subprocess.Process
+    stdout: int
+    stderr: int
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
 
 
 class LocalProcess:
     """A process tree the server started, rooted at ``pid`` and led by its group."""
 
     def __init__(
-        self, proc: asyncio.subprocess.Process, spec: LaunchSpec, supervised: bool = False
+        self,
+        spawned: Spawned,
+        spec: LaunchSpec,
+        supervised: bool = False,
+        members: Callable[[], list[int]] | None = None,
     ) -> None:
-        self._proc = proc
+        self._spawned = spawned
+        proc = self._proc = spawned.proc
         # ``supervised``: the root only watches over the command (a sandbox), so a graceful
-        # stop spares it (see process_tree.Target.spare_root).
-        self.target = process_tree.Target(
-            proc.pid, proc.pid, spec.marker, spec.started_at, spare_root=supervised
+        # stop spares it (see process_tree.Target.spare_root). ``members``: its processes
+        # are read from its limits group (see process_tree.Target.members).
+        self._target = process_tree.Target(
+            proc.pid, proc.pid, spec.marker, spec.started_at, supervised, members
         )
 
     @property
     def pgid(self) -> int:
         return self._proc.pid
 
+    def target(self) -> process_tree.Target:
+        """How to find the tree's processes now: once the root is reaped, its pid may be
+        anyone's, and its group's number too once the group has emptied."""
+        if self._proc.returncode is not None:
+            group = process_tree.group_after_reap(self._target.pgid)
+            self._target = dataclasses.replace(self._target, root_pid=None, pgid=group)
+        return self._target
+
     async def follow(self, sink: OutputSink) -> None:
-        proc = self._proc
-        assert proc.stdout is not None and proc.stderr is not None
-        readers = asyncio.gather(
-            _pump(proc.stdout, "stdout", sink), _pump(proc.stderr, "stderr", sink)
-        )
+        proc, spawned = self._proc, self._spawned
+        pipes = [os.fdopen(fd, "rb", buffering=0) for fd in (spawned.stdout, spawned.stderr)]
+        readers = asyncio.gather(_pump(pipes[0], "stdout", sink), _pump(pipes[1], "stderr", sink))
         try:
             await proc.wait()
+            self.target()  # its group's number is checked before another can take it
             try:
                 await within(asyncio.shield(readers), _DRAIN_AFTER_EXIT)
             except TimeoutError:
@@ -106,6 +147,8 @@ class LocalProcess:
             readers.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await readers
+            for pipe in pipes:  # a reader cancelled before its first step never had it
+                pipe.close()
 
     async def wait(self) -> int:
         return await self._proc.wait()
@@ -122,20 +165,31 @@ async def spawn(
     argv: Sequence[str],
     preexec: Callable[[], None] | None,
     pass_fds: Sequence[int] = (),
-) -> asyncio.subprocess.Process:
+) -> Spawned:
     """Start ``argv`` for ``spec`` in a new session, output piped, stdin empty, with
     ``pass_fds`` open in the child too."""
-    return await asyncio.create_subprocess_exec(
-        *argv,
-        cwd=spec.cwd,
-        env={**spec.env, MARKER_VAR: spec.marker},
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-        preexec_fn=preexec,
-        pass_fds=pass_fds,
-    )
+    stdout, stdout_end = os.pipe()
+    stderr, stderr_end = os.pipe()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=spec.cwd,
+            env={**spec.env, MARKER_VAR: spec.marker},
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=stdout_end,
+            stderr=stderr_end,
+            start_new_session=True,
+            preexec_fn=preexec,
+            pass_fds=pass_fds,
+        )
+    except BaseException:
+        os.close(stdout)
+        os.close(stderr)
+        raise
+    finally:
+        os.close(stdout_end)
+        os.close(stderr_end)
+    return Spawned(proc, stdout, stderr)
 
 
 class LocalLauncher:
@@ -153,6 +207,6 @@ class LocalLauncher:
 
     async def stop(self, trees: Sequence[LaunchedProcess], grace: float, force: bool) -> None:
         # Only trees this launcher started can be here: the coordinator has one launcher.
-        targets = [t.target for t in trees if isinstance(t, LocalProcess)]
-        if targets:
-            await asyncio.to_thread(process_tree.terminate_many, targets, grace, force)
+        mine = [t.target for t in trees if isinstance(t, LocalProcess)]
+        if mine:
+            await asyncio.to_thread(process_tree.terminate_many, mine, grace, force)

@@ -44,6 +44,32 @@ class Target:
     members: Callable[[], list[int]] | None = None
 
 
+def group_after_reap(pgid: int | None) -> int | None:
+    """The number of a call's process group, asked once its root (the group's leader)
+    has been reaped: ``pgid`` while it can only be the call's group, else None.
+
+    A group keeps its number while it has a member; once the last one goes, the number
+    is free, and with pid_max often 32,768 it is soon some new process's pid, and that
+    process may lead a group of its own by it. The number is given up when the group has
+    no member we may signal, or when a process of that pid exists (the kernel hands out
+    no pid a group still uses, and the root that had it is reaped: so the call's group
+    is gone). Keep the answer: ask again with it, never with the number given up.
+    """
+    if pgid is None:
+        return None
+    try:
+        os.killpg(pgid, 0)
+    except OSError:  # no member left, or none of ours
+        return None
+    try:
+        os.kill(pgid, 0)
+    except ProcessLookupError:
+        return pgid
+    except PermissionError:
+        pass
+    return None
+
+
 def find_trees(targets: Sequence[Target], scan_all: bool = False) -> list[psutil.Process]:
     """Every live process that belongs to any of ``targets``, the server excluded.
 
@@ -152,12 +178,13 @@ def ask_to_end(procs: list[psutil.Process], targets: Sequence[Target]) -> None:
     signal_all([p for p in procs if p.pid not in spared], signal.SIGTERM)
 
 
-def terminate_many(targets: Sequence[Target], grace: float, force: bool) -> None:
-    """Stop the trees of ``targets``: SIGTERM, then SIGKILL for survivors after ``grace``
-    seconds (``force``: SIGKILL at once).
+def terminate_many(trees: Sequence[Callable[[], Target]], grace: float, force: bool) -> None:
+    """Stop ``trees`` (each gives its target when asked): SIGTERM, then SIGKILL for
+    survivors after ``grace`` seconds (``force``: SIGKILL at once).
 
     Blocking (it waits for processes to exit): call it from a worker thread.
     """
+    targets = [tree() for tree in trees]
     procs = find_trees(targets)
     if not procs:
         return
@@ -167,12 +194,21 @@ def terminate_many(targets: Sequence[Target], grace: float, force: bool) -> None
         return
     ask_to_end(procs, targets)
     _, alive = psutil.wait_procs(procs, timeout=grace)
-    # Look again: a process may have forked while being told to stop.
+    # Look again: a process may have forked while being told to stop. Targets are taken
+    # again: a root reaped meanwhile is no longer named by pid.
+    targets = [tree() for tree in trees]
     survivors = {p.pid: p for p in alive}
     survivors.update({p.pid: p for p in find_trees(targets, scan_all=True)})
     if survivors:
         kill_all(list(survivors.values()), targets)
         psutil.wait_procs(list(survivors.values()), timeout=1.0)
+
+
+def kill_marked(marker: str, since: float | None) -> None:
+    """SIGKILL what is left of a call whose pid and group numbers may have been reused
+    since (a call the server lost track of): found by its ``marker`` only. Blocking."""
+    target = Target(None, None, marker, since=since)
+    terminate_many([lambda: target], 1.0, True)
 
 
 def reap_groups(
