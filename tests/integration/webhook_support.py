@@ -8,6 +8,7 @@ import base64
 import hashlib
 import hmac
 import json
+import secrets
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -49,7 +50,9 @@ class Receiver:
 
         self.srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.srv.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}/hook"
+        # Its path carries a token, as Slack's and Discord's do: the URL is a credential.
+        self.token = secrets.token_hex(12)
+        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}/hook/{self.token}"
         threading.Thread(target=self.srv.serve_forever, daemon=True).start()
 
     def _receive(self, handler: BaseHTTPRequestHandler, raw: bytes) -> None:

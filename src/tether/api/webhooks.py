@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tether.api.deps import ServicesDep
 from tether.api.valid_json import ValidTextRoute
 from tether.store.records import WebhookAttemptRecord, WebhookDeliveryRecord, WebhookRecord
+from tether.webhooks.address import InvalidWebhook, check_url
 from tether.webhooks.events import EventType
-from tether.webhooks.service import InvalidWebhook, check_url
 
 router = APIRouter(prefix="/api/webhooks", tags=["webhooks"], route_class=ValidTextRoute)
 
@@ -33,7 +33,10 @@ class WebhookIn(BaseModel):
 
 class WebhookOut(BaseModel):
     id: str
-    url: str
+    url: str = Field(
+        description="Scheme, host and port only (https://hooks.example.com/…): a URL is "
+        "often its receiver's credential, so it is stored sealed and never returned."
+    )
     events: list[str]
     description: str
     created_at: float

@@ -179,11 +179,14 @@ class RememberedRule:
 @dataclass(frozen=True)
 class WebhookRecord:
     id: str
+    # As listed (address.shown); the URL itself is ``url_encrypted`` (None: a row from
+    # before URLs were sealed, holding the URL here until it is).
     url: str
     events: list[str]
     description: str
     secret_encrypted: str
     created_at: float
+    url_encrypted: str | None = None
 
 
 @dataclass(frozen=True)

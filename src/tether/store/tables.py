@@ -205,12 +205,17 @@ webhooks = sa.Table(
     "webhooks",
     metadata,
     sa.Column("id", sa.String(64), primary_key=True),
+    # The URL as it is listed (scheme and host: address.shown); the URL itself is sealed
+    # below, as a URL may be its receiver's credential. Rows from before hold it here in
+    # plain text until a server seals it (WebhookService.load).
     sa.Column("url", sa.Text, nullable=False),
     sa.Column("events", sa.JSON, nullable=False),
     sa.Column("description", sa.Text, nullable=False),
     # Fernet ciphertext of the signing secret; never returned after creation.
     sa.Column("secret_encrypted", sa.Text, nullable=False),
     sa.Column("created_at", sa.Float, nullable=False),
+    # Fernet ciphertext of the URL; never returned.
+    sa.Column("url_encrypted", sa.Text, nullable=True),
 )
 
 webhook_deliveries = sa.Table(

@@ -17,17 +17,19 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
-from tether.errors import Invalid, NotFound
+from tether.errors import NotFound
 from tether.security.keybox import KeyBox
 from tether.store.records import WebhookAttemptRecord, WebhookDeliveryRecord, WebhookRecord
 from tether.store.webhooks import WebhookRepository
 from tether.waits import event_within, to_the_end
+from tether.webhooks.address import InvalidWebhook, check_url, shown
 from tether.webhooks.backoff import RetryPolicy
 from tether.webhooks.egress import SETTING, Egress
 from tether.webhooks.events import EventType
@@ -47,35 +49,11 @@ _LEASE_MARGIN_SECONDS = 30.0
 _USER_AGENT = "Tether-Webhooks"
 
 
-class InvalidWebhook(Invalid):
-    """The subscription cannot be accepted; the message says why."""
-
-
 class WebhookNotFound(NotFound):
     """No webhook has that id."""
 
     def __init__(self, webhook_id: str) -> None:
         super().__init__(f"webhook {webhook_id!r} not found")
-
-
-def check_url(url: str) -> str:
-    """The URL if it is an absolute http(s) URL with a host that the delivering client
-    can use too (a host with a zero-width space passed urlsplit and failed every
-    attempt), without credentials; InvalidWebhook otherwise."""
-    try:
-        if any(c.isspace() or not c.isprintable() for c in url):
-            raise ValueError("a space or control character")
-        parts = urlsplit(url)
-        port_ok = parts.port is None or parts.port > 0
-        httpx.URL(url)
-    except (ValueError, httpx.InvalidURL):
-        raise InvalidWebhook("url is not a valid URL") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
-        raise InvalidWebhook("url must be an absolute http:// or https:// URL with a host")
-    if parts.username is not None or parts.password is not None:
-        # They would be kept and listed in plain text; deliveries are signed instead.
-        raise InvalidWebhook("url must not carry a user name or password (user:pass@)")
-    return url
 
 
 def _message(event: EventType, data: dict[str, Any]) -> str:
@@ -115,8 +93,18 @@ class WebhookService:
         """Read the subscriptions from the store (at start-up, and when they may have
         changed elsewhere)."""
         loaded_at = time.monotonic()
-        self._hooks = {h.id: h for h in await self._repo.list_all()}
+        hooks = await self._repo.list_all()
+        self._hooks = {h.id: await self._sealed(h) for h in hooks}
         self._loaded_at = loaded_at
+
+    async def _sealed(self, hook: WebhookRecord) -> WebhookRecord:
+        """``hook`` with its URL sealed: a row from before URLs were sealed is sealed in
+        the store now (its plain URL replaced), before anything lists it."""
+        if hook.url_encrypted is not None:
+            return hook
+        listed, sealed = shown(hook.url), self._keybox.seal(hook.url)
+        await self._repo.seal_url(hook.id, listed, sealed)
+        return replace(hook, url=listed, url_encrypted=sealed)
 
     def _fresh(self) -> bool:
         return time.monotonic() - self._loaded_at < _FRESH_SECONDS
@@ -142,13 +130,15 @@ class WebhookService:
     ) -> tuple[WebhookRecord, str]:
         """Subscribe ``url``; returns the webhook and its signing secret (shown once)."""
         secret = new_secret()
+        url = self._allowed(check_url(url))
         record = WebhookRecord(
             id=f"wh-{uuid.uuid4().hex[:16]}",
-            url=self._allowed(check_url(url)),
+            url=shown(url),
             events=sorted(set(events)),
             description=description,
             secret_encrypted=self._keybox.seal(secret),
             created_at=time.time(),
+            url_encrypted=self._keybox.seal(url),
         )
         await self._repo.add(record)
         self._hooks[record.id] = record
@@ -335,14 +325,13 @@ class WebhookService:
         assert self._client is not None
         try:
             secret = self._keybox.open(hook.secret_encrypted)
+            url = self._keybox.open(hook.url_encrypted or "")
             headers = signed_headers(secret, delivery.id, int(time.time()), delivery.body)
             async with (
                 asyncio.timeout(self.policy.timeout),
                 # Streamed and never read: only the status counts, and a receiver that
                 # answers gigabytes cannot fill the server's memory.
-                self._client.stream(
-                    "POST", hook.url, content=delivery.body, headers=headers
-                ) as resp,
+                self._client.stream("POST", url, content=delivery.body, headers=headers) as resp,
             ):
                 status_code = resp.status_code
         except (httpx.TimeoutException, TimeoutError):

@@ -20,10 +20,11 @@ from webhook_doubles import WatchedRepository, notify_until
 
 from tether.config import Settings
 from tether.security.keybox import KeyBox
+from tether.webhooks.address import InvalidWebhook
 from tether.webhooks.backoff import RetryPolicy
 from tether.webhooks.egress import DEFAULT_DENIED, Egress, parse_networks
 from tether.webhooks.guarded_transport import DeniedAddress
-from tether.webhooks.service import InvalidWebhook, WebhookService
+from tether.webhooks.service import WebhookService
 
 
 class LoopbackReceiver:
