@@ -52,9 +52,9 @@ class TreeStopper:
         self._tasks: set[asyncio.Task[None]] = set()
         self._era = 0
         self._hurried = asyncio.Event()
-        # Grouped targets due for the last look by marker, when the last of them became
+        # Grouped calls due for the last look by marker, when the last of them became
         # due (loop time), and whether a look runs.
-        self._unswept: list[process_tree.Target] = []
+        self._unswept: list[Stoppable] = []
         self._last_due = 0.0
         self._sweeping = False
         # Hurried once: the runner is leaving, and the last looks no longer wait.
@@ -123,7 +123,9 @@ class TreeStopper:
         except Exception:
             log.exception("killing what was left of %d call(s) failed", len(calls))
         # Ungrouped targets were just found by a scan, marker included.
-        self._unswept.extend(t for t in targets if t.members is not None)
+        self._unswept.extend(
+            c for c, t in zip(calls, targets, strict=True) if t.members is not None
+        )
         self._last_due = loop.time()
         if self._unswept and not self._sweeping:
             self._spawn(self._sweep())
@@ -135,7 +137,10 @@ class TreeStopper:
         try:
             while self._unswept:
                 await self._burst_over()
-                batch, self._unswept = self._unswept, []
+                calls, self._unswept = self._unswept, []
+                # Taken now, not at the grace's end: a group emptied since is no longer
+                # named by its number (see RunningCall.target).
+                batch = [c.target() for c in calls]
                 try:
                     left = await asyncio.to_thread(process_tree.find_trees, batch, True)
                     process_tree.kill_all(left, batch)

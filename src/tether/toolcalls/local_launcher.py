@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import BinaryIO
 
@@ -115,6 +116,7 @@ class LocalProcess:
         self._target = process_tree.Target(
             proc.pid, proc.pid, spec.marker, spec.started_at, supervised, members
         )
+        self._taking = threading.Lock()
 
     @property
     def pgid(self) -> int:
@@ -123,31 +125,39 @@ class LocalProcess:
     def target(self) -> process_tree.Target:
         """How to find the tree's processes now: once the root is reaped, its pid may be
         anyone's, and its group's number too once the group has emptied."""
-        if self._proc.returncode is not None:
-            group = process_tree.group_after_reap(self._target.pgid)
-            self._target = dataclasses.replace(self._target, root_pid=None, pgid=group)
-        return self._target
+        with self._taking:  # asked on the loop and in a stop's worker thread
+            if self._proc.returncode is not None:
+                group = process_tree.group_after_reap(self._target.pgid)
+                self._target = dataclasses.replace(self._target, root_pid=None, pgid=group)
+            return self._target
 
     async def follow(self, sink: OutputSink) -> None:
         proc, spawned = self._proc, self._spawned
         pipes = [os.fdopen(fd, "rb", buffering=0) for fd in (spawned.stdout, spawned.stderr)]
-        readers = asyncio.gather(_pump(pipes[0], "stdout", sink), _pump(pipes[1], "stderr", sink))
+        pumps = [
+            asyncio.ensure_future(_pump(pipe, name, sink))
+            for pipe, name in zip(pipes, ("stdout", "stderr"), strict=True)
+        ]
         try:
             await proc.wait()
             self.target()  # its group's number is checked before another can take it
             try:
-                await within(asyncio.shield(readers), _DRAIN_AFTER_EXIT)
+                await within(asyncio.shield(asyncio.gather(*pumps)), _DRAIN_AFTER_EXIT)
             except TimeoutError:
-                readers.cancel()
                 sink("stderr", model_texts.OUTPUT_KEPT_OPEN)
         finally:
             if proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
-            readers.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await readers
-            for pipe in pipes:  # a reader cancelled before its first step never had it
+            # Each pump ends (a failed one does not end the other) before the pipes are
+            # closed: a pipe closed under a live reader left the loop watching its number.
+            for pump in pumps:
+                pump.cancel()
+            await asyncio.wait(pumps)
+            for pump in pumps:
+                if not pump.cancelled():
+                    pump.exception()  # retrieved: a failure is the caller's, raised above
+            for pipe in pipes:  # a pump cancelled before its first step never had it
                 pipe.close()
 
     async def wait(self) -> int:
@@ -168,28 +178,32 @@ async def spawn(
 ) -> Spawned:
     """Start ``argv`` for ``spec`` in a new session, output piped, stdin empty, with
     ``pass_fds`` open in the child too."""
-    stdout, stdout_end = os.pipe()
-    stderr, stderr_end = os.pipe()
+    ours: list[int] = []  # the read ends
+    theirs: list[int] = []  # the write ends, the child's stdout and stderr
     try:
+        for _ in range(2):
+            read, write = os.pipe()
+            ours.append(read)
+            theirs.append(write)
         proc = await asyncio.create_subprocess_exec(
             *argv,
             cwd=spec.cwd,
             env={**spec.env, MARKER_VAR: spec.marker},
             stdin=asyncio.subprocess.DEVNULL,
-            stdout=stdout_end,
-            stderr=stderr_end,
+            stdout=theirs[0],
+            stderr=theirs[1],
             start_new_session=True,
             preexec_fn=preexec,
             pass_fds=pass_fds,
         )
     except BaseException:
-        os.close(stdout)
-        os.close(stderr)
+        for fd in ours:
+            os.close(fd)
         raise
     finally:
-        os.close(stdout_end)
-        os.close(stderr_end)
-    return Spawned(proc, stdout, stderr)
+        for fd in theirs:
+            os.close(fd)
+    return Spawned(proc, ours[0], ours[1])
 
 
 class LocalLauncher:

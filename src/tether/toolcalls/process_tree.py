@@ -190,10 +190,10 @@ def terminate_many(trees: Sequence[Callable[[], Target]], grace: float, force: b
         return
     if force:
         kill_all(procs, targets)
-        psutil.wait_procs(procs, timeout=1.0)
+        _wait_gone(procs, 1.0)
         return
     ask_to_end(procs, targets)
-    _, alive = psutil.wait_procs(procs, timeout=grace)
+    alive = _wait_gone(procs, grace)
     # Look again: a process may have forked while being told to stop. Targets are taken
     # again: a root reaped meanwhile is no longer named by pid.
     targets = [tree() for tree in trees]
@@ -201,7 +201,30 @@ def terminate_many(trees: Sequence[Callable[[], Target]], grace: float, force: b
     survivors.update({p.pid: p for p in find_trees(targets, scan_all=True)})
     if survivors:
         kill_all(list(survivors.values()), targets)
-        psutil.wait_procs(list(survivors.values()), timeout=1.0)
+        _wait_gone(list(survivors.values()), 1.0)
+
+
+def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait up to ``timeout`` seconds for ``procs`` to end; those still running. A zombie
+    has ended. Nothing is reaped: psutil's ``wait_procs`` reaps a child of the server (a
+    call's root) in this thread, and whoever waited on it then got no exit status (the
+    server reported 255 for a call stopped by SIGTERM)."""
+    deadline = time.monotonic() + timeout
+    pause = 0.002
+    while True:
+        procs = [p for p in procs if _running(p)]
+        left = deadline - time.monotonic()
+        if not procs or left <= 0:
+            return procs
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, 0.05)
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def kill_marked(marker: str, since: float | None) -> None:

@@ -230,3 +230,35 @@ async def _stop_a_fork_loop(keeper: KeeperClient, fields: dict[str, Any], force:
         await keeper.request("signal", call_id=fields["call_id"], force=force)
         await _until_ended(watch, [fields["call_id"]])
     wait_for(lambda: not marked_processes(), timeout=5.0, what="nothing left running")
+
+
+async def test_a_graceful_stop_finds_an_unmarked_member_by_its_group_after_the_reap(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
+    """No limits group: the scan finds a call by group, descendants and marker. A member
+    that dropped the marker (``env -i``), ignores SIGTERM and is orphaned when the root
+    exits at the SIGTERM is found after the grace by the group's number alone, which the
+    runner keeps while the group has a member."""
+    command = (
+        "trap 'exit 0' TERM; "
+        "env -i /bin/sh -c \"trap '' TERM; exec /bin/sleep 300\" & echo $!; wait"
+    )
+    async with _watching(keeper) as watch:
+        await keeper.request("start", **start_fields("unmarked", command))
+        got = wait_for(lambda: output_of(runner_home, "unmarked"), what="the member's pid")
+        member = int(got[0].text)
+        wait_for(lambda: psutil.Process(member).cmdline() == ["/bin/sleep", "300"], what="exec")
+        try:
+            await keeper.request("signal", call_id="unmarked", force=False)
+            await _until_ended(watch, ["unmarked"])
+            wait_for(lambda: not _running(member), timeout=5.0, what="the member's kill")
+        finally:
+            if _running(member):
+                os.kill(member, signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

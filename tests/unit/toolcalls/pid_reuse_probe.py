@@ -59,12 +59,16 @@ def _gone(pid: int) -> bool:
 
 
 def _bystander_at(pid: int) -> subprocess.Popen[bytes]:
-    """A process that is not the call's, given ``pid`` (so leading group ``pid``)."""
-    Path("/proc/sys/kernel/ns_last_pid").write_text(str(pid - 1))
-    bystander = subprocess.Popen(["sleep", "30"], start_new_session=True)
-    if bystander.pid != pid:
-        raise SystemExit(f"the bystander got pid {bystander.pid}, not {pid}")
-    return bystander
+    """A process that is not the call's, given ``pid`` (so leading group ``pid``). A
+    thread started between the choice and the fork takes the pid instead: try again."""
+    for _ in range(5):
+        Path("/proc/sys/kernel/ns_last_pid").write_text(str(pid - 1))
+        bystander = subprocess.Popen(["sleep", "30"], start_new_session=True)
+        if bystander.pid == pid:
+            return bystander
+        bystander.kill()
+        bystander.wait()
+    raise SystemExit(f"no bystander got pid {pid}")
 
 
 def _holder() -> int:
