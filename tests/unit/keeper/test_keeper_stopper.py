@@ -97,3 +97,35 @@ async def test_a_runner_leaving_looks_at_once(
     async with asyncio.timeout(30):
         await stopper.settled()
     assert await asyncio.to_thread(escaped.wait, 5) != 0
+
+
+async def test_the_last_look_takes_the_calls_targets_when_it_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A group that empties between the grace's end and the look (up to SWEEP_LATEST)
+    must not be looked for by its number: the number may be another group's by then."""
+
+    class Emptying(Call):
+        """Its group's number is given up from the third look at it on (the request's
+        and the grace's end's come first)."""
+
+        asked = 0
+
+        def target(self) -> Target:
+            self.asked += 1
+            pgid = 999_999 if self.asked < 3 else None
+            return Target(None, pgid, MARKER, since=self.since, members=list)
+
+    looked: list[int | None] = []
+    real = process_tree.find_trees
+
+    def recorded(targets: Any, scan_all: bool = False) -> Any:
+        if scan_all:
+            looked.extend(t.pgid for t in targets)
+        return real(targets, scan_all)
+
+    monkeypatch.setattr(process_tree, "find_trees", recorded)
+    stopper = TreeStopper(grace=0.01)
+    stopper.request(Emptying("c1"), force=False)
+    await stopper.settled()
+    assert looked == [None]
