@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tether.api.deps import ServicesDep
 from tether.api.valid_json import ValidTextRoute
 from tether.store.records import WebhookAttemptRecord, WebhookDeliveryRecord, WebhookRecord
-from tether.webhooks.address import InvalidWebhook, check_url
+from tether.webhooks.address import InvalidWebhook, check_url, shown
 from tether.webhooks.events import EventType
 
 router = APIRouter(prefix="/api/webhooks", tags=["webhooks"], route_class=ValidTextRoute)
@@ -80,7 +80,7 @@ class DeliveryList(BaseModel):
 def _out(hook: WebhookRecord) -> WebhookOut:
     return WebhookOut(
         id=hook.id,
-        url=hook.url,
+        url=shown(hook.url),  # a row left unsealed holds the whole URL
         events=hook.events,
         description=hook.description,
         created_at=hook.created_at,

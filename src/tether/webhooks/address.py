@@ -2,7 +2,8 @@
 
 A URL is often the receiver's only credential (Slack's, Discord's and Teams' incoming
 webhooks carry their token in the path), so it is kept like a secret: sealed in the
-store, and shown by its scheme and host only.
+store, and shown by its scheme and host only (a token carried in the host name itself,
+as some services do, is still shown).
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ def check_url(url: str) -> str:
 
 def shown(url: str) -> str:
     """``url`` as it is listed: scheme, host and port, with ``/…`` in place of anything
-    after them (``https://hooks.slack.com/…``)."""
+    after them (``https://hooks.slack.com/…``), and without a ``user:pass@`` (refused
+    now, accepted by earlier versions). Showing it again changes nothing."""
     parts = urlsplit(url)
     rest = url[len(f"{parts.scheme}://{parts.netloc}") :]
-    return f"{parts.scheme}://{parts.netloc}" + ("/…" if rest not in ("", "/") else "/")
+    host = parts.netloc.rpartition("@")[2]
+    return f"{parts.scheme}://{host}" + ("/…" if rest not in ("", "/") else "/")

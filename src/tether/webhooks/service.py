@@ -99,8 +99,19 @@ class WebhookService:
 
     async def _sealed(self, hook: WebhookRecord) -> WebhookRecord:
         """``hook`` with its URL sealed: a row from before URLs were sealed is sealed in
-        the store now (its plain URL replaced), before anything lists it."""
+        the store now (its plain URL replaced). Only with the key its secret was sealed
+        with: a node holding another key (no TETHER_SECRET_KEY where the others have
+        one) would have sealed the URL where no one could open it again."""
         if hook.url_encrypted is not None:
+            return hook
+        try:
+            self._keybox.open(hook.secret_encrypted)
+        except ValueError:
+            log.warning(
+                "webhook %s: its secret cannot be opened with this server's key; "
+                "its URL is left unsealed until a server with the right key reads it",
+                hook.id,
+            )
             return hook
         listed, sealed = shown(hook.url), self._keybox.seal(hook.url)
         await self._repo.seal_url(hook.id, listed, sealed)
@@ -325,7 +336,8 @@ class WebhookService:
         assert self._client is not None
         try:
             secret = self._keybox.open(hook.secret_encrypted)
-            url = self._keybox.open(hook.url_encrypted or "")
+            # A row left unsealed (see _sealed) still holds its URL in plain text.
+            url = hook.url if hook.url_encrypted is None else self._keybox.open(hook.url_encrypted)
             headers = signed_headers(secret, delivery.id, int(time.time()), delivery.body)
             async with (
                 asyncio.timeout(self.policy.timeout),

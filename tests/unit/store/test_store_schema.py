@@ -129,3 +129,50 @@ async def test_text_postgresql_cannot_hold_is_an_unstorable_value(db: Database) 
             await conn.execute(sa.text("SELECT * FROM app_settings WHERE key = :k"), {"k": "\x00"})
     async with db.read() as conn:
         assert (await conn.execute(sa.text("SELECT count(*) FROM app_settings"))).scalar() == 0
+
+
+async def test_a_downgrade_below_sealed_webhook_urls_removes_those_webhooks(
+    db: Database,
+) -> None:
+    """Their URLs cannot be opened by the migration: kept, the webhooks would post to
+    their listed form and fail every attempt. A row from before sealing stays."""
+    from alembic import command
+
+    from tether.store.tables import webhook_deliveries, webhooks
+
+    await db.open_checked()
+    row = {
+        "events": ["task.finished"],
+        "description": "",
+        "secret_encrypted": "x",
+        "created_at": 0.0,
+    }
+    async with db.write() as conn:
+        await conn.execute(
+            webhooks.insert(),
+            [
+                {**row, "id": "sealed", "url": "https://a.example/…", "url_encrypted": "y"},
+                {**row, "id": "plain", "url": "https://b.example/in", "url_encrypted": None},
+            ],
+        )
+        await conn.execute(
+            webhook_deliveries.insert().values(
+                id="msg_1",
+                webhook_id="sealed",
+                event="task.finished",
+                body="{}",
+                status="pending",
+                attempts=0,
+                next_attempt_at=0.0,
+                created_at=0.0,
+            )
+        )
+
+    def downgrade(conn: sa.Connection) -> None:
+        command.downgrade(schema._config(conn), "0109_i16_node_owner")
+
+    async with db.write() as conn:
+        await conn.run_sync(downgrade)
+        ids = [r.id for r in await conn.execute(sa.text("SELECT id FROM webhooks"))]
+        left = await conn.execute(sa.text("SELECT count(*) FROM webhook_deliveries"))
+        assert (ids, left.scalar()) == (["plain"], 0)

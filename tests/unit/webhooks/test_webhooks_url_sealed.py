@@ -56,6 +56,9 @@ async def _stored_rows(db: Database) -> list[str]:
         ("https://example.com/", "https://example.com/"),
         ("https://example.com", "https://example.com/"),
         ("http://[::1]:8080/h/T", "http://[::1]:8080/…"),
+        # Refused now, accepted by earlier versions: never listed.
+        ("https://ops:hunter2@hooks.example/in", "https://hooks.example/…"),
+        ("https://hooks.example:8443/…", "https://hooks.example:8443/…"),
     ],
 )
 def test_a_url_is_listed_by_scheme_host_and_port(url: str, listed: str) -> None:
@@ -100,7 +103,42 @@ async def test_a_subscription_from_before_is_sealed_when_first_read(
 
     await notify_until(service, repo.recorded)
     assert receiver.urls == [URL]
-    # A second server reading it finds it sealed and leaves it so.
+    # A second server reading it finds it sealed and leaves it as it is.
+    stored = await _stored_rows(db)
     again = _service(repo, tmp_path, Receiver())
     await again.load()
     assert [h.url for h in await again.subscriptions()] == ["https://hooks.example:8443/…"]
+    assert await _stored_rows(db) == stored
+
+
+async def test_a_server_with_another_key_leaves_a_subscription_from_before_unsealed(
+    repo: WatchedRepository, db: Database, tmp_path: Path
+) -> None:
+    """Sealed with the wrong key, the URL would be lost for good: its plain text is gone
+    and the right key cannot open it. The row waits for a server with the right key; it
+    is listed by its host meanwhile."""
+    right = tmp_path / "right"
+    right.mkdir()
+    old = WebhookRecord(
+        id="wh-old",
+        url=URL,
+        events=["task.finished"],
+        description="",
+        secret_encrypted=KeyBox(right / "secret.key").seal("whsec_c2VjcmV0"),
+        created_at=time.time(),
+    )
+    await repo.add(old)
+    stored = await _stored_rows(db)
+
+    wrong = _service(repo, tmp_path, Receiver())  # its own secret.key
+    await wrong.load()
+    assert await _stored_rows(db) == stored
+    listed = [h.url for h in await wrong.subscriptions()]
+    assert [shown(url) for url in listed] == ["https://hooks.example:8443/…"]
+
+    receiver = Receiver()
+    service = _service(repo, right, receiver)
+    await service.load()
+    assert not any(TOKEN in row for row in await _stored_rows(db))
+    await notify_until(service, repo.recorded)
+    assert receiver.urls == [URL]
