@@ -81,6 +81,8 @@ class WebhookService:
         self._transport = transport
         self._hooks: dict[str, WebhookRecord] = {}
         self._loaded_at = -_FRESH_SECONDS
+        # Rows from before URLs were sealed whose secret this server's key cannot open.
+        self._unsealable: set[str] = set()
         self._wake = asyncio.Event()
         self._in_flight: dict[str, asyncio.Task[None]] = {}
         self._enqueueing: set[asyncio.Task[None]] = set()
@@ -107,11 +109,13 @@ class WebhookService:
         try:
             self._keybox.open(hook.secret_encrypted)
         except ValueError:
-            log.warning(
-                "webhook %s: its secret cannot be opened with this server's key; "
-                "its URL is left unsealed until a server with the right key reads it",
-                hook.id,
-            )
+            if hook.id not in self._unsealable:  # once: the store is read every 2 s
+                self._unsealable.add(hook.id)
+                log.warning(
+                    "webhook %s: its secret cannot be opened with this server's key; "
+                    "its URL is left unsealed until a server with the right key reads it",
+                    hook.id,
+                )
             return hook
         listed, sealed = shown(hook.url), self._keybox.seal(hook.url)
         await self._repo.seal_url(hook.id, listed, sealed)

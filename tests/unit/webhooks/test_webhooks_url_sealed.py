@@ -5,6 +5,7 @@ before URLs were sealed is sealed when a server first reads it."""
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
@@ -112,7 +113,7 @@ async def test_a_subscription_from_before_is_sealed_when_first_read(
 
 
 async def test_a_server_with_another_key_leaves_a_subscription_from_before_unsealed(
-    repo: WatchedRepository, db: Database, tmp_path: Path
+    repo: WatchedRepository, db: Database, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Sealed with the wrong key, the URL would be lost for good: its plain text is gone
     and the right key cannot open it. The row waits for a server with the right key; it
@@ -131,8 +132,14 @@ async def test_a_server_with_another_key_leaves_a_subscription_from_before_unsea
     stored = await _stored_rows(db)
 
     wrong = _service(repo, tmp_path, Receiver())  # its own secret.key
-    await wrong.load()
+    with caplog.at_level(logging.WARNING):
+        await wrong.load()
+        await wrong.load()
     assert await _stored_rows(db) == stored
+    assert [r.getMessage() for r in caplog.records].count(
+        "webhook wh-old: its secret cannot be opened with this server's key; "
+        "its URL is left unsealed until a server with the right key reads it"
+    ) == 1
     listed = [h.url for h in await wrong.subscriptions()]
     assert [shown(url) for url in listed] == ["https://hooks.example:8443/…"]
 
