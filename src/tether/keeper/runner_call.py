@@ -186,19 +186,18 @@ class RunningCall:
 
     def target(self) -> process_tree.Target:
         """How to find the call's processes now."""
-        # Once the root is reaped its pid may be reused: find the rest by group (while
-        # its number is still the call's) and marker only.
-        root = self.spec.pid if self._exit_status is None else None
-        if root is None:
-            self._group = process_tree.group_after_reap(self._group)
-        return process_tree.Target(
-            root,
+        target = process_tree.Target(
+            self.spec.pid,
             self._group,
             self.spec.marker,
             since=self.spec.create_time,
             spare_root=self.supervised,
             members=self._tree.members if self._tree is not None else None,
         )
+        if self._exit_status is not None:
+            target = target.reaped()
+            self._group = target.pgid
+        return target
 
     # ------------------------------------------------------------------ the end
 
@@ -218,8 +217,7 @@ class RunningCall:
         if status is None:  # a spurious wake-up: it still runs
             return
         self._exit_status = status
-        # Its group's number is checked now, before it can be given to anyone else.
-        self._group = process_tree.group_after_reap(self._group)
+        self.target()  # its group's number is checked before another can take it
         self._fds.close(self._pidfd)
         if self._deadline is not None:
             self._deadline.cancel()

@@ -27,14 +27,15 @@ class WebhookRepository:
             rows = await conn.execute(sa.select(webhooks).order_by(webhooks.c.created_at))
             return [to_record(WebhookRecord, r) for r in rows]
 
-    async def seal_url(self, webhook_id: str, shown: str, sealed: str) -> None:
+    async def seal_url(self, webhook_id: str, url: str, url_encrypted: str) -> None:
         """Replace a row's plain URL (a row from before URLs were sealed) with its listed
-        form and its ciphertext; a row another node sealed first is left as it is."""
+        form ``url`` and its ciphertext; a row another node sealed first is left as it
+        is."""
         async with self._db.write() as conn:
             await conn.execute(
                 sa.update(webhooks)
                 .where(webhooks.c.id == webhook_id, webhooks.c.url_encrypted.is_(None))
-                .values(url=shown, url_encrypted=sealed)
+                .values(url=url, url_encrypted=url_encrypted)
             )
 
     async def delete(self, webhook_id: str) -> bool:

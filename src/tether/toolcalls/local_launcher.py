@@ -127,8 +127,7 @@ class LocalProcess:
         anyone's, and its group's number too once the group has emptied."""
         with self._taking:  # asked on the loop and in a stop's worker thread
             if self._proc.returncode is not None:
-                group = process_tree.group_after_reap(self._target.pgid)
-                self._target = dataclasses.replace(self._target, root_pid=None, pgid=group)
+                self._target = self._target.reaped()
             return self._target
 
     async def follow(self, sink: OutputSink) -> None:

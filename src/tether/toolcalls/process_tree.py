@@ -12,6 +12,7 @@ stop about half a second.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import time
@@ -42,6 +43,12 @@ class Target:
     # Every process of the call, read from its limits group (blocking; None: the call
     # has no group that can tell, so the process table is scanned).
     members: Callable[[], list[int]] | None = None
+
+    def reaped(self) -> Target:
+        """This target once its root has been reaped: the root's pid may be anyone's
+        now, and the group's number too once the group has emptied (see
+        :func:`group_after_reap`). Keep the result, and ask it again at the next look."""
+        return dataclasses.replace(self, root_pid=None, pgid=group_after_reap(self.pgid))
 
 
 def group_after_reap(pgid: int | None) -> int | None:

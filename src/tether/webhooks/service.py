@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
 import httpx
@@ -47,6 +47,13 @@ _MAX_IN_FLIGHT = 16
 # (for the store's writes around the attempt); after that another node may make it.
 _LEASE_MARGIN_SECONDS = 30.0
 _USER_AGENT = "Tether-Webhooks"
+
+
+class _UrlFields(TypedDict):
+    """A record's URL fields (see address.py)."""
+
+    url: str
+    url_encrypted: str
 
 
 class WebhookNotFound(NotFound):
@@ -117,9 +124,13 @@ class WebhookService:
                     hook.id,
                 )
             return hook
-        listed, sealed = shown(hook.url), self._keybox.seal(hook.url)
-        await self._repo.seal_url(hook.id, listed, sealed)
-        return replace(hook, url=listed, url_encrypted=sealed)
+        fields = self._url_fields(hook.url)
+        await self._repo.seal_url(hook.id, **fields)
+        return replace(hook, **fields)
+
+    def _url_fields(self, url: str) -> _UrlFields:
+        """A record's URL fields for ``url``: its listed form, and itself sealed."""
+        return {"url": shown(url), "url_encrypted": self._keybox.seal(url)}
 
     def _fresh(self) -> bool:
         return time.monotonic() - self._loaded_at < _FRESH_SECONDS
@@ -148,12 +159,11 @@ class WebhookService:
         url = self._allowed(check_url(url))
         record = WebhookRecord(
             id=f"wh-{uuid.uuid4().hex[:16]}",
-            url=shown(url),
             events=sorted(set(events)),
             description=description,
             secret_encrypted=self._keybox.seal(secret),
             created_at=time.time(),
-            url_encrypted=self._keybox.seal(url),
+            **self._url_fields(url),
         )
         await self._repo.add(record)
         self._hooks[record.id] = record
