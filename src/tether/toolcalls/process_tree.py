@@ -251,17 +251,15 @@ def reap_groups(
     ``groups`` holds (process group, epoch time the call started) of calls whose owners'
     markers begin with one of ``owner_prefixes``. A group whose number may now belong to
     something else is skipped: one recorded before the machine last booted, and one
-    whose leader (the process of that number) does not carry such a marker (the number
-    was freed and given to another process; while any member of the old group lives,
-    the kernel gives its number to nobody, so a group whose leader is gone is still the
-    call's). ``marker_prefixes`` also finds processes by the marker in their environment
-    (a call's setsid'd child outside its group); pass only prefixes of owners known to
-    be gone.
+    that no process carrying such a marker proves still the call's
+    (``_still_a_calls_group``). ``marker_prefixes`` also finds processes by the marker
+    in their environment (a call's setsid'd child outside its group); pass only
+    prefixes of owners known to be gone.
     """
     killed = 0
     booted = psutil.boot_time()
     for pgid, started_at in groups:
-        if started_at < booted or not _led_by_a_call(pgid, tuple(owner_prefixes)):
+        if started_at < booted or not _still_a_calls_group(pgid, tuple(owner_prefixes)):
             continue
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
@@ -278,12 +276,26 @@ def reap_groups(
     return killed
 
 
-def _led_by_a_call(pgid: int, prefixes: tuple[str, ...]) -> bool:
-    """Whether group ``pgid`` is still a call's: its leader carries a call marker with
-    one of ``prefixes``, or the leader is gone (the number stays the group's)."""
+def _still_a_calls_group(pgid: int, prefixes: tuple[str, ...]) -> bool:
+    """Whether group ``pgid`` is still a call's: its leader (the process of that number)
+    carries a call marker with one of ``prefixes``, or, the leader gone, a member does.
+
+    The kernel gives a group's number to nobody while a member lives, so one marked
+    member proves the whole group the call's (unmarked members too: a command may clear
+    its environment). A leaderless group with no marked member may be one that took
+    the number after the call's emptied: it is left alone."""
     try:
-        return psutil.Process(pgid).environ().get(MARKER_VAR, "").startswith(prefixes)
+        return _marked(psutil.Process(pgid), prefixes)
     except psutil.NoSuchProcess:
-        return True
+        pass
     except psutil.Error:
         return False  # not ours to read: not ours to kill
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if os.getpgid(proc.pid) == pgid and _marked(proc, prefixes):
+                return True
+    return False
+
+
+def _marked(proc: psutil.Process, prefixes: tuple[str, ...]) -> bool:
+    return proc.environ().get(MARKER_VAR, "").startswith(prefixes)

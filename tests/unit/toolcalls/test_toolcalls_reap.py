@@ -3,6 +3,7 @@ and only while their number still names a call's group."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
@@ -67,10 +68,12 @@ def test_a_group_number_given_to_another_process_since_is_left_alone(
     assert _alive(leader)
 
 
-def test_a_call_group_whose_leader_is_gone_is_still_killed(start_group: Start) -> None:
-    """A leader that exited leaves its group number taken while a member lives: the
-    member (here started by the leader's shell, which then exits) dies."""
-    env = {**os.environ, MARKER_VAR: f"{DEAD}call-2"}
+def _leaderless_group(marker: str | None) -> tuple[int, psutil.Process]:
+    """A group whose leader (a shell) has exited, leaving ``sleep 30`` in it; the
+    marker (``None``: none) is in both's environment. Returns (group, member)."""
+    env = {k: v for k, v in os.environ.items() if k != MARKER_VAR}
+    if marker is not None:
+        env[MARKER_VAR] = marker
     shell = subprocess.Popen(
         ["sh", "-c", "sleep 30 & echo $!"], start_new_session=True, env=env, stdout=subprocess.PIPE
     )
@@ -78,9 +81,31 @@ def test_a_call_group_whose_leader_is_gone_is_still_killed(start_group: Start) -
     with shell.stdout:
         member = psutil.Process(int(shell.stdout.readline()))
     shell.wait()
+    return shell.pid, member
+
+
+def test_a_call_group_whose_leader_is_gone_is_still_killed() -> None:
+    """A leader that exited leaves its group number taken while a member lives: the
+    member (here started by the leader's shell, which then exits) dies."""
+    pgid, member = _leaderless_group(f"{DEAD}call-2")
     try:
-        assert reap_groups([(shell.pid, time.time())], (DEAD,)) == 1
+        assert reap_groups([(pgid, time.time())], (DEAD,)) == 1
         member.wait(timeout=5)
     finally:
         if member.is_running():
             member.kill()
+
+
+@pytest.mark.parametrize("marker", [None, "tether-a-live-owner:call-9"])
+def test_a_leaderless_group_with_no_call_member_is_left_alone(marker: str | None) -> None:
+    """The call's group emptied, its number went to a new group whose leader has also
+    exited: no member carries a dead owner's marker, so nothing proves the group the
+    call's, and it lives."""
+    pgid, member = _leaderless_group(marker)
+    try:
+        assert reap_groups([(pgid, time.time())], (DEAD,)) == 0
+        assert member.is_running() and member.status() != psutil.STATUS_ZOMBIE
+    finally:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            member.kill()
+            member.wait(timeout=5)
