@@ -175,10 +175,65 @@ def test_a_receiver_answering_an_endless_body_is_not_read(stack: Stack) -> None:
         stack.api("DELETE", f"/api/webhooks/{hook.json()['id']}")
 
 
+def test_a_changed_url_gets_the_next_deliveries_signed_with_the_same_secret(
+    stack: Stack, receiver: Receiver
+) -> None:
+    """A URL is sealed and never shown again: changing it is how a receiver moves."""
+    hook = subscribe(stack, receiver, "task.finished")
+    with fresh_receiver(stack) as moved:
+        moved.secret = receiver.secret
+        resp = stack.api(
+            "PATCH",
+            f"/api/webhooks/{hook['id']}",
+            json={"url": moved.url, "events": ["task.finished", "approval.requested"]},
+        )
+        assert resp.status_code == 200, resp.text
+        changed = resp.json()
+        assert changed["url"] == moved.url.removesuffix(f"/hook/{moved.token}") + "/…"
+        assert changed["events"] == ["approval.requested", "task.finished"]
+        assert "secret" not in changed
+        assert stack.api("GET", "/api/webhooks").json()["items"] == [changed]
+        stack.model.script({"text": "ok"})
+        task_id = stack.submit("hello", new_session())
+
+        got = moved.wait(lambda r: any(x.answered == 200 for x in r))
+        assert got[-1].signature_ok
+        assert got[-1].body["data"]["task_id"] == task_id
+        assert receiver.received == []
+        for path in stack.server.home.rglob("*"):
+            if path.is_file():
+                assert moved.token.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"url": None},
+        {"events": []},
+        {"events": ["no.such.event"]},
+        {"url": "ftp://127.0.0.1/hook"},
+        {"url": "http://user:pass@127.0.0.1:9/hook"},
+        {"url": "http://169.254.169.254/latest/meta-data/"},
+        {"description": "x" * 501},
+        {"secret": "whsec_bXlvd24="},
+    ],
+)
+def test_bad_changes_are_refused_and_change_nothing(
+    stack: Stack, receiver: Receiver, body: dict[str, Any]
+) -> None:
+    hook = subscribe(stack, receiver, "task.finished")
+    before = stack.api("GET", "/api/webhooks").json()
+    resp = stack.api("PATCH", f"/api/webhooks/{hook['id']}", json=body)
+    assert resp.status_code == 422, resp.text
+    assert stack.api("GET", "/api/webhooks").json() == before
+
+
 def test_unknown_webhooks_are_404(stack: Stack) -> None:
-    for method, path in (
-        ("DELETE", "/api/webhooks/wh-nope"),
-        ("GET", "/api/webhooks/wh-nope/deliveries"),
+    for method, path, body in (
+        ("DELETE", "/api/webhooks/wh-nope", None),
+        ("GET", "/api/webhooks/wh-nope/deliveries", None),
+        ("PATCH", "/api/webhooks/wh-nope", {"description": "moved"}),
     ):
-        resp = stack.api(method, path)
+        resp = stack.api(method, path, json=body)
         assert (resp.status_code, resp.json()) == (404, {"detail": "webhook 'wh-nope' not found"})

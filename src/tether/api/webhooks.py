@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tether.api.deps import ServicesDep
 from tether.api.valid_json import ValidTextRoute
@@ -16,19 +16,44 @@ from tether.webhooks.events import EventType
 router = APIRouter(prefix="/api/webhooks", tags=["webhooks"], route_class=ValidTextRoute)
 
 
+_URL = Field(min_length=1, max_length=2000, description="An http:// or https:// URL.")
+_EVENTS = Field(min_length=1, max_length=16)
+_DESCRIPTION = Field(max_length=500)
+
+
+def _http_url(value: str | None) -> str | None:
+    try:
+        return None if value is None else check_url(value)
+    except InvalidWebhook as exc:
+        raise ValueError(str(exc)) from None
+
+
 class WebhookIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    url: str = Field(min_length=1, max_length=2000, description="An http:// or https:// URL.")
-    events: list[EventType] = Field(min_length=1, max_length=16)
-    description: str = Field("", max_length=500)
+    url: Annotated[str, _URL]
+    events: Annotated[list[EventType], _EVENTS]
+    description: Annotated[str, _DESCRIPTION] = ""
 
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        try:
-            return check_url(value)
-        except InvalidWebhook as exc:
-            raise ValueError(str(exc)) from None
+    http_url = field_validator("url")(_http_url)
+
+
+class WebhookChange(BaseModel):
+    """What to change of a webhook: the fields given (at least one)."""
+
+    model_config = ConfigDict(extra="forbid")
+    url: Annotated[str | None, _URL] = None
+    events: Annotated[list[EventType] | None, _EVENTS] = None
+    description: Annotated[str | None, _DESCRIPTION] = None
+
+    http_url = field_validator("url")(_http_url)
+
+    @model_validator(mode="after")
+    def _something(self) -> WebhookChange:
+        if not self.model_fields_set:
+            raise ValueError("give at least one of url, events, description")
+        if any(getattr(self, name) is None for name in self.model_fields_set):
+            raise ValueError("url, events and description may not be null")
+        return self
 
 
 class WebhookOut(BaseModel):
@@ -111,6 +136,14 @@ async def create_webhook(body: WebhookIn, services: ServicesDep) -> WebhookCreat
 async def list_webhooks(services: ServicesDep) -> WebhookList:
     items = [_out(h) for h in await services.webhooks.subscriptions()]
     return WebhookList(items=items, count=len(items))
+
+
+@router.patch("/{webhook_id}", response_model=WebhookOut)
+async def change_webhook(webhook_id: str, body: WebhookChange, services: ServicesDep) -> WebhookOut:
+    """Change a webhook's URL, events or description (the fields given). The signing
+    secret stays; a delivery still pending goes to the new URL from its next attempt."""
+    hook = await services.webhooks.update(webhook_id, body.url, body.events, body.description)
+    return _out(hook)
 
 
 @router.delete("/{webhook_id}")

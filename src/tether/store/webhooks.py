@@ -38,6 +38,22 @@ class WebhookRepository:
                 .values(url=url, url_encrypted=url_encrypted)
             )
 
+    async def update(self, record: WebhookRecord) -> bool:
+        """Write ``record``'s URL fields, events and description over its row; False if
+        the webhook is gone."""
+        async with self._db.write() as conn:
+            result = await conn.execute(
+                sa.update(webhooks)
+                .where(webhooks.c.id == record.id)
+                .values(
+                    url=record.url,
+                    url_encrypted=record.url_encrypted,
+                    events=record.events,
+                    description=record.description,
+                )
+            )
+            return bool(result.rowcount == 1)
+
     async def delete(self, webhook_id: str) -> bool:
         """Remove a webhook with its deliveries and their attempts; False if unknown."""
         async with self._db.write() as conn:

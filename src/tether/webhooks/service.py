@@ -169,6 +169,29 @@ class WebhookService:
         self._hooks[record.id] = record
         return record, secret
 
+    async def update(
+        self,
+        webhook_id: str,
+        url: str | None = None,
+        events: Sequence[EventType] | None = None,
+        description: str | None = None,
+    ) -> WebhookRecord:
+        """Change what is given of a webhook's URL, events and description; its secret
+        and its deliveries stay (one still pending is made to the new URL from its next
+        attempt). Raises WebhookNotFound, InvalidWebhook."""
+        hook = await self.get(webhook_id)
+        if url is not None:
+            hook = replace(hook, **self._url_fields(self._allowed(check_url(url))))
+        if events is not None:
+            hook = replace(hook, events=sorted(set(events)))
+        if description is not None:
+            hook = replace(hook, description=description)
+        if not await self._repo.update(hook):
+            self._hooks.pop(webhook_id, None)
+            raise WebhookNotFound(webhook_id)
+        self._hooks[webhook_id] = hook
+        return hook
+
     def _allowed(self, url: str) -> str:
         host = urlsplit(url).hostname or ""
         if self._egress.denies_host(host):

@@ -174,3 +174,38 @@ async def test_a_success_stands_whatever_another_node_recorded_for_that_attempt(
     ((delivery, attempts),) = await repo.deliveries("wh-1", 10)
     assert (delivery.status, delivery.attempts, delivery.next_attempt_at) == ("delivered", 2, None)
     assert [a.status_code for a in attempts] == [500, 500, 204, 500, 500]
+
+
+async def test_a_pending_delivery_goes_to_a_changed_url_from_its_next_attempt(
+    repo: WatchedRepository, tmp_path: Path
+) -> None:
+    moved = "https://moved.example/in?token=also-private"
+    asked: list[str] = []
+
+    def receiver(request: httpx.Request) -> httpx.Response:
+        asked.append(str(request.url))
+        return httpx.Response(200 if str(request.url) == moved else 503)
+
+    policy = RetryPolicy(first_delay=0.01, max_delay=0.02, give_up_after=30, timeout=1)
+    service = WebhookService(
+        repo, KeyBox(tmp_path / "k"), policy, DEFAULT_EGRESS, httpx.MockTransport(receiver)
+    )
+    hook, _secret = await service.create(URL, ["task.finished"], "")
+    service.start()
+    try:
+        service.notify("task.finished", {"task_id": "t1"})
+        await asyncio.wait_for(repo.recorded.wait(), 10)
+        changed = await service.update(hook.id, url=moved)
+        assert changed.url == "https://moved.example/…"
+        while True:
+            repo.recorded.clear()  # before the look: a record made after it is waited for
+            if (await repo.deliveries(hook.id, 1))[0][0].status != "pending":
+                break
+            await asyncio.wait_for(repo.recorded.wait(), 10)
+    finally:
+        await service.shutdown()
+    ((delivery, attempts),) = await repo.deliveries(hook.id, 10)
+    assert delivery.status == "delivered"
+    assert [a.status_code for a in attempts][-1] == 200
+    assert set(asked) == {URL, moved}
+    assert asked.index(moved) == len(asked) - 1
