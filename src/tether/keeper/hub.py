@@ -61,6 +61,8 @@ class KeeperHub:
         # Clear while one runner replaces another: requests wait for the new one.
         self._settled = asyncio.Event()
         self._settled.set()
+        #: Replacements begun so far: a request cut by one is sent again (see request).
+        self._swaps = 0
 
     async def open(self) -> RunnerInfo:
         """Start (or find) the runner, agree on a protocol with it and begin watching
@@ -127,6 +129,7 @@ class KeeperHub:
         may have been left unread on the old watch: the followers are sent to their
         files rather than left to their slow look. Requests made meanwhile wait for the
         new runner."""
+        self._swaps += 1
         self._settled.clear()
         try:
             await self.retire(info)
@@ -158,7 +161,16 @@ class KeeperHub:
         self._signals.pop(call_id, None)
 
     async def request(self, op: str, **fields: Any) -> dict[str, Any]:
-        """A request to the runner (see :class:`KeeperClient`)."""
+        """A request to the runner (see :class:`KeeperClient`). One cut by a replacement
+        (the old runner's connection closed under it) is sent again to the new runner:
+        the old one ran no call, so nothing the request asked of it can have happened."""
+        await self._settled.wait()
+        swaps = self._swaps
+        try:
+            return await self.client.request(op, **fields)
+        except RunnerUnavailable:
+            if self._swaps == swaps:
+                raise
         await self._settled.wait()
         return await self.client.request(op, **fields)
 

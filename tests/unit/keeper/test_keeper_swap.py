@@ -14,6 +14,7 @@ import pytest
 from keeper_support import runner_of
 from test_keeper_launcher import Spec
 
+from tether.keeper import client as client_module
 from tether.keeper.client import RunnerInfo
 from tether.keeper.hub import KeeperHub
 from tether.keeper.launcher import KeeperLauncher
@@ -139,3 +140,39 @@ async def test_requests_made_during_the_swap_wait_for_the_new_runner(
     call = await start
     assert await asyncio.wait_for(call.wait(), 10) == 0
     assert runner_of(runner_home) != old and not kept.kept
+
+
+async def test_a_request_cut_by_the_swap_is_answered_by_the_new_runner(
+    kept: KeeperLauncher, runner_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop sent to the old runner just as the swap closed its connection (after the
+    idle check) failed: the runner was idle, so the new one can answer it."""
+    old = runner_of(runner_home)
+    hub = kept.hub
+    in_flight, closed = asyncio.Event(), asyncio.Event()
+    ask, close, replace = client_module._ask, hub.client.close, hub.replace
+    stopping: list[asyncio.Task[dict[str, object]]] = []
+
+    async def held_ask(reader: object, writer: object, message: bytes) -> bytes:
+        if b'"op":"signal"' in message and not in_flight.is_set():
+            in_flight.set()
+            await closed.wait()
+        return await ask(reader, writer, message)  # type: ignore[arg-type]
+
+    def close_and_tell() -> None:
+        close()
+        closed.set()
+
+    async def replace_with_a_stop_in_flight(info: RunnerInfo) -> RunnerInfo:
+        stopping.append(asyncio.create_task(hub.request("signal", call_ids=["first"])))
+        await asyncio.wait_for(in_flight.wait(), 10)
+        return await replace(info)
+
+    monkeypatch.setattr(client_module, "_ask", held_ask)
+    monkeypatch.setattr(hub.client, "close", close_and_tell)
+    monkeypatch.setattr(hub, "replace", replace_with_a_stop_in_flight)
+    call = await asyncio.wait_for(kept.start(Spec("after", "exit 0")), 15)
+
+    assert await asyncio.wait_for(stopping[0], 15) == {"ok": True, "gone": ["first"]}
+    assert runner_of(runner_home) != old and not kept.kept
+    assert await asyncio.wait_for(call.wait(), 10) == 0
