@@ -4,7 +4,10 @@ status), secrets sealed at rest, failures readable, tool-list changes picked up.
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -152,6 +155,105 @@ def test_a_server_that_fails_to_start_shows_failed_with_its_stderr(stack: Stack)
         assert stack.api("GET", "/api/healthz").status_code == 200
     finally:
         remove_client(stack, "broken")
+
+
+def test_a_failure_quoting_a_secret_shows_and_logs_it_masked(stack: Stack) -> None:
+    """A server that prints its environment on the way out, and an HTTP server whose URL
+    carries a token: their failures are shown and logged, never with the secret (the
+    URL itself is the client's ``url``, returned as given, as QwenPaw does)."""
+    printing = {
+        "name": "printing",
+        "command": sys.executable,
+        "args": ["-c", "import os, sys; sys.stderr.write(os.environ['TOKEN']); sys.exit(3)"],
+        "env": {"TOKEN": SECRET},
+    }
+    with not_found_server() as base:
+        # httpx quotes the whole URL in its error for a 404.
+        url = f"{base}/mcp/path-token-0123456789?token=query-token-0123456789"
+        remote = {"name": "remote", "transport": "sse", "url": url, "headers": {"X-Key": SECRET}}
+        add_client(stack, "printing", printing, ready=False)
+        add_client(stack, "remote", remote, ready=False)
+        try:
+            errors = [wait_client(stack, key, "failed")["error"] for key in ("printing", "remote")]
+            errors.append(stack.api("GET", "/api/mcp/tools/printing").json()["detail"])
+            assert "********" in errors[0]
+            assert f"{base}/…" in errors[1] and "404" in errors[1]
+        finally:
+            remove_client(stack, "printing")
+            remove_client(stack, "remote")
+    log = stack.server.log_path.read_text(errors="replace")
+    for text in [*errors, log]:
+        for secret in (SECRET, "path-token-0123456789", "query-token-0123456789"):
+            assert secret not in text
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"headers": {"X-Key": "sk-part\r\nInjected: 1"}},
+        {"headers": {"X-Key": "a\x00b"}},
+        {"env": {"TOKEN": "a\x00b"}},
+        # The mask keeps a stored value; for a name with none it is no value at all.
+        {"env": {"NEW": "********"}},
+    ],
+)
+def test_a_secret_value_that_cannot_be_used_is_422(
+    stack: Stack, state: Path, change: dict[str, object]
+) -> None:
+    add_client(stack, "values", stdio_client(state, env={"TOKEN": SECRET}), ready=False)
+    try:
+        before = stack.api("GET", "/api/mcp/values").json()
+        resp = stack.api("PUT", "/api/mcp/values", json=change)
+        assert resp.status_code == 422, resp.text
+        assert SECRET not in resp.text and "sk-part" not in resp.text
+        after = stack.api("GET", "/api/mcp/values").json()
+        assert {k: after[k] for k in ("env", "headers")} == {
+            k: before[k] for k in ("env", "headers")
+        }
+        created = stack.api(
+            "POST", "/api/mcp", json={"client_key": "fresh", "client": stdio_client(state) | change}
+        )
+        assert created.status_code == 422, created.text
+    finally:
+        remove_client(stack, "values")
+        if stack.api("GET", "/api/mcp/fresh").status_code == 200:
+            remove_client(stack, "fresh")
+
+
+def test_a_header_value_keeps_no_surrounding_whitespace(stack: Stack, state: Path) -> None:
+    """A pasted key often ends with a newline, which HTTP cannot send: it is dropped."""
+    with not_found_server() as base:
+        spec = {"name": "w", "transport": "sse", "url": f"{base}/sse"}
+        add_client(stack, "spaced", spec | {"headers": {"X-Key": f"  {SECRET}\n"}}, ready=False)
+        try:
+            failed = wait_client(stack, "spaced", "failed")
+            assert "404" in failed["error"]  # sent, and answered
+        finally:
+            remove_client(stack, "spaced")
+
+
+@contextmanager
+def not_found_server() -> Iterator[str]:
+    """An HTTP server on loopback answering 404 to everything; yields its base URL."""
+
+    class NotFound(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_error(404)
+
+        do_POST = do_GET
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_a_tool_list_change_is_picked_up(stack: Stack, state: Path) -> None:

@@ -9,8 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from tether.api.deps import ServicesDep
 from tether.api.valid_json import ValidTextRoute
+from tether.security.secret_text import shown_url
 from tether.store.records import WebhookAttemptRecord, WebhookDeliveryRecord, WebhookRecord
-from tether.webhooks.address import InvalidWebhook, check_url, shown
+from tether.webhooks.address import InvalidWebhook, check_url
 from tether.webhooks.events import EventType
 
 router = APIRouter(prefix="/api/webhooks", tags=["webhooks"], route_class=ValidTextRoute)
@@ -105,7 +106,7 @@ class DeliveryList(BaseModel):
 def _out(hook: WebhookRecord) -> WebhookOut:
     return WebhookOut(
         id=hook.id,
-        url=shown(hook.url),  # a row left unsealed holds the whole URL
+        url=shown_url(hook.url),  # a row left unsealed holds the whole URL
         events=hook.events,
         description=hook.description,
         created_at=hook.created_at,

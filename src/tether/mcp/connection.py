@@ -26,6 +26,7 @@ from mcp.shared.exceptions import MCPError
 
 from tether.mcp.seams import ServerWrapper, Timing, WrappedServer
 from tether.mcp.spec import McpClientSpec, Status
+from tether.security.secret_text import masked_text
 from tether.waits import event_within, within
 
 log = logging.getLogger(__name__)
@@ -204,9 +205,14 @@ class McpConnection:
         self.tools = list(listed.tools)
 
     def _describe_failure(self, exc: BaseException) -> str:
+        """What went wrong, with the server's last stderr lines; the spec's secrets (its
+        header and env values, the URL past its host) masked wherever they are quoted
+        (the text is shown by the API and logged)."""
         text = _first_line(_innermost(exc)) or type(exc).__name__
         tail = _tail(self._stderr_path)
-        return f"{text}\n--- stderr (last lines) ---\n{tail}" if tail else text
+        text = f"{text}\n--- stderr (last lines) ---\n{tail}" if tail else text
+        secrets = [*self.spec.headers.values(), *self.spec.env.values()]
+        return masked_text(text, secrets, urls=[self.spec.url])
 
     # ----------------------------------------------------------------- notifications
 

@@ -19,6 +19,7 @@ from tether import late_imports
 from tether.errors import Conflict, Invalid, NotFound, TetherError, Unavailable
 from tether.mcp.seams import ServerWrapper, Timing
 from tether.mcp.spec import (
+    STORED,
     McpClientInfo,
     McpClientSpec,
     McpClientUpdate,
@@ -257,7 +258,7 @@ class McpService:
             else {}
         )
         return McpClientSpec.model_validate(
-            public | {f: secrets.get(f, {}) for f in _SECRET_FIELDS}
+            public | {f: secrets.get(f, {}) for f in _SECRET_FIELDS}, context=STORED
         )
 
     def _info(self, key: str, spec: McpClientSpec) -> McpClientInfo:
@@ -290,3 +291,5 @@ def _apply(changes: McpClientUpdate, spec: McpClientSpec) -> McpClientSpec:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ())) or "client"
         raise McpInvalid(f"{where}: {first.get('msg', 'invalid')}") from None
+    except ValueError as exc:
+        raise McpInvalid(str(exc)) from None

@@ -12,13 +12,23 @@ import re
 from typing import Literal, Self
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from tether.security.secret_text import MASK
 
 Transport = Literal["stdio", "streamable_http", "sse"]
 Status = Literal["connecting", "ready", "failed", "disabled"]
 SandboxNetwork = Literal["none", "full"]
 
-MASK = "********"
+#: The validation context of a spec read back from the store (see McpClientSpec).
+STORED = {"stored": True}
 # Tools reach the model as `<client_key>__<tool>`, so a key may not contain the separator.
 TOOL_SEPARATOR = "__"
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -69,6 +79,31 @@ class McpClientSpec(_Fields):
                 raise ValueError(f"invalid name {name!r}")
         return value
 
+    @field_validator("headers")
+    @classmethod
+    def _header_values(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        """Surrounding whitespace is not part of a header's value (a pasted key often
+        ends with a newline); a control character left inside is refused, without
+        quoting the value (it is a secret). Not for a stored spec (``STORED``): one an
+        earlier version took is loaded as it is, its failure told when it connects."""
+        if info.context == STORED:
+            return value
+        value = {name: v.strip(" \t\r\n") for name, v in value.items()}
+        for name, v in value.items():
+            if any((ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F for c in v):
+                raise ValueError(f"the value of {name!r} holds a control character")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_values(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        if info.context == STORED:
+            return value
+        for name, v in value.items():
+            if "\0" in v:
+                raise ValueError(f"the value of {name!r} holds a NUL character")
+        return value
+
     @model_validator(mode="after")
     def _endpoint(self) -> Self:
         if self.transport == "stdio":
@@ -111,8 +146,14 @@ class McpClientUpdate(BaseModel):
         for field in ("env", "headers"):
             if changes.get(field) is not None:
                 old = getattr(spec, field)
+                unknown = [k for k, v in changes[field].items() if v == MASK and k not in old]
+                if unknown:
+                    raise ValueError(
+                        f"{field}: {unknown[0]!r} has no stored value for {MASK!r} to keep; "
+                        "send the value itself"
+                    )
                 changes[field] = {
-                    k: (old.get(k, v) if v == MASK else v) for k, v in changes[field].items()
+                    k: (old[k] if v == MASK else v) for k, v in changes[field].items()
                 }
         if changes.get("sandbox", False) is None:
             changes.pop("sandbox")
@@ -126,6 +167,17 @@ class McpCreateRequest(BaseModel):
 
     client_key: str
     client: McpClientSpec
+
+    @model_validator(mode="after")
+    def _no_mask(self) -> Self:
+        for field in ("env", "headers"):
+            named = [k for k, v in getattr(self.client, field).items() if v == MASK]
+            if named:
+                raise ValueError(
+                    f"client.{field}: {named[0]!r} is {MASK!r}, which keeps a stored value "
+                    "on an update; a new client has none: send the value itself"
+                )
+        return self
 
 
 class McpToolList(BaseModel):

@@ -1,4 +1,4 @@
-"""A webhook's URL: what is accepted, and how it is shown.
+"""A webhook's URL: what is accepted (it is shown as ``secret_text.shown_url``).
 
 A URL is often the receiver's only credential (Slack's, Discord's and Teams' incoming
 webhooks carry their token in the path), so it is kept like a secret: sealed in the
@@ -37,13 +37,3 @@ def check_url(url: str) -> str:
         # They would be kept and listed in plain text; deliveries are signed instead.
         raise InvalidWebhook("url must not carry a user name or password (user:pass@)")
     return url
-
-
-def shown(url: str) -> str:
-    """``url`` as it is listed: scheme, host and port, with ``/…`` in place of anything
-    after them (``https://hooks.slack.com/…``), and without a ``user:pass@`` (refused
-    now, accepted by earlier versions). Showing it again changes nothing."""
-    parts = urlsplit(url)
-    rest = url[len(f"{parts.scheme}://{parts.netloc}") :]
-    host = parts.netloc.rpartition("@")[2]
-    return f"{parts.scheme}://{host}" + ("/…" if rest not in ("", "/") else "/")

@@ -26,10 +26,11 @@ import httpx
 
 from tether.errors import NotFound
 from tether.security.keybox import KeyBox
+from tether.security.secret_text import shown_url
 from tether.store.records import WebhookAttemptRecord, WebhookDeliveryRecord, WebhookRecord
 from tether.store.webhooks import WebhookRepository
 from tether.waits import event_within, to_the_end
-from tether.webhooks.address import InvalidWebhook, check_url, shown
+from tether.webhooks.address import InvalidWebhook, check_url
 from tether.webhooks.backoff import RetryPolicy
 from tether.webhooks.egress import SETTING, Egress
 from tether.webhooks.events import EventType
@@ -130,7 +131,7 @@ class WebhookService:
 
     def _url_fields(self, url: str) -> _UrlFields:
         """A record's URL fields for ``url``: its listed form, and itself sealed."""
-        return {"url": shown(url), "url_encrypted": self._keybox.seal(url)}
+        return {"url": shown_url(url), "url_encrypted": self._keybox.seal(url)}
 
     def _fresh(self) -> bool:
         return time.monotonic() - self._loaded_at < _FRESH_SECONDS

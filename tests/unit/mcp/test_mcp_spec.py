@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from tether.mcp.spec import MASK, McpClientSpec, McpClientUpdate, check_key
+from tether.mcp.spec import MASK, STORED, McpClientSpec, McpClientUpdate, check_key
 from tether.mcp.tools import content_text, progress_line
 
 
@@ -75,3 +75,12 @@ def test_content_text_names_what_it_does_not_show() -> None:
         types.ImageContent(type="image", data="AAAA", mime_type="image/png"),
     ]
     assert content_text(blocks) == "hello\n[image content omitted]"
+
+
+def test_a_stored_spec_loads_whatever_an_earlier_version_took() -> None:
+    """Header and env values are checked where they are given, not where they are read
+    back: a value an earlier version stored does not stop the server from starting."""
+    old = {"name": "x", "transport": "sse", "url": "http://h/sse", "headers": {"K": "a\nb"}}
+    assert McpClientSpec.model_validate(old, context=STORED).headers == {"K": "a\nb"}
+    with pytest.raises(ValidationError, match="control character"):
+        McpClientSpec.model_validate(old)

@@ -15,10 +15,10 @@ import sqlalchemy as sa
 from webhook_doubles import DEFAULT_EGRESS, WatchedRepository, notify_until
 
 from tether.security.keybox import KeyBox
+from tether.security.secret_text import shown_url
 from tether.store.database import Database
 from tether.store.records import WebhookRecord
 from tether.store.tables import webhooks
-from tether.webhooks.address import shown
 from tether.webhooks.backoff import RetryPolicy
 from tether.webhooks.service import WebhookService
 
@@ -63,7 +63,7 @@ async def _stored_rows(db: Database) -> list[str]:
     ],
 )
 def test_a_url_is_listed_by_scheme_host_and_port(url: str, listed: str) -> None:
-    assert shown(url) == listed
+    assert shown_url(url) == listed
 
 
 async def test_a_url_is_listed_by_its_host_stored_sealed_and_delivered_to_whole(
@@ -141,7 +141,7 @@ async def test_a_server_with_another_key_leaves_a_subscription_from_before_unsea
         "its URL is left unsealed until a server with the right key reads it"
     ) == 1
     listed = [h.url for h in await wrong.subscriptions()]
-    assert [shown(url) for url in listed] == ["https://hooks.example:8443/…"]
+    assert [shown_url(url) for url in listed] == ["https://hooks.example:8443/…"]
 
     receiver = Receiver()
     service = _service(repo, right, receiver)
