@@ -24,6 +24,14 @@ class UnknownProvider(NotFound):
         super().__init__(f"Provider {provider_id!r} not found")
 
 
+class UnknownCustomProvider(NotFound):
+    """No custom provider has this id (``built_in``: a built-in one has)."""
+
+    def __init__(self, provider_id: str, built_in: bool) -> None:
+        why = " (a built-in provider cannot be removed)" if built_in else ""
+        super().__init__(f"Custom provider {provider_id!r} not found{why}")
+
+
 class ProviderExists(Conflict):
     """A provider with this id already exists."""
 
@@ -118,9 +126,11 @@ class ProviderService:
         return _view(record)
 
     async def delete(self, provider_id: str) -> None:
-        """Remove a provider. Raises UnknownProvider."""
-        if not await self._repo.delete(provider_id):
-            raise UnknownProvider(provider_id)
+        """Remove a custom provider. Raises UnknownCustomProvider (a built-in one stays:
+        removed, no model would be configured until the next start)."""
+        record = await self._repo.get(provider_id)
+        if record is None or not record.is_custom or not await self._repo.delete(provider_id):
+            raise UnknownCustomProvider(provider_id, record is not None)
 
     async def set_active(self, provider_id: str, model: str, scope: str) -> dict[str, str]:
         record = await self._repo.get(provider_id)

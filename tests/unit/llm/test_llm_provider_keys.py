@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tether.llm.client import ModelError
-from tether.llm.provider_service import ProviderService
+from tether.llm.provider_service import ENV_PROVIDER_ID, ProviderService, UnknownCustomProvider
 from tether.security.keybox import KeyBox
 from tether.store.database import Database
 from tether.store.providers import ProviderRepository
@@ -41,3 +41,20 @@ async def test_a_key_sealed_with_another_key_is_named_with_the_way_out(
     probe = await other.test_connection(active.id, 1.0)
     assert not probe.ok
     assert probe.error is not None and "TETHER_SECRET_KEY" in probe.error
+
+
+async def test_the_built_in_provider_cannot_be_deleted_as_a_custom_one(
+    db: Database, tmp_path: Path
+) -> None:
+    """Removed (through DELETE /api/models/custom-providers/openai-env), no model was
+    configured until the next start: every turn failed."""
+    repo = ProviderRepository(db)
+    service = ProviderService(repo, KeyBox(tmp_path / "a.key"), _never)
+    await service.bootstrap_from_env(ENV)
+    before = (await service.all(), await repo.get_active())
+
+    with pytest.raises(UnknownCustomProvider, match="a built-in provider cannot be removed"):
+        await service.delete(ENV_PROVIDER_ID)
+    with pytest.raises(UnknownCustomProvider, match=r"^Custom provider 'nope' not found$"):
+        await service.delete("nope")
+    assert (await service.all(), await repo.get_active()) == before
