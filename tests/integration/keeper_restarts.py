@@ -50,13 +50,17 @@ def start_ticker(stack: Stack, gate: str) -> tuple[str, str, str]:
     return session, task, call["tool_call_id"]
 
 
-def ended_while_down(stack: Stack, text: str = "hello") -> tuple[str, str, str]:
+def ended_while_down(
+    stack: Stack, text: str = "hello", timeout: int | None = None
+) -> tuple[str, str, str]:
     """A call that printed ``text``, then ended (printing "bye") while its server was
-    down (killed); the server is left down. (session, task, call id)."""
+    down (killed); the server is left down. (session, task, call id). ``timeout``: the
+    call's, in seconds."""
     gate = f"gate-{time.monotonic_ns()}"
     session = new_session()
     command = f"echo {text}; while [ ! -e {gate} ]; do sleep 0.05; done; echo bye"
-    stack.model.script(shell_call(command), {"text": "done"})
+    extra = {} if timeout is None else {"timeout": timeout}
+    stack.model.script(shell_call(command, **extra), {"text": "done"})
     task = stack.submit("run", session)
     call_id = stack.wait_call(session)["tool_call_id"]
     # Listed is not yet started: the runner has the call once it wrote its spec.

@@ -104,6 +104,22 @@ def test_a_call_that_ended_while_the_server_was_down_is_delivered(stack: Stack) 
     _check_task_text(stack, task, "hi\nbye\n")
 
 
+def test_a_call_that_ended_before_its_deadline_is_not_timed_out_by_a_late_start(
+    stack: Stack,
+) -> None:
+    """The deadline passed while the server was down, after the call had ended well
+    within it: recorded 'timeout', killed at its deadline, with the note to the model."""
+    session, task, call_id = ended_while_down(stack, "early", timeout=3)
+    spec = json.loads((layout.call_dir(stack.server.home, call_id) / layout.SPEC_NAME).read_text())
+    wait_for(lambda: time.time() > spec["kill_at"] + 0.2, what="the call's deadline to pass")
+    stack.server.start()
+    info = stack.wait_completed(session, call_id)
+    assert info["end_state"] == "success", info
+    _check_task_text(stack, task, "early\nbye\n")
+    tool = [m for m in stack.model.requests[-1]["messages"] if m["role"] == "tool"][-1]
+    assert "deadline" not in tool["content"]
+
+
 def _check_task_text(stack: Stack, task_id: str, output: str) -> None:
     task = stack.wait_task(task_id, timeout=30)
     assert task["result"]["status"] == "completed", task

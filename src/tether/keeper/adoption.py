@@ -102,7 +102,10 @@ async def _adopt_one(
             marker=spec.marker,
             since=spec.create_time,
         )
-        outcome = await coordinator.adopt(record, process, spec.kill_at)
+        # One that ended while no server was up has no deadline left to enforce: past it
+        # by now, it would be recorded as killed at its deadline whatever its end.
+        kill_at = spec.kill_at if found.fate == "running" else None
+        outcome = await coordinator.adopt(record, process, kill_at)
         adoption.adopted.add(found.call_id)
         if record.status == "running":  # a turn waits on it (offloaded: delivered as such)
             adoption.waiting[found.call_id] = outcome
