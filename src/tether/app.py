@@ -58,6 +58,20 @@ def create_app(
         finally:
             home_lock.release(lock)
 
+    # With the keeper and TETHER_ON_SHUTDOWN=detach, calls and their tasks (and the cron
+    # runs waiting on them) are left running and unfinished at an exit, for the next
+    # start to adopt and resume.
+    detach = settings.keeper and settings.on_shutdown == "detach"
+
+    def begin_exit() -> None:
+        """The server was asked to exit (its first SIGINT or SIGTERM): from now on a
+        turn or cron run cancelled treats its calls as this exit will, even if the
+        lifespan's shutdown never runs (see cli/signalled_server.py). Sets flags only."""
+        services = getattr(app.state, "services", None)
+        if services is not None:
+            services.cron.scheduler.begin_shutdown(detach)
+            services.coordinator.begin_shutdown(detach)
+
     @asynccontextmanager
     async def _serving(app: FastAPI) -> AsyncIterator[None]:
         services = await start_services(settings, factory, clock=clock, settle_heap=settle_heap)
@@ -72,10 +86,6 @@ def create_app(
             async with mcp_endpoint.serving():
                 yield
         finally:
-            # With the keeper and TETHER_ON_SHUTDOWN=detach, calls and their tasks (and
-            # the cron runs waiting on them) are left running and unfinished, for the
-            # next start to adopt and resume.
-            detach = settings.keeper and settings.on_shutdown == "detach"
             # No new cron runs; the runs in progress stop their turns unless detached.
             await services.cron.scheduler.shutdown(detach)
             # Turns first (their calls are recorded as stopped by the shutdown), then
@@ -104,6 +114,7 @@ def create_app(
     app = FastAPI(
         title="Tether", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None
     )
+    app.state.begin_exit = begin_exit
     mcp_endpoint = LazyEndpoint(lambda: app.state.services, settings)
     app.router.routes.append(mcp_endpoint.route())
     errors.install(app)
@@ -135,3 +146,11 @@ def create_app(
         max_body_bytes=settings.max_body_bytes,
     )
     return Perimeter(app, policy)
+
+
+def begin_exit(served: Perimeter) -> None:
+    """Tell the application ``create_app`` made that the server was asked to exit (at
+    its first SIGINT or SIGTERM; see cli/signalled_server.py)."""
+    app = served.app
+    assert isinstance(app, FastAPI)
+    app.state.begin_exit()

@@ -5,6 +5,7 @@ its stream resumes with no gap and no duplicate, and the task completes."""
 from __future__ import annotations
 
 import json
+import signal
 import time
 from collections.abc import Iterator
 
@@ -21,8 +22,12 @@ from core_support import (
 )
 from keeper_restarts import (
     TICKER,
+    check_resumed,
+    check_task,
     ended_while_down,
+    first_events,
     start_ticker,
+    stream,
     through_a_restart,
 )
 
@@ -53,6 +58,32 @@ def test_a_call_survives_a_kill_9_of_its_server(stack: Stack) -> None:
 
 def test_a_call_survives_a_graceful_stop_and_start(stack: Stack) -> None:
     through_a_restart(stack, stack.server.restart)
+
+
+def test_a_call_survives_a_second_ctrl_c_while_the_server_waits_for_a_stream(
+    stack: Stack,
+) -> None:
+    """With a stream open, uvicorn waits for it to close (inviting a second Ctrl-C);
+    the second made it skip the application's shutdown, the turn was cancelled as if
+    stopped, and the call was killed ("the task was stopped") instead of left running."""
+    gate = f"gate-{time.monotonic_ns()}"
+    session, task, call_id = start_ticker(stack, gate)
+    before = first_events(stack, session, call_id, 5)
+    server, proc = stack.server, stack.server.proc
+    assert proc is not None
+    waiting = "Waiting for connections to close"
+    already = server.log_path.read_text(errors="replace").count(waiting)
+    with stream(stack, session, call_id, 10**9):  # open, and quiet
+        proc.send_signal(signal.SIGINT)
+        wait_for(
+            lambda: server.log_path.read_text(errors="replace").count(waiting) > already,
+            what="the server to wait for the open stream",
+        )
+        proc.send_signal(signal.SIGINT)
+        proc.wait(15)
+    server.start()
+    check_resumed(stack, session, call_id, before, gate)
+    check_task(stack, task)
 
 
 def test_a_call_ended_for_its_node_meanwhile_is_killed_not_adopted(stack: Stack) -> None:

@@ -62,8 +62,9 @@ def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> 
 def _serve(settings: Settings, log_level: str) -> None:
     import uvicorn
 
-    from tether.app import create_app
+    from tether.app import begin_exit, create_app
     from tether.cli.db import check_schema
+    from tether.cli.signalled_server import serve
     from tether.security.http_head import BoundedHeadProtocol
     from tether.security.token import resolve_token
 
@@ -84,7 +85,7 @@ def _serve(settings: Settings, log_level: str) -> None:
             where = "TETHER_TOKEN" if configured else str(settings.home / "token")
             url += f" (open it with ?token=<the token in {where}>)"
     click.echo(f"Tether {__version__} console: {url}", err=True)
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
@@ -95,6 +96,7 @@ def _serve(settings: Settings, log_level: str) -> None:
         access_log=False,
         timeout_graceful_shutdown=5,
     )
+    serve(config, lambda: begin_exit(app))
 
 
 def _require_sandbox(settings: Settings) -> None:

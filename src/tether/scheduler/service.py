@@ -232,11 +232,16 @@ class CronScheduler:
         wait = earliest - self.clock().timestamp()
         return min(MAX_SLEEP_SECONDS, max(MIN_SLEEP_SECONDS, wait))
 
+    def begin_shutdown(self, detach: bool) -> None:
+        """From now on a run cancelled here is left in progress with its turn when
+        ``detach`` (see :meth:`shutdown`)."""
+        self._executor.detaching = detach
+
     async def shutdown(self, detach: bool = False) -> None:
         """Stop the loop and every run in progress here; with ``detach`` (the keeper
         keeps the calls) a run whose turn is under way is left in progress, its turn
         with it, for the next start to take up."""
-        self._executor.detaching = detach
+        self.begin_shutdown(detach)
         if self._loop_task is not None:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
