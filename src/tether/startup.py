@@ -210,7 +210,11 @@ def build_services(
     executor = RunExecutor(
         store.cron, store.chats, store.tool_calls, tasks, clock or utc_now, hooks.notify
     )
-    cron = CronJobs(store.cron, CronScheduler(store.cron, executor, clock or utc_now, owner))
+    cron = CronJobs(
+        store.cron,
+        CronScheduler(store.cron, executor, clock or utc_now, owner),
+        settings.default_approval_level,
+    )
     return Services(
         settings,
         store,

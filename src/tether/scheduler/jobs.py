@@ -45,6 +45,11 @@ def _validated(data: Mapping[str, object], now: datetime | None) -> JobSpec:
         raise Invalid("invalid cron job", errors=located) from None
 
 
+def _with_level(data: Mapping[str, object], level: str) -> Mapping[str, object]:
+    """``data`` with ``approval_level`` set to ``level`` unless it has one."""
+    return data if "approval_level" in data else {**data, "approval_level": level}
+
+
 @dataclass(frozen=True)
 class JobState:
     next_run_at: datetime | None
@@ -56,9 +61,14 @@ class JobState:
 class CronJobs:
     """The cron API's use cases; every change wakes the scheduler."""
 
-    def __init__(self, repo: CronRepository, scheduler: CronScheduler) -> None:
+    def __init__(
+        self, repo: CronRepository, scheduler: CronScheduler, default_level: str = "auto"
+    ) -> None:
+        """``default_level``: the approval level of a job created without one (the
+        server's TETHER_DEFAULT_APPROVAL_LEVEL, as for a chat)."""
         self._repo = repo
         self.scheduler = scheduler
+        self._default_level = default_level
 
     async def list_jobs(self) -> list[JobSpec]:
         return [load_spec(r) for r in await self._repo.list_jobs()]
@@ -69,7 +79,7 @@ class CronJobs:
     async def create(self, data: Mapping[str, object]) -> JobSpec:
         """Validate and store a new job. Raises Invalid, JobExists."""
         now = self.scheduler.clock()
-        spec = _validated(data, now)
+        spec = _validated(_with_level(data, self._default_level), now)
         spec = spec.with_id(spec.id or str(uuid.uuid4()))
         assert spec.id is not None
         next_run = to_epoch(upcoming(spec, now, None))
@@ -85,6 +95,8 @@ class CronJobs:
         record = await self._record(job_id)
         now = self.scheduler.clock()
         old = load_spec(record)
+        # A client that knows nothing of approval levels (QwenPaw's) keeps the job's.
+        data = _with_level(data, old.approval_level)
         spec = _validated(data, None)
         if spec.schedule != old.schedule:
             spec = _validated(data, now)  # a new once time must not be in the past

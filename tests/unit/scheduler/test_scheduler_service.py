@@ -11,6 +11,7 @@ from cron_parts import CronNode, FakeClock, FakeTasks
 
 from tether.errors import Invalid
 from tether.scheduler.job_parts import MAX_SECONDS
+from tether.scheduler.jobs import CronJobs
 from tether.scheduler.runner import RunExecutor
 from tether.scheduler.service import CronScheduler
 from tether.store import cron as cron_store
@@ -389,3 +390,20 @@ async def test_a_job_stored_before_the_bounds_still_loads_and_can_be_corrected(
         await node.jobs.replace("old", too_long)
     fixed = {**stored, "runtime": {**stored["runtime"], "timeout_seconds": 3600}}
     assert (await node.jobs.replace("old", fixed)).runtime.timeout_seconds == 3600
+
+
+async def test_a_job_without_a_level_gets_the_servers_and_a_put_without_one_keeps_it(
+    node: CronNode,
+) -> None:
+    """Jobs ran at "auto" whatever TETHER_DEFAULT_APPROVAL_LEVEL said (a chat on the same
+    server ran at it), and a PUT from a client that knows no levels reset them so."""
+    jobs = CronJobs(node.store.cron, node.scheduler, default_level="strict")
+    created = await jobs.create(agent_job("lv", "0 * * * *"))
+    assert created.approval_level == "strict"
+    assert (await jobs.get("lv")).approval_level == "strict"
+    chosen = await jobs.create({**agent_job("lv2", "0 * * * *"), "approval_level": "off"})
+    assert chosen.approval_level == "off"
+
+    await jobs.replace("lv", {**agent_job("lv", "0 * * * *"), "approval_level": "smart"})
+    again = await jobs.replace("lv", {**agent_job("lv", "0 * * * *"), "name": "renamed"})
+    assert (again.name, again.approval_level) == ("renamed", "smart")
