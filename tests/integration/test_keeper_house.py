@@ -4,7 +4,10 @@ CLI, which says that calls run as the server's children."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from core_support import AppServer, Stack, gated, open_gate, stack_for_module, tether_status
@@ -40,3 +43,26 @@ def test_tether_status_lists_the_call_in_flight_then_none(stack: Stack) -> None:
         "keeper: off (TETHER_KEEPER=0): calls run as the server's children\n"
         "no tool calls in flight\n"
     )
+
+
+def test_tether_status_on_a_home_where_nothing_ran_says_so_and_creates_nothing(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """A mistyped TETHER_HOME got a new home and database, and "no tool calls in flight"."""
+    missing = tmp_path / "typo" / "home"
+    env = {**stack.server._env(), "TETHER_HOME": str(missing)}
+    env.pop("TETHER_DATABASE_URL", None)
+    for home in (missing, tmp_path):  # no directory; a directory with no database
+        env["TETHER_HOME"] = str(home)
+        done = subprocess.run(
+            [sys.executable, "-m", "tether", "status"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 1, done
+        assert "nothing ran there" in done.stderr and str(home) in done.stderr
+    assert not missing.parent.exists()
+    assert list(tmp_path.iterdir()) == []

@@ -7,12 +7,15 @@ import asyncio
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from tether.keeper.client import RunnerInfo
 from tether.keeper.inventory import Found
+
+if TYPE_CHECKING:
+    from tether.config import Settings
 
 
 def _describe(found: Found, now: float) -> str:
@@ -104,6 +107,16 @@ def _under_server(found: Found, server: int | None) -> Found:
     return replace(found, fate="running", problem=problem)
 
 
+def _require_home(settings: Settings) -> None:
+    """Refuse a home where Tether never ran (a mistyped TETHER_HOME): the survey would
+    create it and its database, and report that nothing runs there."""
+    home = settings.home
+    if not home.is_dir():
+        raise click.ClickException(f"no Tether home at {home} (TETHER_HOME): nothing ran there")
+    if settings.database_url is None and not (home / "tether.db").is_file():
+        raise click.ClickException(f"no Tether database in {home}: nothing ran there")
+
+
 @click.command()
 def status() -> None:
     """Print the keeper's runner (if one runs) and the tool calls in flight: id, fate,
@@ -111,6 +124,7 @@ def status() -> None:
     from tether.config import Settings
     from tether.keeper import home_lock
 
+    _require_home(Settings())
     try:
         found, runner = asyncio.run(_survey())
     except RuntimeError as exc:  # SchemaError, or the PostgreSQL driver missing
