@@ -163,6 +163,12 @@ INVALID = [
         {"runtime": {"misfire_grace_seconds": -1}}, ["runtime", "misfire_grace_seconds"], id="grace"
     ),
     pytest.param({"name": ""}, ["name"], id="name"),
+    # No route could reach the session: /api/chats/a%2Fb is /api/chats/a/b.
+    pytest.param(
+        {"dispatch": {"target": {"user_id": "u", "session_id": "a/b"}}},
+        ["dispatch", "target", "session_id"],
+        id="session-id-slash",
+    ),
 ]
 
 

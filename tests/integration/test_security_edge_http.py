@@ -301,3 +301,18 @@ def test_a_command_disguised_by_bidi_controls_asks_and_says_why(stack: Stack) ->
     assert resp.status_code == 200, resp.text
     assert stack.wait_task(task_id)["result"]["status"] == "completed"
     assert notes.read_text() == "keep me"
+
+
+@pytest.mark.parametrize("session_id", ["a/b", "x/messages", "a\x00b", "tab\there", "nl\n"])
+def test_a_session_id_no_route_could_reach_is_422_and_creates_nothing(
+    stack: Stack, session_id: str
+) -> None:
+    """A chat or task with "/" in its session id was created, then 404 on every route
+    that names the session (its calls could not be listed, read or cancelled)."""
+    chats_before = stack.api("GET", "/api/chats").json()
+    made = stack.api("POST", "/api/chats", json={"session_id": session_id, "user_id": "u"})
+    assert made.status_code == 422, made.text
+    asked = stack.api("POST", "/api/console/chat/task", json=chat_body("hi", session_id))
+    assert asked.status_code == 422, asked.text
+    assert "session id" in asked.text
+    assert stack.api("GET", "/api/chats").json() == chats_before

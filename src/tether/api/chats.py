@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from tether.api.deps import ServicesDep
 from tether.api.valid_json import ValidTextRoute
@@ -21,6 +21,7 @@ from tether.sandbox.limits import (
     MOST_MEMORY_MB,
     MOST_PROCESSES,
 )
+from tether.session_ids import routable
 from tether.store.tables import SESSION_ID_CHARS
 from tether.tasks.chats import DEFAULT_CHAT_NAME, ChatView
 
@@ -61,7 +62,9 @@ class ChatCreate(BaseModel):
     """QwenPaw's chat spec as a client sends it; ids and times are the server's."""
 
     name: str = Field(DEFAULT_CHAT_NAME, max_length=500)
-    session_id: str = Field(min_length=1, max_length=SESSION_ID_CHARS)
+    session_id: Annotated[str, AfterValidator(routable)] = Field(
+        min_length=1, max_length=SESSION_ID_CHARS
+    )
     user_id: str = Field(min_length=1, max_length=256)
     channel: str = Field("console", min_length=1, max_length=64)
     meta: dict[str, Any] = Field(default_factory=dict)

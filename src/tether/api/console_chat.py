@@ -10,7 +10,14 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from tether.api.deps import ServicesDep
 from tether.api.runtime_stream import RuntimeStream
@@ -18,6 +25,7 @@ from tether.api.sse import SSE_HEADERS, sse_event
 from tether.api.valid_json import ValidTextRoute
 from tether.governance.levels import parse_level
 from tether.services import Services
+from tether.session_ids import routable
 from tether.store.tables import SESSION_ID_CHARS
 
 router = APIRouter(prefix="/api/console/chat", tags=["chat"], route_class=ValidTextRoute)
@@ -49,12 +57,18 @@ class RequestContext(BaseModel):
         return None if value is None else parse_level(value)
 
 
+def _routable(session_id: str | None) -> str | None:
+    return None if session_id is None else routable(session_id)
+
+
 class ChatRequest(BaseModel):
     """QwenPaw's agent request: who speaks, in which session, and what they say."""
 
     channel: str = Field("console", min_length=1, max_length=64)
     user_id: str = Field("default", min_length=1, max_length=256)
-    session_id: str | None = Field(None, min_length=1, max_length=SESSION_ID_CHARS)
+    session_id: Annotated[str | None, AfterValidator(_routable)] = Field(
+        None, min_length=1, max_length=SESSION_ID_CHARS
+    )
     input: list[InputMessage] = Field(min_length=1)
     request_context: RequestContext = Field(default_factory=RequestContext)
     timeout: float | None = Field(

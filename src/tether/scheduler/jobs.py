@@ -13,6 +13,7 @@ from tether.errors import Conflict, Invalid, NotFound
 from tether.scheduler.clock import from_epoch, to_epoch
 from tether.scheduler.models import JobSpec, default_session_id, validate_job_spec
 from tether.scheduler.service import CronScheduler, load_spec, new_run_id, upcoming
+from tether.session_ids import routable
 from tether.store.cron import CronRepository
 from tether.store.records import CronJobRecord, CronRunRecord
 
@@ -38,11 +39,20 @@ def _validated(data: Mapping[str, object], now: datetime | None) -> JobSpec:
     """The request body as a spec (see ``validate_job_spec``); every problem located as
     request validation does."""
     try:
-        return validate_job_spec(data, now=now)
+        spec = validate_job_spec(data, now=now)
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_context=False, include_input=False)
         located = [{**e, "loc": ("body", *e["loc"])} for e in errors]
         raise Invalid("invalid cron job", errors=located) from None
+    if spec.dispatch is not None:
+        try:
+            routable(spec.dispatch.target.session_id)
+        except ValueError as exc:
+            # Here, not in the model: a job stored before loads as it is.
+            where = ("body", "dispatch", "target", "session_id")
+            error = {"loc": where, "msg": str(exc), "type": "value_error"}
+            raise Invalid("invalid cron job", errors=[error]) from None
+    return spec
 
 
 def _with_level(data: Mapping[str, object], level: str) -> Mapping[str, object]:
