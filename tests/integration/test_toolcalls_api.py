@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 
@@ -214,6 +215,10 @@ def test_offload_deadline_can_be_set_and_removed(stack: Stack, running: tuple[st
         {"no_deadline": False},
         {"no_deadline": "yes"},
         {"seconds": 5, "extra": 1},
+        # Stored as an offload time the API then showed as none.
+        {"seconds": float("inf"), "target": "offload"},
+        {"seconds": float("nan")},
+        {"seconds": 1e308, "target": "offload"},
     ],
     ids=[
         "empty",
@@ -227,6 +232,9 @@ def test_offload_deadline_can_be_set_and_removed(stack: Stack, running: tuple[st
         "neither",
         "no-deadline-string",
         "unknown-field",
+        "infinity",
+        "nan",
+        "past-a-year",
     ],
 )
 def test_bad_extend_bodies_are_422_and_change_nothing(
@@ -234,7 +242,12 @@ def test_bad_extend_bodies_are_422_and_change_nothing(
 ) -> None:
     session, call_id = running
     before = stack.call(session, call_id)
-    resp = stack.api("POST", _path(session, call_id, "extend-deadline"), json=body)
+    resp = stack.api(
+        "POST",
+        _path(session, call_id, "extend-deadline"),
+        content=json.dumps(body),  # as Python writes them: Infinity and NaN too
+        headers={"content-type": "application/json"},
+    )
     assert resp.status_code == 422, resp.text
     after = stack.call(session, call_id)
     assert after["kill_remaining"] <= before["kill_remaining"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -102,9 +103,13 @@ def _instant(name: str, value: str | None) -> float | None:
     if value is None:
         return None
     try:
-        return float(value)
+        number = float(value)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(number):
+            raise Invalid(f"{name} must be a finite number of epoch seconds, got {value!r}")
+        return number
     try:
         moment = datetime.fromisoformat(value)
     except ValueError:

@@ -52,9 +52,20 @@ class CancelRequest(BaseModel):
     force: bool = Field(False, description="SIGKILL the process tree at once.")
 
 
+# An extension past this is a mistake (or an attack on the deadline's arithmetic):
+# Infinity was stored as an offload time the API then showed as none.
+_A_YEAR = 365 * 86_400
+
+
 class ExtendRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    seconds: float | None = Field(None, gt=0, description="How much later the deadline moves.")
+    seconds: float | None = Field(
+        None,
+        gt=0,
+        le=_A_YEAR,
+        allow_inf_nan=False,
+        description="How much later the deadline moves (at most a year).",
+    )
     no_deadline: bool = Field(False, description="Remove the deadline instead.")
     target: Literal["kill", "offload"] = "kill"
 
