@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -71,10 +72,13 @@ def create_app(
         if services is not None:
             services.cron.scheduler.begin_shutdown(detach)
             services.coordinator.begin_shutdown(detach)
+            # The one thing not a flag: the loop sets it, when this handler has returned.
+            app.state.loop.call_soon_threadsafe(services.exiting.set)
 
     @asynccontextmanager
     async def _serving(app: FastAPI) -> AsyncIterator[None]:
         services = await start_services(settings, factory, clock=clock, settle_heap=settle_heap)
+        app.state.loop = asyncio.get_running_loop()
         app.state.services = services
         await join_cluster(services)
         if services.bus is not None:
@@ -86,6 +90,7 @@ def create_app(
             async with mcp_endpoint.serving():
                 yield
         finally:
+            services.exiting.set()
             # No new cron runs; the runs in progress stop their turns unless detached.
             await services.cron.scheduler.shutdown(detach)
             # Turns first (their calls are recorded as stopped by the shutdown), then

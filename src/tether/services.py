@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 from tether.agent.ports import Gate
@@ -53,6 +54,9 @@ class Services:
     # Redis between nodes when TETHER_REDIS_URL is set.
     bus: ClusterBus | None = None
     chats: ChatService = field(init=False)
+    #: Set when the server is asked to exit: open streams end (their clients come back
+    #: with Last-Event-ID), so they do not hold the exit for uvicorn's 5 s grace.
+    exiting: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:
         self.chats = ChatService(self.store.chats, self.tasks)

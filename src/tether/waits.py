@@ -8,13 +8,14 @@ looping, and the shutdown awaiting it never returns; that hung a CI run. Tether 
 through these two instead, and ruff refuses ``asyncio.wait_for`` in ``src/`` (TID251).
 
 And two for the other side: a write that a cancel must not cut in half, and a future
-whose waiters may have given up on it.
+whose waiters may have given up on it. Last, a stream that ends when the server exits.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -60,3 +61,39 @@ def unawaited_is_fine(done: asyncio.Future[Any]) -> None:
     cancelled): its error is taken here, so it is not logged as never retrieved."""
     if not done.cancelled():
         done.exception()
+
+
+async def until_set(event: asyncio.Event, source: AsyncIterator[T]) -> AsyncIterator[T]:
+    """The items of ``source`` until it ends or ``event`` is set, whichever comes first
+    (then ``source`` is closed): a stream that must not hold a server's exit."""
+    stop = asyncio.ensure_future(event.wait())
+    step: asyncio.Future[T] | None = None
+    try:
+        while not event.is_set():
+            step = asyncio.ensure_future(_next(source))
+            await asyncio.wait({step, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if not step.done():
+                return
+            try:
+                item = step.result()
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        stop.cancel()
+        # The source is closed only once no step of it runs (cut by the event, or by a
+        # cancel of this stream: its client went away).
+        if step is not None and not step.done():
+            step.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                await step
+        closing = getattr(source, "aclose", None)
+        if closing is not None:
+            await closing()
+
+
+async def _next(source: AsyncIterator[T]) -> T:
+    # Not ``anext(source)`` itself as the task: on Python 3.11 a task cancelled before
+    # it starts leaves that awaitable unstarted, and the generator then refuses its
+    # ``aclose`` as "already running".
+    return await anext(source)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import time
 from collections.abc import Iterator
 
@@ -60,12 +61,13 @@ def test_a_call_survives_a_graceful_stop_and_start(stack: Stack) -> None:
     through_a_restart(stack, stack.server.restart)
 
 
-def test_a_call_survives_a_second_ctrl_c_while_the_server_waits_for_a_stream(
+def test_a_call_survives_a_second_ctrl_c_while_the_server_waits_for_a_request(
     stack: Stack,
 ) -> None:
-    """With a stream open, uvicorn waits for it to close (inviting a second Ctrl-C);
-    the second made it skip the application's shutdown, the turn was cancelled as if
-    stopped, and the call was killed ("the task was stopped") instead of left running."""
+    """With a request still open (here an upload that stops halfway), uvicorn waits for
+    it (inviting a second Ctrl-C); the second made it skip the application's shutdown,
+    the turn was cancelled as if stopped, and the call was killed ("the task was
+    stopped") instead of left running."""
     gate = f"gate-{time.monotonic_ns()}"
     session, task, call_id = start_ticker(stack, gate)
     before = first_events(stack, session, call_id, 5)
@@ -73,7 +75,13 @@ def test_a_call_survives_a_second_ctrl_c_while_the_server_waits_for_a_stream(
     assert proc is not None
     waiting = "Waiting for connections to close"
     already = server.log_path.read_text(errors="replace").count(waiting)
-    with stream(stack, session, call_id, 10**9):  # open, and quiet
+    with socket.create_connection(("127.0.0.1", server.port)) as upload:
+        upload.sendall(
+            b"POST /api/chats HTTP/1.1\r\n"
+            + f"Host: 127.0.0.1:{server.port}\r\n".encode()
+            + f"Authorization: Bearer {server.token}\r\n".encode()
+            + b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+        )
         proc.send_signal(signal.SIGINT)
         wait_for(
             lambda: server.log_path.read_text(errors="replace").count(waiting) > already,
@@ -81,6 +89,29 @@ def test_a_call_survives_a_second_ctrl_c_while_the_server_waits_for_a_stream(
         )
         proc.send_signal(signal.SIGINT)
         proc.wait(15)
+    server.start()
+    check_resumed(stack, session, call_id, before, gate)
+    check_task(stack, task)
+
+
+def test_an_open_stream_ends_at_a_graceful_stop_instead_of_holding_it(stack: Stack) -> None:
+    """A stream open at Ctrl-C (a console) held the exit for uvicorn's 5 s grace, then was
+    cut with an ERROR and a traceback in the log. It ends at once now; its client comes
+    back with Last-Event-ID after the restart, and the call runs on."""
+    gate = f"gate-{time.monotonic_ns()}"
+    session, task, call_id = start_ticker(stack, gate)
+    before = first_events(stack, session, call_id, 5)
+    server, proc = stack.server, stack.server.proc
+    assert proc is not None
+    logged = len(server.log_path.read_text(errors="replace"))
+    with stream(stack, session, call_id, 10**9) as resp:  # open, and quiet
+        proc.send_signal(signal.SIGINT)
+        assert list(resp.iter_lines()) == []  # ended by the server, cleanly
+    proc.wait(15)
+    log = server.log_path.read_text(errors="replace")[logged:]
+    assert "timeout graceful shutdown exceeded" not in log
+    assert "Waiting for connections to close" not in log or "ERROR" not in log
+    assert "Traceback" not in log, log[-4000:]
     server.start()
     check_resumed(stack, session, call_id, before, gate)
     check_task(stack, task)

@@ -5,10 +5,11 @@ and work awaited to its end whatever cancels its waiter."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import pytest
 
-from tether.waits import event_within, to_the_end, within
+from tether.waits import event_within, to_the_end, until_set, within
 
 
 async def _parked(event: asyncio.Event) -> asyncio.Task[bool]:
@@ -60,3 +61,51 @@ async def test_work_awaited_to_the_end_outlasts_repeated_cancels() -> None:
     with pytest.raises(asyncio.CancelledError):
         await waiter
     assert done == [True]
+
+
+async def test_a_stream_ends_when_the_event_is_set_and_its_source_is_closed() -> None:
+    event, closed, waiting = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def source() -> AsyncIterator[int]:
+        try:
+            yield 1
+            waiting.set()
+            await asyncio.Event().wait()  # a quiet stream
+            yield 2
+        finally:
+            closed.set()
+
+    got = []
+
+    async def consume() -> None:
+        async for item in until_set(event, source()):
+            got.append(item)
+
+    consuming = asyncio.create_task(consume())
+    await waiting.wait()
+    event.set()
+    await asyncio.wait_for(consuming, 5)
+    assert got == [1] and closed.is_set()
+
+
+async def test_a_stream_cancelled_while_it_waits_closes_its_source() -> None:
+    closed, waiting = asyncio.Event(), asyncio.Event()
+
+    async def source() -> AsyncIterator[int]:
+        try:
+            waiting.set()
+            await asyncio.Event().wait()
+            yield 1
+        finally:
+            closed.set()
+
+    async def consume() -> None:
+        async for _ in until_set(asyncio.Event(), source()):
+            pass
+
+    consuming = asyncio.create_task(consume())
+    await waiting.wait()
+    consuming.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await consuming
+    assert closed.is_set()

@@ -27,6 +27,7 @@ from tether.governance.levels import parse_level
 from tether.services import Services
 from tether.session_ids import routable
 from tether.store.tables import SESSION_ID_CHARS
+from tether.waits import until_set
 
 router = APIRouter(prefix="/api/console/chat", tags=["chat"], route_class=ValidTextRoute)
 
@@ -195,7 +196,9 @@ async def chat_stream(
         if events == "tether"
         else _runtime_frames(submitted, source)
     )
-    return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
+    return StreamingResponse(
+        until_set(services.exiting, frames), media_type="text/event-stream", headers=SSE_HEADERS
+    )
 
 
 async def _nothing() -> AsyncIterator[list[dict[str, Any]]]:
