@@ -143,3 +143,16 @@ def test_token_is_read_from_tether_home(app_server: Any, tmp_path: Path) -> None
     (tmp_path / "token").write_text("wrong-token")
     denied = tether_cron(app_server, "list", TETHER_HOME=str(tmp_path))
     assert denied.exit_code == 1 and "HTTP 401" in denied.output
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0"])
+def test_without_url_it_reaches_the_server_tether_host_and_port_name(
+    app_server: Any, host: str
+) -> None:
+    """It went to :8088 whatever TETHER_PORT said (TETHER_URL was its only way)."""
+    result = CliRunner().invoke(
+        main,
+        ["cron", "--token", app_server.token, "list"],
+        env={"TETHER_URL": None, "TETHER_HOST": host, "TETHER_PORT": str(app_server.port)},
+    )
+    assert result.exit_code == 0, (result.output, result.exception)

@@ -9,7 +9,7 @@ from typing import IO
 import click
 import httpx
 
-from tether.cli.server_api import DEFAULT_URL, describe_error, token_from_home
+from tether.cli.server_api import describe_error, token_from_home, url_option
 
 _TIMEOUT_SECONDS = 60.0
 
@@ -20,7 +20,7 @@ def audit() -> None:
 
 
 @audit.command("export")
-@click.option("--url", envvar="TETHER_URL", default=DEFAULT_URL, show_default=True)
+@url_option()
 @click.option("--token", envvar="TETHER_TOKEN", help="API token (default: TETHER_HOME/token).")
 @click.option("--since", help="From this time (epoch seconds or ISO 8601 with offset).")
 @click.option("--until", help="Before this time (epoch seconds or ISO 8601 with offset).")

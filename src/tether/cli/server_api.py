@@ -13,7 +13,10 @@ from typing import Any, TypeVar
 import click
 import httpx
 
-DEFAULT_URL = "http://127.0.0.1:8088"
+# The server's own defaults (TETHER_HOST, TETHER_PORT).
+_DEFAULT_HOST, _DEFAULT_PORT = "127.0.0.1", "8088"
+# Where a server bound to every address is reached from this machine.
+_LOCAL_FOR = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
 _TIMEOUT_SECONDS = 30.0
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -48,10 +51,30 @@ class ServerApi:
         return cls(url.rstrip("/"), token or token_from_home(), as_json)
 
 
+def default_url() -> str:
+    """The server this machine's `tether serve` runs, as TETHER_HOST and TETHER_PORT
+    say (the same settings it reads), reached on loopback when bound to every address."""
+    host = os.environ.get("TETHER_HOST", _DEFAULT_HOST).strip()
+    host = _LOCAL_FOR.get(host, host)
+    port = os.environ.get("TETHER_PORT", _DEFAULT_PORT).strip()
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+def url_option() -> Callable[[F], F]:
+    """``--url``: the server's address (TETHER_URL, else :func:`default_url`)."""
+    return click.option(
+        "--url",
+        envvar="TETHER_URL",
+        default=default_url,
+        show_default="TETHER_URL, else http://TETHER_HOST:TETHER_PORT (127.0.0.1:8088)",
+        help="The server's address.",
+    )
+
+
 def server_options(command: F) -> F:
     """The ``--url``, ``--token`` and ``--json`` options of a command group."""
     options = [
-        click.option("--url", envvar="TETHER_URL", default=DEFAULT_URL, show_default=True),
+        url_option(),
         click.option(
             "--token", envvar="TETHER_TOKEN", help="API token (default: TETHER_HOME/token)."
         ),
