@@ -298,8 +298,12 @@ def test_an_offloaded_call_delivers_its_result_after_a_restart(stack: Stack) -> 
     assert resp.status_code == 202, resp.text
     assert stack.wait_task(task)["result"]["text"] == "moved on"
     stack.server.kill()
+    logged = len(stack.server.log_path.read_text(errors="replace"))
     stack.server.start()
     assert stack.call(session, call_id)["status"] == "offloaded"
+    # Counted (it was left out when no turn waited on the call).
+    started = stack.server.log_path.read_text(errors="replace")[logged:]
+    assert "adopted 1 call(s) from the runner (1 in the background)" in started
     (stack.workspace / gate).touch()
 
     def delivered() -> str | None:

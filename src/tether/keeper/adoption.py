@@ -69,10 +69,11 @@ async def adopt_calls(
             ", ".join(str(layout.call_dir(home, f.call_id)) for f in unaccounted[:5]),
             " ..." if len(unaccounted) > 5 else "",
         )
-    if adoption.waiting or adoption.lost:
+    if adoption.adopted or adoption.lost:
         log.info(
-            "adopted %d call(s) from the runner; %d could not be recovered",
-            len(adoption.waiting),
+            "adopted %d call(s) from the runner (%d in the background); %d could not be recovered",
+            len(adoption.adopted),
+            len(adoption.adopted) - len(adoption.waiting),
             sum(len(p) for p in adoption.lost.values()),
         )
     return adoption
