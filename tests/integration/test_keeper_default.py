@@ -72,6 +72,7 @@ def test_a_stop_with_nothing_running_leaves_no_process(stack: Stack) -> None:
     assert f"keeper: no call running; runner pid {runner.pid} exits with the server" in said
     assert not runner.is_alive()
     assert tether_status(stack) == (
-        "keeper: no runner (the server starts one)\nno tool calls in flight\n"
+        "keeper: no runner now (a server with the keeper on starts one for its next call)\n"
+        "no tool calls in flight\n"
     )
     stack.server.start()  # for the fixture's own stop

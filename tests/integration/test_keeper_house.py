@@ -36,6 +36,7 @@ def test_tether_status_lists_the_call_in_flight_then_none(stack: Stack) -> None:
     listed = tether_status(stack)
     (line,) = [line for line in listed.splitlines() if line.startswith(call["tool_call_id"])]
     assert line.split("\t")[1:3] == ["running", session]
+    assert line.split("\t")[4].endswith("s left")  # the row's deadline (it showed "-")
     assert f"runs under the server (pid {stack.server.proc.pid})" in listed
     open_gate(stack, "status-gate")
     stack.wait_task(task_id)

@@ -19,6 +19,7 @@ from core_support import (
     new_session,
     shell_call,
     start_server,
+    tether_status,
     wait_for,
 )
 from keeper_restarts import (
@@ -174,6 +175,8 @@ def test_a_call_that_ended_before_its_deadline_is_not_timed_out_by_a_late_start(
     session, task, call_id = ended_while_down(stack, "early", timeout=3)
     spec = json.loads((layout.call_dir(stack.server.home, call_id) / layout.SPEC_NAME).read_text())
     wait_for(lambda: time.time() > spec["kill_at"] + 0.2, what="the call's deadline to pass")
+    (line,) = [x for x in tether_status(stack).splitlines() if x.startswith(call_id)]
+    assert line.split("\t")[1] == "ended" and line.split("\t")[4] == "-"  # not "0s left"
     stack.server.start()
     info = stack.wait_completed(session, call_id)
     assert info["end_state"] == "success", info

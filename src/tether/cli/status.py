@@ -27,9 +27,12 @@ def _describe(found: Found, now: float) -> str:
     elif spec is not None:
         command = " ".join(spec.argv[2:] if spec.argv[1:2] == ["-c"] else spec.argv)
     started = record.started_at if record else (spec.started_at if spec else now)
+    # The runner's (it enforces it), else the row's (a call the server runs itself);
+    # none once the call has ended.
+    kill_at = spec.kill_at if spec is not None else (record.kill_at if record else None)
     deadline = "-"
-    if spec is not None and spec.kill_at is not None:
-        deadline = f"{max(0.0, spec.kill_at - now):.0f}s left"
+    if kill_at is not None and found.fate == "running":
+        deadline = f"{max(0.0, kill_at - now):.0f}s left"
     line = (
         f"{found.call_id}\t{found.fate}\t{session}\t{now - started:.0f}s\t{deadline}\t"
         f"{command[:60]}"
@@ -44,7 +47,7 @@ def _runner_line(info: RunnerInfo | None, keeper_on: bool) -> str:
     if info is None:
         if not keeper_on:
             return "keeper: off (TETHER_KEEPER=0): calls run as the server's children"
-        return "keeper: no runner (the server starts one)"
+        return "keeper: no runner now (a server with the keeper on starts one for its next call)"
     line = f"keeper: runner pid {info.identity.pid} (Tether {info.version}), {info.calls} call(s)"
     if info.retiring:
         return f"{line}, exiting"
