@@ -49,6 +49,8 @@ def test_add_provider_201_then_duplicate_409(stack: Stack) -> None:
         _provider("p-x", models="m1"),
         _provider("p-x", models=[{"name": "no id"}]),
         _provider("p-x", chat_model="AnthropicChatModel"),
+        # Stored and listed in plain text, where api_key is sealed and masked.
+        _provider("p-x", default_base_url=f"http://u:{KEY}@127.0.0.1:9/v1"),
     ],
     ids=[
         "empty",
@@ -58,6 +60,7 @@ def test_add_provider_201_then_duplicate_409(stack: Stack) -> None:
         "models-not-list",
         "model-without-id",
         "other-protocol",
+        "credentials-in-url",
     ],
 )
 def test_add_provider_422_on_bad_body_and_nothing_is_added(
@@ -91,8 +94,14 @@ def test_configure_unknown_provider_404(stack: Stack) -> None:
 
 @pytest.mark.parametrize(
     "body",
-    [{"api_key": 123}, {"base_url": "ftp:/x"}, {"unknown": 1}, {"api_key": KEY * 200}],
-    ids=["key-not-string", "bad-url", "unknown-field", "key-too-long"],
+    [
+        {"api_key": 123},
+        {"base_url": "ftp:/x"},
+        {"unknown": 1},
+        {"api_key": KEY * 200},
+        {"base_url": f"https://user:{KEY}@api.example/v1"},
+    ],
+    ids=["key-not-string", "bad-url", "unknown-field", "key-too-long", "credentials-in-url"],
 )
 def test_configure_422_never_echoes_a_key(stack: Stack, body: dict[str, object]) -> None:
     stack.api("POST", "/api/models/custom-providers", json=_provider("p-422"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Query
-from pydantic import BaseModel, ConfigDict, Field, HttpUrl
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, HttpUrl
 
 from tether.api.deps import ServicesDep
 from tether.api.valid_json import ValidTextRoute
@@ -45,11 +45,21 @@ class ProviderInfo(BaseModel):
     has_api_key: bool = Field(description="Tether: whether a key is set.")
 
 
+def _no_credentials(url: HttpUrl | None) -> HttpUrl | None:
+    # They would be stored and listed in plain text, where api_key is sealed and masked.
+    if url is not None and (url.username or url.password):
+        raise ValueError("must not carry a user name or password (user:pass@): use api_key")
+    return url
+
+
+BaseUrl = Annotated[HttpUrl, AfterValidator(_no_credentials)]
+
+
 class CreateCustomProvider(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str = Field(pattern=_ID)
     name: str = Field(min_length=1, max_length=200)
-    default_base_url: HttpUrl
+    default_base_url: BaseUrl
     api_key: str = Field("", max_length=4096)
     api_key_prefix: str = Field("", max_length=64)
     chat_model: ChatProtocol = CHAT_PROTOCOL
@@ -61,7 +71,7 @@ class ProviderConfig(BaseModel):
     # Tether; naming them is refused rather than silently ignored.
     model_config = ConfigDict(extra="forbid")
     api_key: str | None = Field(None, max_length=4096)
-    base_url: HttpUrl | None = None
+    base_url: BaseUrl | None = None
     name: str | None = Field(None, min_length=1, max_length=200)
     chat_model: ChatProtocol | None = None
     enabled: Literal[True] | None = None
