@@ -304,3 +304,21 @@ def test_malformed_json_body_is_422(stack: Stack, running: tuple[str, str]) -> N
         headers={"Content-Type": "application/json"},
     )
     assert resp.status_code == 422
+
+
+@pytest.mark.parametrize("body", [b"{this is not json", b"[1,", b"\xff\xfe"])
+def test_a_broken_body_on_a_route_that_takes_none_is_422_and_acts_not(
+    stack: Stack, running: tuple[str, str], body: bytes
+) -> None:
+    """The offload (and the stop, the cron resume, the MCP toggle) ignored its body and
+    acted, broken as it was."""
+    session, call_id = running
+    headers = {"content-type": "application/json"}
+    resp = stack.api("POST", _path(session, call_id, "offload"), content=body, headers=headers)
+    assert resp.status_code == 422, resp.text
+    assert "not valid JSON" in resp.text
+    assert stack.call(session, call_id)["status"] == "running"
+    stopping = f"/api/console/chat/stop?chat_id={session}"
+    stop = stack.api("POST", stopping, content=body, headers=headers)
+    assert stop.status_code == 422, stop.text
+    assert stack.call(session, call_id)["status"] == "running"

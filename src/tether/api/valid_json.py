@@ -50,8 +50,33 @@ class ValidTextRoute(APIRoute):
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
+        takes_body = self.body_field is not None
 
         async def handle(request: Request) -> Response:
-            return await handler(ValidTextRequest(request.scope, request.receive))
+            valid = ValidTextRequest(request.scope, request.receive)
+            if not takes_body and _may_have_body(valid):
+                await _refuse_broken_json(valid)
+            return await handler(valid)
 
         return handle
+
+
+def _may_have_body(request: Request) -> bool:
+    headers = request.headers
+    return headers.get("content-length", "0") != "0" or "transfer-encoding" in headers
+
+
+async def _refuse_broken_json(request: Request) -> None:
+    """A route that takes no body ignores one, but not one that is broken: a client
+    sending that meant something else, and the route would act anyway (an offload, a
+    stop) on a request that fails everywhere else. Whitespace and valid JSON pass."""
+    body = await request.body()
+    if not body.strip():
+        return
+    try:
+        json.loads(body)
+    except ValueError:
+        raise HTTPException(
+            422,
+            [{"type": "json_invalid", "loc": ["body"], "msg": "the body is not valid JSON"}],
+        ) from None
