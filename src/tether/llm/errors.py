@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from tether.logs import redact
+
 _LIMIT = 500  # a provider may send a whole HTML page; a sentence is enough
 
 
 def describe_error(body: Any) -> str:
-    """The provider's message in an error body: an object, a list of them, or a string."""
+    """The provider's message in an error body: an object, a list of them, or a string;
+    anything shaped like a credential masked (some providers quote the key they were
+    given, and the message is stored, shown and sent to webhooks with the task)."""
     found = _message_in(body, depth=0)
-    text = " ".join((found or "").split())
+    text = redact(" ".join((found or "").split()))
     return text[:_LIMIT] + ("…" if len(text) > _LIMIT else "")
 
 

@@ -89,6 +89,14 @@ def test_a_long_body_is_cut_to_a_sentence() -> None:
     assert len(describe_error("<html>" + "x" * 5000)) <= 501
 
 
+def test_a_key_the_provider_quotes_is_masked() -> None:
+    """The message is stored with the task, answered by the API and sent to webhooks."""
+    body = {"error": {"message": "Incorrect API key provided: sk-bodysecret1234567. See docs"}}
+    described = describe_error(body)
+    assert "sk-bodysecret1234567" not in described
+    assert described.startswith("Incorrect API key provided: ")
+
+
 def test_reasoning_goes_back_for_the_current_turn_only_by_default() -> None:
     tool = {"role": "tool", "tool_call_id": "a", "content": "ok"}
     earlier, current = _stored(), _stored()
