@@ -185,6 +185,25 @@ def test_a_call_that_ended_before_its_deadline_is_not_timed_out_by_a_late_start(
     assert "deadline" not in tool["content"]
 
 
+def test_a_call_its_runner_killed_at_its_deadline_while_down_is_recorded_timed_out(
+    stack: Stack,
+) -> None:
+    session = new_session()
+    stack.model.script(shell_call("echo started; sleep 60", timeout=2), {"text": "done"})
+    task = stack.submit("run", session)
+    call_id = stack.wait_call(session)["tool_call_id"]
+    directory = layout.call_dir(stack.server.home, call_id)
+    wait_for((directory / layout.SPEC_NAME).exists, what="the call to start under the runner")
+    stack.server.kill()
+    wait_for((directory / layout.STATUS_NAME).exists, timeout=20, what="the runner's kill")
+    stack.server.start()
+    info = stack.wait_completed(session, call_id)
+    assert info["end_state"] == "timeout", info
+    assert stack.wait_task(task, timeout=30)["result"]["status"] == "completed"
+    tool = [m for m in stack.model.requests[-1]["messages"] if m["role"] == "tool"][-1]
+    assert "deadline" in tool["content"]
+
+
 def _check_task_text(stack: Stack, task_id: str, output: str) -> None:
     task = stack.wait_task(task_id, timeout=30)
     assert task["result"]["status"] == "completed", task

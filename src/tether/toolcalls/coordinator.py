@@ -95,11 +95,17 @@ class ToolCallCoordinator:
         return await self._runner.record_denied(inv, reason)
 
     async def adopt(
-        self, record: ToolCallRecord, process: LaunchedProcess, kill_at: float | None
+        self,
+        record: ToolCallRecord,
+        process: LaunchedProcess,
+        kill_at: float | None,
+        timed_out: bool = False,
     ) -> asyncio.Task[Any]:
         """Make a call a previous server started live again under its id (its tree
-        still runs, or ended while no server was up). The task gives its outcome."""
+        still runs, or ended while no server was up: ``timed_out`` if killed at its
+        deadline then). The task gives its outcome."""
         call = await self._recorder.revive(record, kill_at)
+        call.timed_out = timed_out
         call.process = process
         return self._runner.adopt(call, _follow_to_end(call, process))
 
