@@ -16,4 +16,6 @@ def routable(session_id: str) -> str:
         raise ValueError("a session id may not hold '/' (it is part of the API's paths)")
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in session_id):
         raise ValueError("a session id may not hold control characters")
+    if session_id in (".", ".."):
+        raise ValueError("a session id may not be '.' or '..' (clients drop them from paths)")
     return session_id

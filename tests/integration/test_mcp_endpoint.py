@@ -191,6 +191,12 @@ async def test_a_session_id_the_api_could_not_take_is_refused(stack: Stack) -> N
         )
     assert result.is_error and "512" in _text(result)
     assert stack.live_calls("L" * 512) == []
+    async with connected(stack) as session:
+        for bad in ("a/b", "..", "a\nb"):
+            result = await session.call_tool(
+                "execute_shell_command", {"command": "echo hi", "session_id": bad}
+            )
+            assert result.is_error and "session id" in _text(result), _text(result)
 
 
 async def test_cancel_tool_call_and_output_tools(stack: Stack) -> None:

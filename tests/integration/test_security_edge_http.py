@@ -303,7 +303,9 @@ def test_a_command_disguised_by_bidi_controls_asks_and_says_why(stack: Stack) ->
     assert notes.read_text() == "keep me"
 
 
-@pytest.mark.parametrize("session_id", ["a/b", "x/messages", "a\x00b", "tab\there", "nl\n"])
+@pytest.mark.parametrize(
+    "session_id", ["a/b", "x/messages", "a\x00b", "tab\there", "nl\n", "..", "."]
+)
 def test_a_session_id_no_route_could_reach_is_422_and_creates_nothing(
     stack: Stack, session_id: str
 ) -> None:
@@ -316,3 +318,16 @@ def test_a_session_id_no_route_could_reach_is_422_and_creates_nothing(
     assert asked.status_code == 422, asked.text
     assert "session id" in asked.text
     assert stack.api("GET", "/api/chats").json() == chats_before
+
+
+@pytest.mark.parametrize("field", [{"user_id": "team/alice"}, {"channel": "a\nb"}])
+def test_a_session_id_made_of_channel_and_user_is_held_to_the_same(
+    stack: Stack, field: dict[str, str]
+) -> None:
+    """With no session_id the session is "<channel>:<user_id>": 'console:team/alice'
+    passed where 'team/alice' as a session id did not."""
+    body = chat_body("hi", "unused") | field
+    body.pop("session_id")
+    resp = stack.api("POST", "/api/console/chat/task", json=body)
+    assert resp.status_code == 422, resp.text
+    assert "session id" in resp.text

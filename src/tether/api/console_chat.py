@@ -82,6 +82,12 @@ class ChatRequest(BaseModel):
             raise ValueError("input must contain at least one non-empty text message")
         return self
 
+    @model_validator(mode="after")
+    def _routable_session(self) -> ChatRequest:
+        # Made of channel and user_id when none is given: those must fit a path too.
+        routable(self.resolved_session_id)
+        return self
+
     @property
     def resolved_session_id(self) -> str:
         return self.session_id or f"{self.channel}:{self.user_id}"

@@ -21,7 +21,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import AfterValidator, Field
 from starlette.routing import BaseRoute
 
 from tether import __version__
@@ -29,6 +29,7 @@ from tether.agent.calls import run_tool_call
 from tether.config import Settings
 from tether.mcp.mount import PATH
 from tether.services import Services
+from tether.session_ids import routable
 from tether.store.records import OutputChunk
 from tether.store.tables import SESSION_ID_CHARS
 from tether.toolcalls.call import CallInfo, Invocation
@@ -43,7 +44,9 @@ SHELL_TOOL = "execute_shell_command"
 
 #: A session id as the HTTP API takes it: a longer one's approvals could never
 #: be answered there.
-SessionId = Annotated[str, Field(min_length=1, max_length=SESSION_ID_CHARS)]
+SessionId = Annotated[
+    str, Field(min_length=1, max_length=SESSION_ID_CHARS), AfterValidator(routable)
+]
 
 
 class _Progress:
