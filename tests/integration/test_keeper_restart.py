@@ -76,13 +76,18 @@ def test_a_call_survives_a_second_ctrl_c_while_the_server_waits_for_a_request(
     assert proc is not None
     waiting = "Waiting for connections to close"
     already = server.log_path.read_text(errors="replace").count(waiting)
-    with socket.create_connection(("127.0.0.1", server.port)) as upload:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=15) as upload:
         upload.sendall(
             b"POST /api/chats HTTP/1.1\r\n"
             + f"Host: 127.0.0.1:{server.port}\r\n".encode()
             + f"Authorization: Bearer {server.token}\r\n".encode()
-            + b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+            + b"Content-Type: application/json\r\nContent-Length: 1000\r\n"
+            + b"Expect: 100-continue\r\n\r\n"
         )
+        # The server asks for the body once the application reads it: the request is
+        # in progress, and the exit has to wait for it.
+        assert b"100 Continue" in upload.recv(1024)
+        upload.sendall(b"{")
         proc.send_signal(signal.SIGINT)
         wait_for(
             lambda: server.log_path.read_text(errors="replace").count(waiting) > already,
