@@ -187,6 +187,23 @@ def test_a_failure_quoting_a_secret_shows_and_logs_it_masked(stack: Stack) -> No
             assert secret not in text
 
 
+def test_a_secret_the_stderr_tail_would_halve_is_left_out(stack: Stack) -> None:
+    """Only the last 2000 bytes of stderr are shown: cut inside the secret, its end was
+    shown, a fragment the masking could not know."""
+    script = (
+        "import os, sys; sys.stderr.write('TOKEN=' + os.environ['TOKEN'] + chr(10) "
+        "+ 'y' * 1980 + chr(10)); sys.exit(3)"
+    )
+    spec = {"name": "halving", "command": sys.executable, "args": ["-c", script]}
+    add_client(stack, "halving", spec | {"env": {"TOKEN": SECRET}}, ready=False)
+    try:
+        error = wait_client(stack, "halving", "failed")["error"]
+    finally:
+        remove_client(stack, "halving")
+    assert "y" * 1980 in error
+    assert SECRET[-12:] not in error
+
+
 @pytest.mark.parametrize(
     "change",
     [

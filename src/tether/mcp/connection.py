@@ -273,10 +273,16 @@ def _first_line(text: str) -> str:
 
 
 def _tail(path: Path) -> str:
+    """The last whole lines of ``path``, up to _STDERR_TAIL_BYTES: a line the cut would
+    halve is left out (half a secret would pass the masking)."""
     try:
         with path.open("rb") as f:
             f.seek(0, 2)
-            f.seek(max(0, f.tell() - _STDERR_TAIL_BYTES))
-            return f.read().decode("utf-8", "replace").strip()
+            start = max(0, f.tell() - _STDERR_TAIL_BYTES)
+            f.seek(start)
+            data = f.read()
     except OSError:
         return ""
+    if start > 0:
+        data = data.partition(b"\n")[2]
+    return data.decode("utf-8", "replace").strip()
