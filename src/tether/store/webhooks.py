@@ -38,19 +38,13 @@ class WebhookRepository:
                 .values(url=url, url_encrypted=url_encrypted)
             )
 
-    async def update(self, record: WebhookRecord) -> bool:
-        """Write ``record``'s URL fields, events and description over its row; False if
-        the webhook is gone."""
+    async def update(self, webhook_id: str, **values: object) -> bool:
+        """Write ``values`` (of ``url``, ``url_encrypted``, ``events``, ``description``)
+        over the row, and only those: a change of one field never writes back another
+        read earlier. False if the webhook is gone."""
         async with self._db.write() as conn:
             result = await conn.execute(
-                sa.update(webhooks)
-                .where(webhooks.c.id == record.id)
-                .values(
-                    url=record.url,
-                    url_encrypted=record.url_encrypted,
-                    events=record.events,
-                    description=record.description,
-                )
+                sa.update(webhooks).where(webhooks.c.id == webhook_id).values(**values)
             )
             return bool(result.rowcount == 1)
 

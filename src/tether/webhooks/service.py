@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from tether.errors import NotFound
+from tether.errors import Conflict, NotFound
 from tether.security.keybox import KeyBox
 from tether.security.secret_text import shown_url
 from tether.store.records import WebhookAttemptRecord, WebhookDeliveryRecord, WebhookRecord
@@ -89,6 +89,8 @@ class WebhookService:
         self._transport = transport
         self._hooks: dict[str, WebhookRecord] = {}
         self._loaded_at = -_FRESH_SECONDS
+        # Changes made here so far (create, update, delete): see load.
+        self._changes = 0
         # Rows from before URLs were sealed whose secret this server's key cannot open.
         self._unsealable: set[str] = set()
         self._wake = asyncio.Event()
@@ -101,11 +103,12 @@ class WebhookService:
 
     async def load(self) -> None:
         """Read the subscriptions from the store (at start-up, and when they may have
-        changed elsewhere)."""
-        loaded_at = time.monotonic()
+        changed elsewhere). A read that a change here overtook is not taken as fresh:
+        the next look reads again."""
+        loaded_at, changes = time.monotonic(), self._changes
         hooks = await self._repo.list_all()
         self._hooks = {h.id: await self._sealed(h) for h in hooks}
-        self._loaded_at = loaded_at
+        self._loaded_at = loaded_at if changes == self._changes else -_FRESH_SECONDS
 
     async def _sealed(self, hook: WebhookRecord) -> WebhookRecord:
         """``hook`` with its URL sealed: a row from before URLs were sealed is sealed in
@@ -166,6 +169,7 @@ class WebhookService:
             created_at=time.time(),
             **self._url_fields(url),
         )
+        self._changes += 1
         await self._repo.add(record)
         self._hooks[record.id] = record
         return record, secret
@@ -181,17 +185,31 @@ class WebhookService:
         and its deliveries stay (one still pending is made to the new URL from its next
         attempt). Raises WebhookNotFound, InvalidWebhook."""
         hook = await self.get(webhook_id)
+        values: dict[str, object] = {}
         if url is not None:
-            hook = replace(hook, **self._url_fields(self._allowed(check_url(url))))
+            self._opens(hook)
+            values.update(self._url_fields(self._allowed(check_url(url))))
         if events is not None:
-            hook = replace(hook, events=sorted(set(events)))
+            values["events"] = sorted(set(events))
         if description is not None:
-            hook = replace(hook, description=description)
-        if not await self._repo.update(hook):
+            values["description"] = description
+        self._changes += 1
+        if not await self._repo.update(webhook_id, **values):
             self._hooks.pop(webhook_id, None)
             raise WebhookNotFound(webhook_id)
-        self._hooks[webhook_id] = hook
-        return hook
+        await self.load()  # the row as written, with whatever another change left
+        return await self.get(webhook_id)
+
+    def _opens(self, hook: WebhookRecord) -> None:
+        """Refuse to seal a URL with a key that does not open the webhook's secret (see
+        _sealed): the servers holding the right key could not open it."""
+        try:
+            self._keybox.open(hook.secret_encrypted)
+        except ValueError:
+            raise Conflict(
+                f"webhook {hook.id}: this server's key cannot open its secret; change its "
+                "URL on a server holding the key it was made with (TETHER_SECRET_KEY)"
+            ) from None
 
     def _allowed(self, url: str) -> str:
         host = urlsplit(url).hostname or ""
@@ -201,6 +219,7 @@ class WebhookService:
 
     async def delete(self, webhook_id: str) -> None:
         """Unsubscribe; its pending deliveries are dropped. Raises WebhookNotFound."""
+        self._changes += 1
         self._hooks.pop(webhook_id, None)
         if not await self._repo.delete(webhook_id):
             raise WebhookNotFound(webhook_id)

@@ -14,6 +14,7 @@ import pytest
 import sqlalchemy as sa
 from webhook_doubles import DEFAULT_EGRESS, WatchedRepository, notify_until
 
+from tether.errors import Conflict
 from tether.security.keybox import KeyBox
 from tether.security.secret_text import shown_url
 from tether.store.database import Database
@@ -149,3 +150,35 @@ async def test_a_server_with_another_key_leaves_a_subscription_from_before_unsea
     assert not any(TOKEN in row for row in await _stored_rows(db))
     await notify_until(service, repo.recorded)
     assert receiver.urls == [URL]
+
+
+async def test_changes_of_two_fields_on_two_nodes_both_stand(
+    repo: WatchedRepository, tmp_path: Path
+) -> None:
+    """Each node wrote every field of its cached record: the second change put the
+    first one's old (sealed, never shown) URL back."""
+    first, second = _service(repo, tmp_path, Receiver()), _service(repo, tmp_path, Receiver())
+    hook, _secret = await first.create(URL, ["task.finished"], "old")
+    await second.get(hook.id)  # cached there
+    moved = "https://moved.example/in/" + TOKEN
+    await first.update(hook.id, url=moved)
+    described = await second.update(hook.id, description="new")
+
+    assert (described.url, described.description) == ("https://moved.example/…", "new")
+    (stored,) = await repo.list_all()
+    assert first._keybox.open(stored.url_encrypted or "") == moved
+    assert stored.description == "new"
+
+
+async def test_a_node_that_cannot_open_the_secret_does_not_seal_a_new_url(
+    repo: WatchedRepository, tmp_path: Path
+) -> None:
+    """Sealed with its own key, the URL could be opened by no node holding the right one."""
+    hook, _secret = await _service(repo, tmp_path, Receiver()).create(URL, ["task.finished"], "")
+    policy = RetryPolicy(first_delay=0.01, max_delay=0.02, give_up_after=5, timeout=5)
+    other = WebhookService(repo, KeyBox(tmp_path / "other.key"), policy, DEFAULT_EGRESS)
+    before = await repo.list_all()
+    with pytest.raises(Conflict, match="cannot open its secret"):
+        await other.update(hook.id, url="https://elsewhere.example/x")
+    assert await repo.list_all() == before
+    assert (await other.update(hook.id, description="fine")).description == "fine"
