@@ -284,3 +284,20 @@ def test_a_message_sent_while_a_call_runs_is_answered_after_that_turn(stack: Sta
     assert sent[-1]["role"] == "user" and "second question" in str(sent[-1]["content"])
     (result,) = [m["content"] for m in sent if m["role"] == "tool"]
     assert "RESULT-A" in result
+
+
+def test_a_key_the_provider_quotes_in_its_error_is_masked_in_the_task(stack: Stack) -> None:
+    """The message is the task's result, answered by the API and sent to webhooks; a
+    gateway quoting a key of no known shape was kept in full."""
+    (provider,) = [p for p in stack.api("GET", "/api/models").json() if p["is_custom"]]
+    key = "gw_live_0123456789abcdef"
+    configured = stack.api("PUT", f"/api/models/{provider['id']}/config", json={"api_key": key})
+    assert configured.status_code == 200, configured.text
+    try:
+        stack.model.script({"status": 401, "message": f"Incorrect API key provided: {key}."})
+        task = stack.wait_task(stack.submit("hi", new_session()))
+    finally:
+        stack.api("PUT", f"/api/models/{provider['id']}/config", json={"api_key": "sk-mock"})
+    message = task["result"]["error"]["message"]
+    assert "answered 401: Incorrect API key provided: ********." in message
+    assert key not in str(task)

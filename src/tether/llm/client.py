@@ -14,6 +14,7 @@ from tether.llm.errors import provider_message
 from tether.llm.reply import AssistantReply, IncompleteReply, ModelError, RequestedCall
 from tether.llm.stream import StreamAssembler
 from tether.llm.wire import request_messages
+from tether.security.secret_text import masked_text
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -96,13 +97,18 @@ class OpenAIChatModel:
         try:
             await self._stream(client, assembler, messages, tools, on_text, on_reasoning)
         except openai.APIStatusError as exc:
-            raise ModelError(
-                f"the model provider answered {exc.status_code}: {provider_message(exc)}"
-            ) from exc
+            said = provider_message(exc, [client.api_key])
+            raise ModelError(f"the model provider answered {exc.status_code}: {said}") from exc
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             raise _connection_error(exc, assembler.started) from exc
         except openai.APIError as exc:
-            raise ModelError(f"the model provider failed: {provider_message(exc)}") from exc
+            said = provider_message(exc, [client.api_key])
+            raise ModelError(f"the model provider failed: {said}") from exc
+        except ModelError as exc:  # an error object in the stream, in the provider's words
+            masked = masked_text(str(exc), [client.api_key])
+            if masked != str(exc):
+                raise type(exc)(masked) from exc
+            raise
         except json.JSONDecodeError as exc:
             raise ModelError(
                 "the model provider sent a stream line that is not JSON; "

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from tether.logs import redact
+from tether.security.secret_text import masked_text
 
 _LIMIT = 500  # a provider may send a whole HTML page; a sentence is enough
 
@@ -33,12 +35,13 @@ def _message_in(body: Any, depth: int) -> str | None:
     return next((m for m in items if m), None)
 
 
-def provider_message(exc: Any) -> str:
-    """The readable part of an SDK error (the provider's own message when it sent one)."""
+def provider_message(exc: Any, secrets: Iterable[str] = ()) -> str:
+    """The readable part of an SDK error (the provider's own message when it sent one),
+    ``secrets`` (the key the request was sent with) masked wherever it is quoted."""
     described = describe_error(getattr(exc, "body", None))
-    if described:
-        return described
-    return describe_error(_response_text(exc)) or "no details given"
+    if not described:
+        described = describe_error(_response_text(exc)) or "no details given"
+    return masked_text(described, secrets)
 
 
 def _response_text(exc: Any) -> str:
