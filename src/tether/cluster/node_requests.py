@@ -29,6 +29,8 @@ Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
 # A request list nobody pops (its node is gone) disappears after this long.
 _QUEUE_TTL_SECONDS = 60
+# The longest single wait for an answer (see _reply_to).
+_ANSWER_SLICE = 1.0
 _ANSWER_TTL_SECONDS = 30
 
 
@@ -75,7 +77,7 @@ class NodeRequests:
             pipe.lpush(self._queue(owner), signed.sign(self._key, message))
             pipe.expire(self._queue(owner), _QUEUE_TTL_SECONDS)
             await pipe.execute()
-        found = await client.blpop([answer_key], timeout=self._timeout)
+        found = await self._reply_to(answer_key)
         if found is None:
             raise NotAnswering(
                 f"the node that holds {what} did not answer within {self._timeout:g} s; "
@@ -91,6 +93,20 @@ class NodeRequests:
         if kind is None:
             raise Unavailable(f"the node that holds {what} failed: {answer.get('message')}")
         raise kind(answer.get("message") or "")
+
+    async def _reply_to(self, answer_key: str) -> Any:
+        """The answer (``[key, value]``), or None once the timeout has passed. Waited for
+        in slices shorter than the client's socket timeout (redis-py 8 reads with 5 s by
+        default), which a blocking read longer than it would hit (a 500, not a 503)."""
+        client = self._link.client
+        deadline = time.monotonic() + self._timeout
+        socket_timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
+        step = min(_ANSWER_SLICE, socket_timeout / 2) if socket_timeout else _ANSWER_SLICE
+        while (left := deadline - time.monotonic()) > 0:
+            found = await client.blpop([answer_key], timeout=max(0.01, min(left, step)))
+            if found is not None:
+                return found
+        return None
 
     # ------------------------------------------------------------ answering
 

@@ -125,6 +125,26 @@ async def test_the_owners_error_kinds_are_raised_on_the_asking_side(link: RedisL
         await owner.close()
 
 
+async def test_an_answer_timeout_past_the_clients_socket_timeout_is_still_a_503() -> None:
+    """redis-py 8 reads with a 5 s socket timeout by default: a node that did not answer
+    within TETHER_NODE_ANSWER_SECONDS=5 (the default) or more was a 500 (the client's
+    TimeoutError). The same, scaled down: a 0.4 s socket timeout, a 1 s answer."""
+    require_redis()
+    import redis.asyncio as aioredis
+
+    prefix = new_prefix()
+    client = aioredis.from_url(redis_url(), decode_responses=True, socket_timeout=0.4)
+    try:
+        asker = NodeRequests(RedisLink(client, prefix), "owner-3", 1.0, KEY)
+        started = time.monotonic()
+        with pytest.raises(NotAnswering, match=re.escape("did not answer within 1 s")):
+            await asker.ask("owner-frozen", "act", {}, "tool call c8")
+        assert time.monotonic() - started >= 1.0
+    finally:
+        await client.aclose()
+        drop_prefix(prefix)
+
+
 async def test_no_answer_in_time_is_503_and_the_late_request_is_dropped(
     link: RedisLink, caplog: pytest.LogCaptureFixture
 ) -> None:
