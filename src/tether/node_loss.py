@@ -24,9 +24,12 @@ from typing import Protocol
 from tether import recovery
 from tether.governance import approvals
 from tether.governance.gate import GovernanceGate
+from tether.scheduler.runner import run_failed_event
 from tether.store.records import NodeRecord
 from tether.store.store import Store
+from tether.tasks.finished import record_finished_event
 from tether.toolcalls.errors import ToolCallConflict, ToolCallNotFound
+from tether.webhooks.events import Notify
 
 log = logging.getLogger(__name__)
 
@@ -50,16 +53,24 @@ class RunningTasks(Protocol):
     async def stop(self, task_id: str) -> bool: ...
 
 
-async def end_lost_node(store: Store, gate: GovernanceGate, node: NodeRecord) -> None:
-    """End every row the lost ``node``'s owner left unfinished (see the module doc)."""
+async def end_lost_node(
+    store: Store, gate: GovernanceGate, notify: Notify, node: NodeRecord
+) -> None:
+    """End every row the lost ``node``'s owner left unfinished (see the module doc), and
+    tell the webhooks of the tasks and cron runs that ended so."""
     if node.owner is None:
         log.warning("lost node %s recorded no owner: nothing of it can be found", node.id)
         return
     owners = {node.owner}
     dead = recovery.DeadOwners(elsewhere=frozenset(owners))
     await recovery.interrupt_calls(store, dead, NODE_LOST, end_state="error")
-    tasks = await store.tasks.fail_unfinished(NODE_LOST, owners)
-    runs = len(await store.cron.fail_running(NODE_LOST, time.time(), owners))
+    failed = await store.tasks.fail_unfinished(NODE_LOST, owners)
+    for record in failed:
+        notify("task.finished", record_finished_event(record))
+    closed = await store.cron.fail_running(NODE_LOST, time.time(), owners)
+    for job_id, run_id in closed:
+        notify("cron.run_failed", run_failed_event(job_id, run_id, "error", NODE_LOST))
+    tasks, runs = len(failed), len(closed)
     # Its calls are ended now, so its requests are among those nobody waits for.
     denied = await gate.deny_leftovers(approvals.NODE_LOST, owners)
     log.warning(

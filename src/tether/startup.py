@@ -60,6 +60,7 @@ from tether.tools.registry import ToolRegistry
 from tether.tools.shell import make_shell_tool, shell_environment
 from tether.webhooks.backoff import RetryPolicy
 from tether.webhooks.egress import Egress, parse_networks
+from tether.webhooks.events import Notify
 from tether.webhooks.service import WebhookService
 
 log = logging.getLogger(__name__)
@@ -231,7 +232,7 @@ def build_services(
         memory,
         hooks,
         governance_gate,
-        _build_lease(settings, store, governance_gate, coordinator, tasks),
+        _build_lease(settings, store, governance_gate, coordinator, tasks, hooks.notify),
         sandbox,
         calls,
         keeper,
@@ -258,6 +259,7 @@ def _build_lease(
     gate: GovernanceGate,
     coordinator: ToolCallCoordinator,
     tasks: TaskService,
+    notify: Notify,
 ) -> NodeLease:
     def load() -> Load:
         return Load(coordinator.live_count(), tasks.running_count())
@@ -268,7 +270,7 @@ def _build_lease(
         __version__,
         settings.node_lease_seconds,
         load,
-        functools.partial(node_loss.end_lost_node, store, gate),
+        functools.partial(node_loss.end_lost_node, store, gate, notify),
         owner=store.owner.id if store.owner is not None else None,
         on_return=functools.partial(node_loss.drop_what_was_ended, store, coordinator, tasks),
     )

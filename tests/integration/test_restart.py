@@ -24,6 +24,7 @@ from core_support import (
     wait_for,
 )
 from helpers import host_pid
+from webhook_support import fresh_receiver, subscribe
 
 pytestmark = pytest.mark.integration
 
@@ -94,12 +95,18 @@ def test_graceful_restart(stack: Stack) -> None:
 
 
 def test_crash_and_restart(stack: Stack) -> None:
-    session, first, second, pid = _start_sleeper(stack)
-    stack.server.kill()
-    stack.server.start()
-    wait_for(lambda: process_gone(pid), timeout=5, what="the orphaned sleeper to be reaped")
-    _check_after_restart(stack, session, first, second)
-    assert stack.task(second)["result"]["status"] == "failed"
+    with fresh_receiver(stack) as receiver:
+        subscribe(stack, receiver, "task.finished")
+        session, first, second, pid = _start_sleeper(stack)
+        stack.server.kill()
+        stack.server.start()
+        wait_for(lambda: process_gone(pid), timeout=5, what="the orphaned sleeper to be reaped")
+        _check_after_restart(stack, session, first, second)
+        assert stack.task(second)["result"]["status"] == "failed"
+        # Its subscribers learn it failed (the restart that failed it told nobody).
+        got = receiver.wait(lambda r: any(x.body["data"]["task_id"] == second for x in r))
+    (told,) = [r for r in got if r.body["data"]["task_id"] == second]
+    assert told.signature_ok and told.body["data"]["result"]["status"] == "failed"
 
 
 def test_a_turn_after_restart_sees_a_valid_history(stack: Stack) -> None:

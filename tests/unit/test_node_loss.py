@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,6 +55,11 @@ def gate_over(store: Store) -> GovernanceGate:
     return GovernanceGate(Analyzer(), context, approvals, store.governance)
 
 
+def _told(into: list[tuple[str, dict[str, Any]]]) -> Callable[[str, dict[str, Any]], None]:
+    """A webhook notifier keeping what it was told in ``into``."""
+    return lambda event, data: into.append((event, data))
+
+
 def lease_of(owner: str | None) -> NodeRecord:
     return NodeRecord("node-a", "1.0", 1.0, 2.0, 1, 1, owner)
 
@@ -74,7 +80,10 @@ async def test_the_survivor_ends_only_the_lost_owners_rows(
     await lost.cron.create("job", {}, True, 1.0, None)
     assert await lost.cron.start_manual("job", "run-lost", 1.0, owner_of(lost)) == "started"
 
-    await node_loss.end_lost_node(survivor, gate_over(survivor), lease_of(owner_of(lost)))
+    notified: list[tuple[str, dict[str, Any]]] = []
+    await node_loss.end_lost_node(
+        survivor, gate_over(survivor), _told(notified), lease_of(owner_of(lost))
+    )
 
     for call_id in ("running", "asking"):
         record = await survivor.tool_calls.get("s", call_id)
@@ -108,12 +117,28 @@ async def test_the_survivor_ends_only_the_lost_owners_rows(
     assert live_task is not None and live_task.status == "pending"
     still = await survivor.governance.get_approval(kept.request_id)
     assert still is not None and still.status == "pending"
+    # Subscribers learn of the task and the run that ended so (they heard nothing).
+    assert notified == [
+        (
+            "task.finished",
+            {
+                "task_id": "t-lost",
+                "session_id": "s",
+                "trigger": "user",
+                "result": {"status": "failed", "error": "node lost"},
+            },
+        ),
+        (
+            "cron.run_failed",
+            {"job_id": "job", "run_id": "run-lost", "status": "error", "error": "node lost"},
+        ),
+    ]
 
 
 async def test_a_lost_lease_without_an_owner_ends_nothing(db: Database) -> None:
     old = Store(db)  # rows from before owners were recorded
     await old.tool_calls.insert(call("old"))
-    await node_loss.end_lost_node(old, gate_over(old), lease_of(None))
+    await node_loss.end_lost_node(old, gate_over(old), _told([]), lease_of(None))
     record = await old.tool_calls.get("s", "old")
     assert record is not None and record.status == "running"
 
@@ -122,7 +147,7 @@ async def test_the_first_recorded_end_stands(servers: Callable[[], Store]) -> No
     store = servers()
     await store.tool_calls.insert(call("c"))
     await store.tasks.open_in_session("t", ("s", "u", "console", None), "user", None, [])
-    await node_loss.end_lost_node(store, gate_over(store), lease_of(owner_of(store)))
+    await node_loss.end_lost_node(store, gate_over(store), _told([]), lease_of(owner_of(store)))
     # The node that ran them, back, records its own ends: they do not replace the first.
     assert not await store.tool_calls.record_end("c", end_state="cancelled", end_reason="x")
     await store.tasks.finish("t", {"status": "failed", "error": "the task was stopped"})
@@ -184,7 +209,9 @@ async def test_a_live_nodes_request_whose_call_just_ended_is_left_to_it(
     inv = Invocation("ended", "s", None, "default", "shell", {"command": "ls"})
     theirs = await ApprovalService(live.governance, 300).open(inv, "strict", [])
 
-    await node_loss.end_lost_node(survivor, gate_over(survivor), lease_of(owner_of(lost)))
+    await node_loss.end_lost_node(
+        survivor, gate_over(survivor), _told([]), lease_of(owner_of(lost))
+    )
 
     still = await survivor.governance.get_approval(theirs.request_id)
     assert still is not None and still.status == "pending"

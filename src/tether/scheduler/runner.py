@@ -141,8 +141,7 @@ class RunExecutor:
 
     def tell_failed(self, job_id: str, run_id: str, status: str, error: str | None) -> None:
         """Notify (webhooks) that a run ended other than ``success``."""
-        event = {"job_id": job_id, "run_id": run_id, "status": status, "error": error}
-        self._notify("cron.run_failed", event)
+        self._notify("cron.run_failed", run_failed_event(job_id, run_id, status, error))
 
     async def _perform(
         self, spec: JobSpec, run_id: str, task_ids: list[str]
@@ -200,3 +199,8 @@ class RunExecutor:
 
     async def _finish(self, run_id: str, status: str, error: str | None) -> None:
         await self._runs.finish_run(run_id, status, error, self._clock().timestamp())
+
+
+def run_failed_event(job_id: str, run_id: str, status: str, error: str | None) -> dict[str, Any]:
+    """What the ``cron.run_failed`` webhook event says (wherever a run ends so)."""
+    return {"job_id": job_id, "run_id": run_id, "status": status, "error": error}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 from typing import Any
 
 import sqlalchemy as sa
@@ -125,25 +126,34 @@ class TaskRepository:
 
     async def fail_unfinished(
         self, reason: str, owners: Collection[str | None], keep: Collection[str] = ()
-    ) -> int:
+    ) -> list[TaskRecord]:
         """Mark the tasks ``owners`` (servers that are gone) left unfinished as failed,
-        but those in ``keep`` (taken up again)."""
+        but those in ``keep`` (taken up again); returns them as they are now."""
         now = time.time()
+        result = {"status": "failed", "error": reason}
+        unfinished = sa.and_(
+            tasks.c.status != "finished",
+            owned_by(tasks.c.owner, owners),
+            tasks.c.id.not_in(list(keep)),
+        )
         async with self._db.write() as conn:
-            result = await conn.execute(
+            rows = await conn.execute(sa.select(tasks).where(unfinished))
+            found = [to_record(TaskRecord, r) for r in rows]
+            if not found:
+                return []
+            # Those rows only, each if still unfinished (another node may finish one).
+            done = await conn.execute(
                 sa.update(tasks)
-                .where(
-                    tasks.c.status != "finished",
-                    owned_by(tasks.c.owner, owners),
-                    tasks.c.id.not_in(list(keep)),
-                )
-                .values(
-                    status="finished",
-                    finished_at=now,
-                    result={"status": "failed", "error": reason},
-                )
+                .where(unfinished, tasks.c.id.in_([t.id for t in found]))
+                .values(status="finished", finished_at=now, result=result)
+                .returning(tasks.c.id)
             )
-            return int(result.rowcount)
+            failed = {row.id for row in done}
+        return [
+            replace(t, status="finished", finished_at=now, result=result)
+            for t in found
+            if t.id in failed
+        ]
 
     async def unfinished(self, owners: Collection[str | None]) -> list[TaskRecord]:
         """Tasks ``owners`` (servers that are gone) left pending or running, oldest first."""

@@ -15,6 +15,7 @@ from tether.keeper.adoption import Adoption
 from tether.store.records import TaskRecord
 from tether.store.store import Store
 from tether.tasks import resume
+from tether.tasks.finished import finished_event, record_finished_event
 from tether.tasks.runs import Running, TaskNotFound, TaskView, TooManyTasks, new_task_id
 from tether.tasks.session_turns import SessionTurns
 from tether.toolcalls.coordinator import ToolCallCoordinator
@@ -26,7 +27,6 @@ INTERNAL_ERROR = "the turn failed on an internal error; the server log has the d
 
 RESTARTED = "server restarted"
 # Of a finished task's answer, this much goes into its task.finished notification.
-_NOTIFIED_TEXT_CHARS = 2000
 # Run before a resumed turn; a result it returns ends the task instead of the turn.
 Prepare = Callable[["Running"], Awaitable[dict[str, Any] | None]]
 
@@ -137,7 +137,8 @@ class TaskService:
                 result = {"status": "cancelled", "error": run.stop_reason}
             await self._store.tasks.finish(run.task_id, result)
             run.feed.emit({"type": "final", "task_id": run.task_id, "result": result})
-            self._notify("task.finished", _finished_event(run, result))
+            event = finished_event(run.task_id, run.session_id, run.trigger, result)
+            self._notify("task.finished", event)
         finally:
             run.feed.close()
             self._running.pop(run.task_id, None)
@@ -317,8 +318,10 @@ class TaskService:
         failed = await self._store.tasks.fail_unfinished(
             RESTARTED, dead_owners, keep=set(self._running)
         )
+        for record in failed:
+            self._notify("task.finished", record_finished_event(record))
         if failed:
-            log.info("marked %d unfinished task(s) failed (%s)", failed, RESTARTED)
+            log.info("marked %d unfinished task(s) failed (%s)", len(failed), RESTARTED)
         for session_id in await self._store.deliveries.sessions_with_pending():
             await self._wake_if_pending(session_id)
 
@@ -385,11 +388,3 @@ class TaskService:
         await self._store.chats.append(run.session_id, run.task_id, [("tool", a) for a in answers])
         for answer in answers:
             run.feed.emit({"type": "message", "kind": "tool", "message": answer})
-
-
-def _finished_event(run: Running, result: dict[str, Any]) -> dict[str, Any]:
-    event = {"task_id": run.task_id, "session_id": run.session_id, "trigger": run.trigger}
-    text = result.get("text")
-    if isinstance(text, str):
-        result = {**result, "text": text[:_NOTIFIED_TEXT_CHARS]}
-    return {**event, "result": result}

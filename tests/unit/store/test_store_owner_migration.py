@@ -34,7 +34,7 @@ async def test_an_older_database_gets_the_owner_columns(tmp_path: Path) -> None:
         assert await store.tool_calls.unfinished_owners() == set()
         await store.tasks.open_in_session("t2", ("s1", "u", "console", None), "user", None, [])
         assert await store.tasks.unfinished_owners() == {None, owner.id}
-        assert await store.tasks.fail_unfinished("server restarted", {None}) == 1
+        assert len(await store.tasks.fail_unfinished("server restarted", {None})) == 1
         record = await store.tasks.get("t1")
         assert record is not None and record.status == "finished"
         assert await store.tasks.unfinished_owners() == {owner.id}

@@ -61,7 +61,7 @@ async def test_a_resumed_task_becomes_the_resuming_servers(db: Database) -> None
     )
     assert [t.id for t in await me.unfinished({"dead"})] == ["resumed", "failed"]
     await me.count_resume("resumed")
-    assert await me.fail_unfinished("server restarted", {"dead"}, keep={"resumed"}) == 1
+    assert len(await me.fail_unfinished("server restarted", {"dead"}, keep={"resumed"})) == 1
     assert await me.unfinished_owners() == {"me", "live"}
     resumed = await me.get("resumed")
     assert resumed is not None and resumed.status == "pending" and resumed.resumes == 1
