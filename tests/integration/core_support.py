@@ -227,16 +227,21 @@ def keeper_stack(prefix: str, **env: str) -> Iterator[Stack]:
 
 def tether_status(stack: Stack) -> str:
     """`tether status` run as the operator would, on the server's home (up or not)."""
-    done = subprocess.run(
+    done = run_tether_status(stack.server._env())
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def run_tether_status(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`tether status` with ``env``, whatever it exits with."""
+    return subprocess.run(
         [sys.executable, "-m", "tether", "status"],
-        env=stack.server._env(),
+        env=env,
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,19 @@ CLI, which says that calls run as the server's children."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from core_support import AppServer, Stack, gated, open_gate, stack_for_module, tether_status
+from core_support import (
+    AppServer,
+    Stack,
+    gated,
+    open_gate,
+    run_tether_status,
+    stack_for_module,
+    tether_status,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -55,14 +61,7 @@ def test_tether_status_on_a_home_where_nothing_ran_says_so_and_creates_nothing(
     env.pop("TETHER_DATABASE_URL", None)
     for home in (missing, tmp_path):  # no directory; a directory with no database
         env["TETHER_HOME"] = str(home)
-        done = subprocess.run(
-            [sys.executable, "-m", "tether", "status"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        done = run_tether_status(env)
         assert done.returncode == 1, done
         assert "nothing ran there" in done.stderr and str(home) in done.stderr
     assert not missing.parent.exists()

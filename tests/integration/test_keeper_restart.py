@@ -266,20 +266,9 @@ def test_a_second_server_on_the_same_home_refuses_to_start(stack: Stack) -> None
 
 
 def test_tether_status_lists_a_call_in_flight(stack: Stack) -> None:
-    import subprocess
-    import sys
-
     gate = f"gate-{time.monotonic_ns()}"
     session, task, call_id = start_ticker(stack, gate)
-    env = stack.server._env()
-    shown = subprocess.run(
-        [sys.executable, "-m", "tether", "status"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
+    shown = tether_status(stack)
     (stack.workspace / gate).touch()
     runner = layout.runner_file(stack.server.home)
     assert shown.startswith("keeper: runner pid "), shown
