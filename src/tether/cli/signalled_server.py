@@ -1,9 +1,10 @@
 """The HTTP server `tether serve` runs: uvicorn's, told of an exit at its first signal.
 
 Uvicorn runs the application's shutdown only on a graceful exit. A second Ctrl-C while
-it waits for connections to close (a request in progress) makes it skip that shutdown, and ``asyncio.run`` then cancels whatever still runs: turns cancelled so
-would stop their calls, which a detaching shutdown leaves running. So the application
-is told at the first signal how the exit will treat its calls, whatever comes next.
+it waits for connections to close (a request in progress) makes it skip that shutdown,
+and ``asyncio.run`` then cancels whatever still runs: turns cancelled so would stop
+their calls, which a detaching shutdown leaves running. So the application is told at
+the first signal how the exit will treat its calls, whatever comes next.
 """
 
 from __future__ import annotations
