@@ -54,8 +54,8 @@ class Services:
     # Redis between nodes when TETHER_REDIS_URL is set.
     bus: ClusterBus | None = None
     chats: ChatService = field(init=False)
-    #: Set when the server is asked to exit: open chat streams end, so they do not hold
-    #: the exit for uvicorn's 5 s grace (a call's /stream does not yet: KEEPER.md).
+    #: Set when the server is asked to exit: open SSE streams end (a call's stream is
+    #: resumed with Last-Event-ID), so they do not hold the exit for uvicorn's 5 s grace.
     exiting: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:

@@ -29,6 +29,7 @@ from keeper_restarts import (
     ended_while_down,
     first_events,
     start_ticker,
+    stream,
     through_a_restart,
 )
 
@@ -94,6 +95,29 @@ def test_a_call_survives_a_second_ctrl_c_while_the_server_waits_for_a_request(
         )
         proc.send_signal(signal.SIGINT)
         proc.wait(15)
+    server.start()
+    check_resumed(stack, session, call_id, before, gate)
+    check_task(stack, task)
+
+
+def test_an_open_stream_ends_at_a_graceful_stop_instead_of_holding_it(stack: Stack) -> None:
+    """A stream open at Ctrl-C (a console) held the exit for uvicorn's 5 s grace, then was
+    cut with an ERROR and a traceback in the log. It ends at once now; its client comes
+    back with Last-Event-ID after the restart, and the call runs on."""
+    gate = f"gate-{time.monotonic_ns()}"
+    session, task, call_id = start_ticker(stack, gate)
+    before = first_events(stack, session, call_id, 5)
+    server, proc = stack.server, stack.server.proc
+    assert proc is not None
+    logged = len(server.log_path.read_text(errors="replace"))
+    with stream(stack, session, call_id, 10**9) as resp:  # open, and quiet
+        proc.send_signal(signal.SIGINT)
+        assert list(resp.iter_lines()) == []  # ended by the server, cleanly
+    proc.wait(15)
+    log = server.log_path.read_text(errors="replace")[logged:]
+    assert "timeout graceful shutdown exceeded" not in log
+    assert "Waiting for connections to close" not in log or "ERROR" not in log
+    assert "Traceback" not in log, log[-4000:]
     server.start()
     check_resumed(stack, session, call_id, before, gate)
     check_task(stack, task)

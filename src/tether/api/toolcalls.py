@@ -14,6 +14,7 @@ from tether.api.sse import SSE_HEADERS, sse_event
 from tether.api.valid_json import ValidTextRoute
 from tether.store.records import OutputChunk
 from tether.toolcalls.call import CallInfo
+from tether.waits import until_set
 
 router = APIRouter(prefix="/api/tool-calls", tags=["tool-calls"], route_class=ValidTextRoute)
 
@@ -219,6 +220,6 @@ async def stream_output(
                     event_id=last + 1,
                 )
 
-    # Not through waits.until_set (as the chat stream): a resumed stream after a graceful
-    # restart then lost its last chunks now and then (under study; see KEEPER.md).
-    return StreamingResponse(frames(), media_type="text/event-stream", headers=SSE_HEADERS)
+    return StreamingResponse(
+        until_set(services.exiting, frames()), media_type="text/event-stream", headers=SSE_HEADERS
+    )

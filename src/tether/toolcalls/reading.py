@@ -52,10 +52,15 @@ class OutputReader:
             return
         seq = after_seq
         while True:
+            # Whether the buffer was closed is taken before the read: nothing is appended
+            # after a close, so a read that began closed holds the last chunk. Chunks that
+            # come (with the close) while this generator waits at a yield are read on the
+            # next round instead of being lost.
+            closed = call.buffer.closed
             for chunk in await self._chunks_since(call, seq):
                 seq = chunk.seq
                 yield chunk
-            if call.buffer.closed:
+            if closed:
                 break
             await call.buffer.wait(seq)
         await call.finished.wait()

@@ -1,0 +1,74 @@
+"""Following a live call's output: every chunk reaches the follower, whatever the
+follower was doing when the last ones came and the buffer closed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coordinator_parts import small_config
+
+from tether.store.records import OutputChunk
+from tether.toolcalls import deadlines
+from tether.toolcalls.call import CallInfo, Invocation
+from tether.toolcalls.index import CallIndex
+from tether.toolcalls.live_call import LiveCall
+from tether.toolcalls.output import OutputBuffer
+from tether.toolcalls.reading import OutputReader
+
+
+class NoStore:
+    """A store with nothing in it: everything the test reads is in memory."""
+
+    async def read_output(self, call_id: str, after_seq: int = 0) -> list[OutputChunk]:
+        return []
+
+    async def get(self, session_id: str, call_id: str) -> Any:
+        return None
+
+
+def _live_call() -> tuple[OutputReader, LiveCall]:
+    repo: Any = NoStore()
+    config = small_config()
+    index = CallIndex(repo, config.max_per_session, config.max_total)
+    call = LiveCall(
+        invocation=Invocation("c1", "s1", "t1", "default", "execute_shell_command", {}),
+        status="running",
+        deadlines=deadlines.initial(0.0, None, None, None),
+        buffer=OutputBuffer(10_000, 1000),
+        marker="test:c1",
+    )
+    index.add(call)
+    return OutputReader(index, repo), call
+
+
+async def test_chunks_that_come_with_the_close_while_the_follower_is_busy_are_read() -> None:
+    reader, call = _live_call()
+    call.buffer.append("stdout", "start\n")
+    follow = reader.follow("s1", "c1", 0)
+
+    first = await anext(follow)
+    # While the follower is suspended at its yield (a client being written to), the
+    # call prints its last line and ends.
+    call.buffer.append("stdout", "end\n")
+    call.buffer.close()
+    call.status = "completed"
+    call.finished.set()
+    rest = [item async for item in follow]
+
+    assert isinstance(first, OutputChunk) and first.text == "start\n"
+    texts = [item.text for item in rest if isinstance(item, OutputChunk)]
+    assert texts == ["end\n"]
+    assert isinstance(rest[-1], CallInfo)
+
+
+async def test_a_follower_joining_after_the_close_reads_everything_once() -> None:
+    reader, call = _live_call()
+    for line in ("a\n", "b\n", "c\n"):
+        call.buffer.append("stdout", line)
+    call.buffer.close()
+    call.finished.set()
+
+    items = [item async for item in reader.follow("s1", "c1", 1)]
+
+    assert [i.seq for i in items if isinstance(i, OutputChunk)] == [2, 3]
+    assert isinstance(items[-1], CallInfo)
