@@ -14,6 +14,7 @@ import pytest
 from core_support import Stack, new_session, stack_for_module, wait_for
 from mcp_support import (
     add_client,
+    http_fixture,
     mcp_call,
     remove_client,
     state_dir,
@@ -21,7 +22,7 @@ from mcp_support import (
     wait_client,
 )
 
-from database_support import stored_rows
+from database_support import change_stored, stored_rows
 
 pytestmark = pytest.mark.integration
 
@@ -88,6 +89,67 @@ def test_secrets_never_leave_sealed(stack: Stack, state: Path) -> None:
         assert secret not in stored_rows(stack.server.home, "mcp_clients")
     finally:
         remove_client(stack, "sealed")
+
+
+def test_a_url_is_sealed_and_shown_by_host_and_sent_back_keeps_it(
+    stack: Stack, state: Path
+) -> None:
+    """Hosted MCP servers put a token in the URL: it is kept like a header's value. The
+    URL is shown by scheme, host and port; a client sending that form back keeps the
+    stored URL; a shown form that is not the client's is refused."""
+    token = "url-token-0123456789abcdef"
+    with http_fixture(state) as url:
+        base = url.removesuffix("/mcp")
+        spec = {"name": "hosted", "transport": "streamable_http", "url": f"{url}?key={token}"}
+        created = add_client(stack, "hosted", spec, ready=False)
+        try:
+            assert created["url"] == f"{base}/…"
+            shown = wait_client(stack, "hosted", "ready")
+            assert shown["url"] == f"{base}/…"
+            for text in (
+                stack.api("GET", "/api/mcp").text,
+                stored_rows(stack.server.home, "mcp_clients"),
+            ):
+                assert token not in text
+
+            # A read-modify-write client sends back everything it read.
+            sent_back = {k: shown[k] for k in ("name", "url", "headers", "transport")}
+            resp = stack.api("PUT", "/api/mcp/hosted", json=sent_back | {"description": "d"})
+            assert resp.status_code == 200, resp.text
+            assert wait_client(stack, "hosted", "ready")["description"] == "d"
+
+            other = stack.api("PUT", "/api/mcp/hosted", json={"url": "https://elsewhere.example/…"})
+            assert other.status_code == 422 and "send the URL itself" in other.text
+            new = {"client_key": "copy", "client": sent_back}
+            refused = stack.api("POST", "/api/mcp", json=new)
+            assert refused.status_code == 422 and "send the URL itself" in refused.text
+            assert stack.api("GET", "/api/mcp/copy").status_code == 404
+            assert wait_client(stack, "hosted", "ready")["url"] == f"{base}/…"
+        finally:
+            remove_client(stack, "hosted")
+
+
+def test_a_url_stored_in_plain_text_by_an_earlier_version_is_sealed_at_start(
+    stack: Stack, state: Path
+) -> None:
+    token = "plain-token-0123456789abcdef"
+    with http_fixture(state) as url:
+        spec = {"name": "old", "transport": "streamable_http", "url": f"{url}?key=x"}
+        add_client(stack, "old", spec, ready=False)
+        try:
+            # As an earlier version stored it: the URL itself, no secrets.
+            change_stored(
+                stack.server.home,
+                f"UPDATE mcp_clients SET secrets_encrypted = NULL, "
+                f'spec = \'{{"name": "old", "transport": "streamable_http", '
+                f'"url": "{url}?key={token}"}}\' WHERE key = \'old\'',
+            )
+            assert token in stored_rows(stack.server.home, "mcp_clients")
+            stack.server.restart()
+            assert wait_client(stack, "old", "ready")["url"] == f"{url.removesuffix('/mcp')}/…"
+            assert token not in stored_rows(stack.server.home, "mcp_clients")
+        finally:
+            remove_client(stack, "old")
 
 
 @pytest.mark.parametrize(
@@ -159,8 +221,7 @@ def test_a_server_that_fails_to_start_shows_failed_with_its_stderr(stack: Stack)
 
 def test_a_failure_quoting_a_secret_shows_and_logs_it_masked(stack: Stack) -> None:
     """A server that prints its environment on the way out, and an HTTP server whose URL
-    carries a token: their failures are shown and logged, never with the secret (the
-    URL itself is the client's ``url``, returned as given, as QwenPaw does)."""
+    carries a token: their failures are shown and logged, never with the secret."""
     printing = {
         "name": "printing",
         "command": sys.executable,

@@ -1,8 +1,9 @@
 """MCP clients: their stored configuration, their live connections, their tools.
 
 The database holds each client's configuration with the values of ``env`` and
-``headers`` sealed by the key box; this service is the only place they are opened, to
-start a connection. Every change of configuration replaces the client's connection.
+``headers``, and its ``url``, sealed by the key box (the row keeps the URL's shown form);
+this service is the only place they are opened, to start a connection. Every change of
+configuration replaces the client's connection.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from tether.mcp.spec import (
     masked,
 )
 from tether.security.keybox import KeyBox
+from tether.security.secret_text import shown_url
 from tether.store.mcp import McpClientRepository
 from tether.store.records import McpClientRecord
 from tether.tools.base import Tool
@@ -98,7 +100,11 @@ class McpService:
         if records:
             await _load_client_sdk()
         for record in records:
-            self._connect(record.key, self._spec_of(record))
+            spec = self._spec_of(record)
+            if record.spec.get("url") != _listed_url(spec.url):
+                # Stored by a version that kept the URL in plain text: sealed now.
+                await self._repo.reseal(self._record(record.key, spec), record)
+            self._connect(record.key, spec)
 
     async def close(self) -> None:
         """Disconnect every client (stdio servers end with their transports)."""
@@ -243,9 +249,12 @@ class McpService:
         return self._spec_of(record)
 
     def _record(self, key: str, spec: McpClientSpec) -> McpClientRecord:
-        secrets = {f: getattr(spec, f) for f in _SECRET_FIELDS}
+        secrets: dict[str, object] = {f: getattr(spec, f) for f in _SECRET_FIELDS}
         public = spec.model_dump(exclude=set(_SECRET_FIELDS))
-        public["secret_names"] = {f: sorted(secrets[f]) for f in _SECRET_FIELDS}
+        public["secret_names"] = {f: sorted(getattr(spec, f)) for f in _SECRET_FIELDS}
+        if spec.url:
+            secrets["url"] = spec.url
+            public["url"] = _listed_url(spec.url)
         sealed = self._keybox.seal(json.dumps(secrets)) if any(secrets.values()) else None
         return McpClientRecord(key=key, spec=public, secrets_encrypted=sealed)
 
@@ -257,6 +266,8 @@ class McpService:
             if record.secrets_encrypted
             else {}
         )
+        # A row from before URLs were sealed holds the URL itself.
+        public["url"] = secrets.get("url", public.get("url", ""))
         return McpClientSpec.model_validate(
             public | {f: secrets.get(f, {}) for f in _SECRET_FIELDS}, context=STORED
         )
@@ -268,6 +279,7 @@ class McpService:
             status = "disabled"
         tool_count = sum(1 for _t, c, _n in self._tools.values() if c is conn) if conn else 0
         fields = spec.model_dump() | {f: masked(getattr(spec, f)) for f in _SECRET_FIELDS}
+        fields["url"] = _listed_url(spec.url)
         return McpClientInfo(
             key=key,
             status=status,
@@ -276,6 +288,11 @@ class McpService:
             sandboxed=conn.sandboxed if conn is not None else None,
             **fields,
         )
+
+
+def _listed_url(url: str) -> str:
+    """How a client's URL is stored in the open and shown ("" for a stdio client)."""
+    return shown_url(url) if url else ""
 
 
 async def _load_client_sdk() -> None:

@@ -1,8 +1,10 @@
 """An MCP client's configuration as the API takes and shows it (QwenPaw's shapes).
 
 Values of ``env`` and ``headers`` are secrets as far as Tether knows (API keys travel
-there): they are sealed at rest and shown back only as ``MASK``. A client that sends
-``MASK`` back for a name keeps the stored value, so a read-modify-write round trip
+there): they are sealed at rest and shown back only as ``MASK``. So is the ``url`` of an
+HTTP server (hosted servers put a token in its path or query), shown by scheme, host
+and port (``https://mcp.example.com/…``). A client that sends ``MASK`` back for a name,
+or the shown form of the URL, keeps the stored value, so a read-modify-write round trip
 never erases a secret.
 """
 
@@ -21,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from tether.security.secret_text import MASK
+from tether.security.secret_text import MASK, is_shown_url, shown_url
 
 Transport = Literal["stdio", "streamable_http", "sse"]
 Status = Literal["connecting", "ready", "failed", "disabled"]
@@ -155,6 +157,14 @@ class McpClientUpdate(BaseModel):
                 changes[field] = {
                     k: (old[k] if v == MASK else v) for k, v in changes[field].items()
                 }
+        url = changes.get("url")
+        if url is not None and spec.url and url == shown_url(spec.url):
+            changes["url"] = spec.url
+        elif url is not None and is_shown_url(url):
+            raise ValueError(
+                f"url: {url!r} is how a stored URL is shown, and not this client's: "
+                "send the URL itself"
+            )
         if changes.get("sandbox", False) is None:
             changes.pop("sandbox")
         if changes.get("http_timeout", 0) is None:
@@ -177,6 +187,11 @@ class McpCreateRequest(BaseModel):
                     f"client.{field}: {named[0]!r} is {MASK!r}, which keeps a stored value "
                     "on an update; a new client has none: send the value itself"
                 )
+        if is_shown_url(self.client.url):
+            raise ValueError(
+                f"client.url: {self.client.url!r} is how a stored URL is shown; a new "
+                "client has none: send the URL itself"
+            )
         return self
 
 

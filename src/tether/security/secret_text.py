@@ -29,6 +29,12 @@ def shown_url(url: str) -> str:
     return f"{parts.scheme}://{host}" + ("/…" if rest not in ("", "/") else "/")
 
 
+def is_shown_url(url: str) -> bool:
+    """Whether ``url`` is the shown form of a longer URL (it ends with ``/…``): sent back,
+    it stands for the stored URL, never for itself."""
+    return url.endswith("/…") and shown_url(url) == url
+
+
 def masked_text(text: str, secrets: Iterable[str] = (), urls: Iterable[str] = ()) -> str:
     """``text`` with each of ``secrets`` replaced by ``MASK`` (as given, without its
     surrounding whitespace, and as a ``repr`` would escape it: an error may quote any of

@@ -62,6 +62,22 @@ class McpClientRepository:
             )
             return result.rowcount > 0
 
+    async def reseal(self, record: McpClientRecord, was: McpClientRecord) -> None:
+        """Store ``record`` (the same configuration sealed anew) unless the client changed
+        since it was read as ``was``: a change another node made meanwhile stands."""
+        stored = mcp_clients.c.secrets_encrypted
+        async with self._db.write() as conn:
+            await conn.execute(
+                sa.update(mcp_clients)
+                .where(
+                    mcp_clients.c.key == record.key,
+                    stored.is_(None)
+                    if was.secrets_encrypted is None
+                    else stored == was.secrets_encrypted,
+                )
+                .values(spec=record.spec, secrets_encrypted=record.secrets_encrypted)
+            )
+
     async def delete(self, key: str) -> bool:
         async with self._db.write() as conn:
             result = await conn.execute(sa.delete(mcp_clients).where(mcp_clients.c.key == key))

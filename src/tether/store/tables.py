@@ -304,9 +304,11 @@ mcp_clients = sa.Table(
     "mcp_clients",
     metadata,
     sa.Column("key", sa.String(64), primary_key=True),
-    # The client's configuration with the values of env and headers left out.
+    # The client's configuration with the values of env and headers left out, and its
+    # URL by scheme, host and port.
     sa.Column("spec", sa.JSON, nullable=False),
-    # Fernet ciphertext of {"env": {...}, "headers": {...}}; never returned by the API.
+    # Fernet ciphertext of {"env": {...}, "headers": {...}, "url": ...}; never returned
+    # by the API.
     sa.Column("secrets_encrypted", sa.Text, nullable=True),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
