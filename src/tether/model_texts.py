@@ -105,8 +105,9 @@ def refused_unattended(command: str, why: str) -> str:
     )
 
 
-def refused_by_remembered_rule(pattern: str) -> str:
-    return f"A person denied calls like this before (remembered rule {pattern!r}). {NO_RETRY}"
+def refused_by_remembered_rule(pattern: str, reason: str) -> str:
+    why = f", reason: {reason}" if reason else ""
+    return f"A person denied calls like this before (remembered rule {pattern!r}{why}). {NO_RETRY}"
 
 
 # ----------------------------------------------------------------- notes inside output

@@ -127,6 +127,33 @@ def test_a_remembered_deny_refuses_similar_calls(stack: Stack) -> None:
     assert not pending(stack, session)
 
 
+@pytest.mark.parametrize("remember", ["session", "always"])
+def test_a_remembered_deny_refuses_a_call_the_policy_would_let_through(
+    stack: Stack, remember: str
+) -> None:
+    """Denied and remembered at ``strict``, then the level lowered: the call ran (the
+    denials were consulted only for calls that would ask). It is refused, and the model
+    is told the reason the person gave."""
+    session = new_session()
+    flag = f"deployed-{remember}.flag"
+    task_id = _run(stack, session, f"touch {flag}", "strict")
+    reason = "never create that flag"
+    approval = first_pending(stack, session)
+    status, _ = decide(stack, "deny", approval, scope="exact", remember=remember, reason=reason)
+    assert status == 200
+    stack.wait_task(task_id)
+
+    for level in ("auto", "off"):
+        task = stack.wait_task(_run(stack, session, f"touch {flag}", level))
+        (message,) = tool_messages(task)
+        assert f"touch {flag}" in message["content"] and reason in message["content"]
+        assert stack.call(session, message["x_tether_call_id"])["end_state"] == "denied"
+    assert not (stack.workspace / flag).exists()
+    assert [e["decided_by"] for e in audit(stack, session)][:2] == ["remembered"] * 2
+    # Another command still runs at that level.
+    _ran_without_asking(stack, session, _run(stack, session, "echo still fine", "auto"))
+
+
 def test_a_critical_command_is_never_auto_approved(stack: Stack) -> None:
     # A user rule makes a harmless command CRITICAL, so a failure here runs nothing bad.
     critical = {

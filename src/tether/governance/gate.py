@@ -65,9 +65,10 @@ def unattended_denial(inv: Invocation, findings: Sequence[Finding]) -> str:
     return model_texts.refused_unattended(exact_text(inv.tool_name, inv.arguments), why)
 
 
-def remembered_denial(rule: RememberedRule) -> str:
-    """What the model is told when a remembered deny refuses a call."""
-    return model_texts.refused_by_remembered_rule(rule.pattern)
+def remembered_denial(rule: RememberedRule, reason: str | None) -> str:
+    """What the model is told when a remembered deny refuses a call (with the reason the
+    person gave when denying it, if any)."""
+    return model_texts.refused_by_remembered_rule(rule.pattern, reason or "")
 
 
 #: Calls whose arguments hold more text than this are analysed in a worker thread: a
@@ -127,6 +128,15 @@ class GovernanceGate:
             mode = decide(parsed, findings_to_judge(parsed, findings, escalations, contained))
         decision = _Decision(inv, parsed or level, [*findings, *escalations], mode, contained)
         if mode == "allow":
+            # A remembered deny refuses any call it matches, one the policy lets through
+            # included (the level may have been lowered since the person denied it).
+            denial = (
+                await self._memory.denial(inv.session_id, inv.tool_name, inv.arguments)
+                if self._memory
+                else None
+            )
+            if denial is not None:
+                return await self._remembered_deny(decision, denial)
             await self._audit(decision, "allowed", "policy", None)
             return AdmissionPlan("allow", judged=contained)
         if mode == "deny":
@@ -146,9 +156,7 @@ class GovernanceGate:
             else None
         )
         if rule is not None and rule.action == "deny":
-            reason = remembered_denial(rule)
-            await self._audit(decision, "denied", "remembered", reason, rule_id=rule.id)
-            return AdmissionPlan("deny", reason)
+            return await self._remembered_deny(decision, rule)
         if rule is not None:
             await self._audit(decision, "allowed", "remembered", rule.pattern, rule_id=rule.id)
             return AdmissionPlan("ask", ask=_remembered_approval)
@@ -161,6 +169,12 @@ class GovernanceGate:
             return await self._ask(decision, events)
 
         return AdmissionPlan("ask", ask=ask)
+
+    async def _remembered_deny(self, decision: _Decision, rule: RememberedRule) -> AdmissionPlan:
+        denied = await self._repo.get_approval(rule.request_id) if rule.request_id else None
+        reason = remembered_denial(rule, denied.reason if denied is not None else None)
+        await self._audit(decision, "denied", "remembered", reason, rule_id=rule.id)
+        return AdmissionPlan("deny", reason)
 
     async def refused(self, inv: Invocation, level: str, cause: str, reason: str) -> None:
         """Audit a call refused before review: unknown tool, bad arguments, capacity."""

@@ -44,15 +44,23 @@ class RuleNotFound(NotFound):
         self.rule_id = rule_id
 
 
+#: How long the copy of the remembered denials is taken as the store's (as the user
+#: rules: a node on a shared database applies another's new deny this late).
+_DENIALS_FRESH_FOR = 1.0
+
+
 class DecisionMemory:
-    """The remembered rules, read from the store each time they are needed: every node
-    on a shared database sees a rule kept or revoked on any other at once (a copy per
-    process kept using a revoked rule until its restart). They are needed only when a
-    call would ask a person."""
+    """The remembered rules. For a call that would ask a person they are read from the
+    store: every node on a shared database sees a rule kept or revoked on any other at
+    once (a copy per process kept using a revoked rule until its restart). Every other
+    call is checked against the denials only, from a copy read at most once a second
+    (a read per call would cost every call a query for rules that are rare)."""
 
     def __init__(self, repo: RememberedRepository, ctx: AnalysisContext) -> None:
         self._repo = repo
         self._ctx = ctx
+        self._denials: list[RememberedRule] = []
+        self._denials_read_at = -_DENIALS_FRESH_FOR
 
     async def rules(self) -> list[RememberedRule]:
         """Every rule in force, oldest first."""
@@ -89,6 +97,7 @@ class DecisionMemory:
     async def keep(self, rule: RememberedRule) -> None:
         """Store a drafted rule; later calls it matches are decided by it."""
         await self._repo.add(rule)
+        self._denials_read_at = -_DENIALS_FRESH_FOR
 
     @staticmethod
     def _match_of(record: ApprovalRecord, scope: Scope) -> tuple[Any, str]:
@@ -107,6 +116,7 @@ class DecisionMemory:
         """Forget a rule. Raises RuleNotFound."""
         if not await self._repo.delete(rule_id):
             raise RuleNotFound(rule_id)
+        self._denials_read_at = -_DENIALS_FRESH_FOR
 
     async def find(
         self,
@@ -116,21 +126,9 @@ class DecisionMemory:
         findings: Sequence[Finding],
     ) -> RememberedRule | None:
         """The rule that decides this call (a deny before an approval), or None."""
-        rules = await self._repo.for_call(tool_name, session_id)
-        if not rules:
-            return None
-        key = exact_key(tool_name, arguments)
-        # Parsed once for every similar rule, and only if there is one.
-        words = (
-            plain_words(tool_name, arguments, self._ctx)
-            if any(r.scope == "similar" for r in rules)
-            else None
+        candidates = self._matching(
+            await self._repo.for_call(tool_name, session_id), tool_name, arguments
         )
-        candidates = [
-            r
-            for r in rules
-            if (r.match == key if r.scope == "exact" else words_match(r.match, words))
-        ]
         for rule in candidates:
             if rule.action == "deny":
                 return rule
@@ -141,3 +139,37 @@ class DecisionMemory:
             if seen <= set(rule.finding_ids):
                 return rule
         return None
+
+    async def denial(
+        self, session_id: str, tool_name: str, arguments: Mapping[str, Any]
+    ) -> RememberedRule | None:
+        """The remembered deny that refuses this call whatever the policy says, or None."""
+        now = time.monotonic()
+        if now - self._denials_read_at >= _DENIALS_FRESH_FOR:
+            self._denials_read_at = now
+            self._denials = await self._repo.denials()
+        rules = [
+            r
+            for r in self._denials
+            if r.tool_name == tool_name and r.session_id in (None, session_id)
+        ]
+        return next(iter(self._matching(rules, tool_name, arguments)), None)
+
+    def _matching(
+        self, rules: list[RememberedRule], tool_name: str, arguments: Mapping[str, Any]
+    ) -> list[RememberedRule]:
+        """Those of ``rules`` (all of ``tool_name``) that match the call, in their order."""
+        if not rules:
+            return []
+        key = exact_key(tool_name, arguments)
+        # Parsed once for every similar rule, and only if there is one.
+        words = (
+            plain_words(tool_name, arguments, self._ctx)
+            if any(r.scope == "similar" for r in rules)
+            else None
+        )
+        return [
+            r
+            for r in rules
+            if (r.match == key if r.scope == "exact" else words_match(r.match, words))
+        ]

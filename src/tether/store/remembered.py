@@ -26,6 +26,16 @@ class RememberedRepository:
             )
             return [to_record(RememberedRule, r) for r in rows]
 
+    async def denials(self) -> list[RememberedRule]:
+        """Every remembered deny, oldest first."""
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                sa.select(remembered_rules)
+                .where(remembered_rules.c.action == "deny")
+                .order_by(remembered_rules.c.created_at)
+            )
+            return [to_record(RememberedRule, r) for r in rows]
+
     async def for_call(self, tool_name: str, session_id: str) -> list[RememberedRule]:
         """The rules that may decide a call of ``tool_name`` in ``session_id`` (the
         session's and those kept always), oldest first."""
