@@ -108,6 +108,53 @@ def test_a_run_whose_call_outlives_its_server_goes_on_to_its_end(server: Any, do
     assert "the build is done" in str(task["result"])
 
 
+def test_a_resumed_run_keeps_its_jobs_unattended_policy(server: Any) -> None:
+    """A job that waits for a person when its run needs one: after a restart took the
+    run up again, its next call was refused at once (the cron default), as the task
+    did not keep the job's policy."""
+    gate = server.home / "workspace" / "gate"
+    model = FakeModel()
+
+    def pending() -> list[dict[str, Any]]:
+        resp = server.api_request("GET", "/api/approval/list", params={"session_id": "cron:wj"})
+        return list(resp.json()["pending_approvals"])
+
+    def approve_next() -> None:
+        def asked_or_over() -> list[dict[str, Any]] | bool:
+            return pending() or history(server, "wj")[0]["status"] != "running"
+
+        asked = wait_for(asked_or_over, 20, "an approval (or the run's end)")
+        assert asked is not True, history(server, "wj")
+        (approval,) = pending()
+        body = {"request_id": approval["request_id"], "session_id": "cron:wj"}
+        assert server.api_request("POST", "/api/approval/approve", json=body).status_code == 200
+
+    try:
+        register_mock_provider(server, model.url)
+        first = f"while [ ! -e {gate} ]; do sleep 0.1; done; echo first"
+        model.script(shell_call(first), shell_call("echo second"), {"text": "both ran"})
+        job = agent_job("wj", "go", approval_level="strict", when_unattended="wait")
+        create_job(server, job)
+        assert server.api_request("POST", "/api/cron/jobs/wj/run").status_code == 200
+        approve_next()
+        wait_for(
+            lambda: server.api_request("GET", "/api/tool-calls/cron:wj").json()["items"],
+            10,
+            "the first call running",
+        )
+        server.stop()
+        server.start()
+        gate.touch()
+        approve_next()
+        (run,) = wait_runs_finished(server, "wj", timeout=30)
+    finally:
+        model.close()
+
+    assert (run["status"], run["error"]) == ("success", None)
+    task = server.api_request("GET", f"/api/console/chat/task/{run['task_id']}").json()
+    assert "both ran" in str(task["result"])
+
+
 def test_a_run_cut_by_a_crash_is_closed_after_restart(tmp_path: Path) -> None:
     """Without the keeper the call dies with its server: the run is recorded as cut."""
     server = start_server(tmp_path / "home", TETHER_KEEPER="0")

@@ -56,6 +56,8 @@ class TaskRecord:
     resumes: int = 0
     # The server that runs it (store/owners.py).
     owner: str | None = None
+    # The unattended policy it was started with (None: the session's, else the server's).
+    when_unattended: str | None = None
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 UPGRADE_COMMAND = "tether db upgrade"
 # The newest revision, as Alembic's chain in migrations/versions ends
 # (test_store_schema holds the two equal: a new revision updates this line).
-HEAD_REVISION = "0110_webhook_url_sealed"
+HEAD_REVISION = "0111_task_when_unattended"
 _VERSION_TABLE = "alembic_version"
 
 # Before Alembic, applied steps were recorded by name in this table; those names are

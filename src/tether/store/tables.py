@@ -81,6 +81,9 @@ tasks = sa.Table(
     sa.Column("resumes", sa.Integer, nullable=False, server_default="0"),
     # The server that runs it (store/owners.py); NULL on rows from before owners.
     sa.Column("owner", sa.String(64), nullable=True),
+    # deny | wait: the policy the task was started with (a cron job's), kept for a
+    # resume; NULL: the session's, else the server's.
+    sa.Column("when_unattended", sa.String(8), nullable=True),
 )
 
 tool_calls = sa.Table(

@@ -35,17 +35,17 @@ class TaskRepository:
         trigger: str,
         level: str | None,
         entries: Sequence[tuple[str, dict[str, Any]]],
+        when_unattended: str | None = None,
     ) -> None:
         """Start a task in one transaction: create its session (id, user, channel, title)
         or touch it, record the task pending, and persist its first messages as (kind,
         payload) pairs."""
         session_id, user_id, channel, title = session
         now = time.time()
+        row = self._row(task_id, session_id, user_id, trigger, level, now)
         async with self._db.write() as conn:
             await ensure_session_in(conn, self._db, session_id, user_id, channel, title, now)
-            await conn.execute(
-                _INSERT_TASK, self._row(task_id, session_id, user_id, trigger, level, now)
-            )
+            await conn.execute(_INSERT_TASK, row | {"when_unattended": when_unattended})
             if entries:
                 await insert_messages(conn, session_id, task_id, entries, now)
 

@@ -91,6 +91,7 @@ class TaskService:
                 trigger,
                 level,
                 [("user", {"role": "user", "content": t}) for t in texts],
+                when_unattended,
             )
         except BaseException:
             self._running.pop(run.task_id, None)
@@ -354,7 +355,9 @@ class TaskService:
             if task.resumes >= 1 and not waits:
                 continue  # retried once already: it fails with the rest
             await self._store.tasks.count_resume(task.id)
-            run = Running(task.id, task.session_id, task.trigger)
+            # The policy it was started with (a cron job's) holds after the restart too.
+            policy = task.when_unattended if task.when_unattended in WHEN_UNATTENDED else None
+            run = Running(task.id, task.session_id, task.trigger, when_unattended=policy)
             self._running[task.id] = run
 
             async def answer_open_calls(
