@@ -60,6 +60,13 @@ def _with_level(data: Mapping[str, object], level: str) -> Mapping[str, object]:
     return data if "approval_level" in data else {**data, "approval_level": level}
 
 
+def _keeping_governance(data: Mapping[str, object], old: JobSpec) -> Mapping[str, object]:
+    """``data`` with the job's approval level and unattended policy where it names
+    neither: a client that knows nothing of them (QwenPaw's) keeps the job's."""
+    kept = {"approval_level": old.approval_level, "when_unattended": old.when_unattended}
+    return {**{k: v for k, v in kept.items() if k not in data}, **data}
+
+
 @dataclass(frozen=True)
 class JobState:
     next_run_at: datetime | None
@@ -105,8 +112,7 @@ class CronJobs:
         record = await self._record(job_id)
         now = self.scheduler.clock()
         old = load_spec(record)
-        # A client that knows nothing of approval levels (QwenPaw's) keeps the job's.
-        data = _with_level(data, old.approval_level)
+        data = _keeping_governance(data, old)
         spec = _validated(data, None)
         if spec.schedule != old.schedule:
             spec = _validated(data, now)  # a new once time must not be in the past

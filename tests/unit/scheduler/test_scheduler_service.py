@@ -407,3 +407,14 @@ async def test_a_job_without_a_level_gets_the_servers_and_a_put_without_one_keep
     await jobs.replace("lv", {**agent_job("lv", "0 * * * *"), "approval_level": "smart"})
     again = await jobs.replace("lv", {**agent_job("lv", "0 * * * *"), "name": "renamed"})
     assert (again.name, again.approval_level) == ("renamed", "smart")
+
+
+async def test_a_put_that_names_no_unattended_policy_keeps_the_jobs(node: CronNode) -> None:
+    """A QwenPaw client's PUT (it knows no when_unattended) set a job that waits for a
+    person back to the default, refusing at once."""
+    jobs = CronJobs(node.store.cron, node.scheduler)
+    await jobs.create({**agent_job("wu", "0 * * * *"), "when_unattended": "wait"})
+    kept = await jobs.replace("wu", {**agent_job("wu", "0 * * * *"), "name": "renamed"})
+    assert (kept.name, kept.when_unattended) == ("renamed", "wait")
+    cleared = await jobs.replace("wu", {**agent_job("wu", "0 * * * *"), "when_unattended": None})
+    assert cleared.when_unattended is None
