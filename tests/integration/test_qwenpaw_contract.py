@@ -265,7 +265,8 @@ def test_approval_list_approve_and_wrong_session(stack: Stack) -> None:
     assert pending["findings_count"] == len(pending["findings"])
     assert pending["exact_target"] == "echo approved-run"
     assert pending["exact_target"] == pending["patterns"]["exact"]
-    assert pending["is_generalized"] == (pending["similar_target"] != "")
+    generalizes = pending["similar_target"] not in ("", pending["exact_target"])
+    assert pending["is_generalized"] == generalizes
     body = {"request_id": pending["request_id"], "session_id": "console:someone-else"}
     other = stack.api("POST", "/api/approval/approve", json=body)
     assert other.status_code == 403

@@ -108,7 +108,8 @@ def approval_view(record: ApprovalRecord) -> dict[str, Any]:
         "tool_source": record.findings[0]["rule_id"] if record.findings else "No rule hit",
         "exact_target": patterns["exact"],
         "similar_target": patterns["similar"] or "",
-        "is_generalized": patterns["similar"] is not None,
+        # Whether approving "similar" covers more than this very call.
+        "is_generalized": patterns["similar"] not in (None, patterns["exact"]),
         "reasoning": "",
         "severity": _highest_severity(record.findings),
         "findings_count": len(record.findings),

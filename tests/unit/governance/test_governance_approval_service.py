@@ -121,3 +121,19 @@ async def test_requests_left_by_a_previous_run_are_denied(repo: GovernanceReposi
         "server restarted",
     )
     assert await after.deny_leftovers() == []
+
+
+@pytest.mark.parametrize(
+    ("similar", "generalized"),
+    [(["git", "push"], False), (["git", None], True), (None, False)],
+)
+async def test_is_generalized_only_when_the_similar_pattern_covers_more(
+    repo: GovernanceRepository, similar: list[str | None] | None, generalized: bool
+) -> None:
+    """As QwenPaw: a similar pattern equal to the exact command generalises nothing (a
+    client offered "approve similar" for `git push` that covered only `git push`)."""
+    record = await ApprovalService(repo, 300).open(_inv(), "strict", [], similar)
+
+    view = approval_view(record)
+
+    assert view["is_generalized"] is generalized
