@@ -72,6 +72,7 @@ def create_app(
         if services is not None:
             services.cron.scheduler.begin_shutdown(detach)
             services.coordinator.begin_shutdown(detach)
+            services.approvals.detaching = detach
             # The one thing not a flag: the loop sets it, when this handler has returned.
             app.state.loop.call_soon_threadsafe(services.exiting.set)
 
@@ -96,6 +97,7 @@ def create_app(
             # Turns first (their calls are recorded as stopped by the shutdown), then
             # whatever still runs in the background.
             services.coordinator.begin_shutdown(detach)
+            services.approvals.detaching = detach
             await services.tasks.shutdown(detach)
             await services.coordinator.shutdown()
             if services.bus is not None:

@@ -63,7 +63,9 @@ async def end_lost_node(
         return
     owners = {node.owner}
     dead = recovery.DeadOwners(elsewhere=frozenset(owners))
-    await recovery.interrupt_calls(store, dead, NODE_LOST, end_state="error")
+    await recovery.interrupt_calls(
+        store, dead, NODE_LOST, approvals.NODE_LOST.audit, end_state="error"
+    )
     failed = await store.tasks.fail_unfinished(NODE_LOST, owners)
     for record in failed:
         notify("task.finished", record_finished_event(record))

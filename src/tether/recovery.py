@@ -14,6 +14,7 @@ import logging
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from tether import model_texts
 from tether.cluster.lease import NodeLease
 from tether.config import Settings
 from tether.store.owners import OwnerLock, owners_directory
@@ -77,13 +78,17 @@ async def interrupt_calls(
     store: Store,
     dead: DeadOwners,
     reason: str,
+    unanswered: str,
     keep: Collection[str] = (),
     by_marker: bool = True,
     end_state: str = "cancelled",
 ) -> None:
     """Record the dead owners' unfinished calls, but those in ``keep`` (adopted), as
     ended (``end_state``, ``reason``) and kill what they left on this machine;
-    ``by_marker``: also what carries their marker."""
+    ``by_marker``: also what carries their marker. Those that still awaited approval
+    never ran: they are recorded denied, ``unanswered`` saying why no one answered."""
+    told = model_texts.denied(model_texts.approval_not_given(unanswered))
+    await store.tool_calls.deny_unanswered(dead.all, unanswered, told)
     groups = await store.tool_calls.interrupt_unfinished(reason, dead.here, keep, end_state)
     if dead.elsewhere:
         # Their group numbers mean nothing here: only their markers find what ran here.

@@ -24,6 +24,7 @@ from tether.cluster.calls import ClusterCalls
 from tether.cluster.lease import Load, NodeLease
 from tether.config import Settings
 from tether.governance.analyzer import Analyzer
+from tether.governance.approvals import RESTARTED as LEFT_AT_RESTART
 from tether.governance.approvals import ApprovalService
 from tether.governance.context import AnalysisContext
 from tether.governance.gate import GovernanceGate
@@ -318,7 +319,12 @@ async def recover_from_last_run(services: Services) -> None:
     # Not reaped by marker with the keeper: its calls carry the marker too, and they
     # are meant to live on.
     await recovery.interrupt_calls(
-        store, dead, RESTARTED, keep=kept, by_marker=services.keeper is None
+        store,
+        dead,
+        RESTARTED,
+        LEFT_AT_RESTART.audit,
+        keep=kept,
+        by_marker=services.keeper is None,
     )
     # Pending requests whose call still runs on a live server are left alone.
     denied = await services.governance_gate.deny_leftovers()

@@ -267,30 +267,29 @@ def test_user_rules_apply_to_the_next_call_and_bad_ones_are_rejected(
 def test_restarts_deny_pending_approvals_and_keep_user_rules(stack: Stack) -> None:
     rule = {"id": "keep-me", "severity": "LOW", "description": "persisted", "command": ["true"]}
     assert put_rules(stack, [rule]).status_code == 200
-    # A clean restart: shutdown cancels the waiting call, which denies its approval.
-    script(stack, CLOCK)
-    restarted = submit(stack, "gov-restart", "strict")
-    first_pending(stack, "gov-restart")
-    stack.server.restart()
-    assert pending(stack) == []
-    (entry,) = audit(stack, "gov-restart")
-    assert entry["outcome"] == "denied"
     # Under the keeper (the default) a graceful stop leaves the turn unfinished and the
-    # start resumes it (the model is told the call never ran); it must be over before
-    # the model is scripted again, or it could take the next turn's replies.
-    stack.wait_task(restarted)
-
-    # A crash: nothing ran at shutdown, so start-up denies what was left pending.
-    script(stack, CLOCK)
-    submit(stack, "gov-crash", "strict")
-    approval = first_pending(stack, "gov-crash")
-    stack.server.kill()
-    stack.server.start()
-    assert pending(stack) == []
-    assert decide(stack, "approve", approval)[0] == 404
-    (entry,) = audit(stack, "gov-crash")
-    assert (entry["outcome"], entry["decided_by"]) == ("denied", "restart")
-    # The call behind it is recorded as ended by the restart too.
-    assert stack.call("gov-crash", approval["tool_call_id"])["status"] == "completed"
+    # start resumes it, as after a crash: either way the request is denied by the
+    # restart, the call recorded denied (it never ran), and the model told why. (A
+    # graceful stop once recorded it cancelled "the task was stopped" by nobody, and the
+    # model was told it was stopped with its output above; a crash, cancelled with "no
+    # result"; a cron run then counted no denial.)
+    for session, stop in (("gov-restart", stack.server.stop), ("gov-crash", stack.server.kill)):
+        script(stack, CLOCK)
+        task_id = submit(stack, session, "strict")
+        approval = first_pending(stack, session)
+        stop()
+        stack.server.start()
+        assert pending(stack) == []
+        assert decide(stack, "approve", approval)[0] == 404
+        (entry,) = audit(stack, session)
+        assert (entry["outcome"], entry["decided_by"]) == ("denied", "restart"), session
+        call = stack.call(session, approval["tool_call_id"])
+        assert (call["status"], call["end_state"]) == ("completed", "denied"), session
+        # The turn must be over before the model is scripted again, or it could take
+        # the next turn's replies.
+        task = stack.wait_task(task_id)
+        (told,) = tool_messages(task)
+        assert "the server restarted while the call awaited approval" in told["content"]
+        assert task["result"]["status"] == "completed"
     rules = stack.api("GET", "/api/governance/rules").json()
     assert [r["id"] for r in rules["user"]] == ["keep-me"]

@@ -116,11 +116,11 @@ async def test_process_groups_are_reaped_only_for_owners_dead_here(
         await store.tool_calls.update(f"call-{owner}", pgid=sleeper.pid)
 
     remote = recovery.DeadOwners(elsewhere=frozenset({"remote"}))
-    await recovery.interrupt_calls(store, remote, "node lost", end_state="error")
+    await recovery.interrupt_calls(store, remote, "node lost", "lost", end_state="error")
     ended = await store.tool_calls.get("s", "call-remote")
     assert ended is not None and (ended.end_state, ended.end_reason) == ("error", "node lost")
     assert sleeper.poll() is None, "a group number recorded elsewhere was signalled"
 
     local = recovery.DeadOwners(here=frozenset({"local"}))
-    await recovery.interrupt_calls(store, local, "server restarted")
+    await recovery.interrupt_calls(store, local, "server restarted", "restarted")
     assert sleeper.wait(timeout=5) == -9

@@ -147,6 +147,10 @@ class ApprovalService:
         # Other nodes (a cluster): a request whose call waits on another node is
         # decided there, and the pending list is read from the store.
         self._elsewhere = elsewhere
+        #: Set at an exit that leaves calls for the next start (TETHER_ON_SHUTDOWN=detach):
+        #: a wait cut by it leaves its request pending, and the next start denies it as
+        #: one a crash left ("the server restarted while the call awaited approval").
+        self.detaching = False
 
     async def open(
         self,
@@ -181,7 +185,8 @@ class ApprovalService:
         """Wait for a decision on an open request; expiry denies it.
 
         If the waiter is cancelled (the call was cancelled or its task stopped), the
-        request is denied and recorded before the cancellation goes on.
+        request is denied and recorded before the cancellation goes on, unless the
+        server is leaving it for the next start (``detaching``).
         """
         entry = self._pending[request_id]
         delay = max(0.0, entry.record.expires_at - time.time())
@@ -191,6 +196,8 @@ class ApprovalService:
             reason = f"no one approved it within {self.timeout_seconds:g} seconds"
             return await self._settle_unless_decided(entry, Admission(False, reason, "timeout"))
         except asyncio.CancelledError:
+            if self.detaching and not entry.decided:
+                raise
             answer = Admission(False, "the call was cancelled while awaiting approval", "cancel")
             await asyncio.shield(self._settle_unless_decided(entry, answer))
             raise

@@ -202,8 +202,9 @@ class GovernanceGate:
         try:
             answer = await self._approvals.wait(record.request_id)
         except asyncio.CancelledError:
-            reason = "the call was cancelled while awaiting approval"
-            await asyncio.shield(self._audit(decision, "denied", "cancel", reason, record))
+            if not self._approvals.detaching:  # else audited when the next start denies it
+                reason = "the call was cancelled while awaiting approval"
+                await asyncio.shield(self._audit(decision, "denied", "cancel", reason, record))
             raise
         events.emit(
             {

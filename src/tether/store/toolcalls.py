@@ -163,6 +163,31 @@ class ToolCallRepository:
             )
             return {r.owner for r in rows}
 
+    async def deny_unanswered(
+        self, owners: Collection[str | None], end_reason: str, result: str
+    ) -> int:
+        """Record the calls of ``owners`` (servers that are gone) still awaiting approval
+        as denied: they never ran, and no one can answer for them now. ``result`` is what
+        the model is told. Returns how many."""
+        async with self._db.write() as conn:
+            denied = await conn.execute(
+                sa.update(tool_calls)
+                .where(
+                    tool_calls.c.status == "awaiting_approval",
+                    owned_by(tool_calls.c.owner, owners),
+                )
+                .values(
+                    status="completed",
+                    end_state="denied",
+                    end_reason=end_reason,
+                    result=result,
+                    finished_at=time.time(),
+                )
+            )
+        if denied.rowcount:
+            self._changed(None)
+        return int(denied.rowcount)
+
     async def interrupt_unfinished(
         self,
         reason: str,

@@ -196,7 +196,7 @@ class ToolCallCoordinator:
         self._runner.closing = True
         calls = self._index.all()
         if self._runner.detaching:
-            kept = [c for c in calls if c.process is not None and c.stop_reason is None]
+            kept = [c for c in calls if self._runner.leaves(c)]
             self._tasks.cancel_all()
             for call in kept:
                 if call.work is not None:

@@ -64,7 +64,7 @@ class CallRunner:
             # The turn was stopped, perhaps before the tool even started: never leave the
             # call registered as running.
             call = self._index.by_id(inv.call_id)
-            if call is not None and not call.finished.is_set() and not self._detached(call):
+            if call is not None and not call.finished.is_set() and not self.leaves(call):
                 reason = call.stop_reason or "the task was stopped"
                 await asyncio.shield(self.stop_and_finish(call, reason, observer))
             raise
@@ -115,7 +115,7 @@ class CallRunner:
             # The turn was stopped: stop the call too and record it, then let the
             # cancellation go on.
             released.cancel()
-            if self._detached(call):
+            if self.leaves(call):
                 raise  # it runs on; the next start adopts it
             reason = "server shutdown" if self.closing else "the task was stopped"
             await asyncio.shield(self.stop_and_finish(call, reason, observer))
@@ -126,9 +126,13 @@ class CallRunner:
             return CallOutcome(end_state=None, offloaded=True, model_text=describe_offload(call))
         return await self._conclude(call, observer, watcher, flusher)
 
-    def _detached(self, call: LiveCall) -> bool:
-        """Whether a shutdown leaves this call running (its tree outlives us)."""
-        return self.detaching and call.process is not None and call.stop_reason is None
+    def leaves(self, call: LiveCall) -> bool:
+        """Whether a shutdown leaves this call as it is: running (its tree outlives us,
+        the next start adopts it), or awaiting approval (the next start denies it, as
+        after a crash: the server restarted before anyone answered)."""
+        if not self.detaching or call.stop_reason is not None:
+            return False
+        return call.process is not None or call.status == "awaiting_approval"
 
     def _context(self, call: LiveCall, observer: CallObserver | None) -> ToolContext:
         return ToolContext(
