@@ -14,7 +14,14 @@ import httpx
 import httpx2
 import psutil
 import pytest
-from core_support import Stack, stack_for_module, temporary_server, wait_for
+from core_support import (
+    Stack,
+    gated,
+    open_gate,
+    stack_for_module,
+    temporary_server,
+    wait_for,
+)
 from helpers import host_pid
 from mcp import Client, ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
@@ -24,9 +31,18 @@ pytestmark = pytest.mark.integration
 T = TypeVar("T")
 
 
+# Every call here runs on a server that moves calls to the background after this long:
+# none made over /mcp may be (its client waits on its request for the result).
+OFFLOAD_AFTER = 1.0
+
+
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
-    yield from stack_for_module("mcp-endpoint", TETHER_CANCEL_GRACE_SECONDS="0.5")
+    yield from stack_for_module(
+        "mcp-endpoint",
+        TETHER_CANCEL_GRACE_SECONDS="0.5",
+        TETHER_OFFLOAD_AFTER_SECONDS=f"{OFFLOAD_AFTER:g}",
+    )
 
 
 @asynccontextmanager
@@ -222,6 +238,46 @@ async def test_cancel_tool_call_and_output_tools(stack: Stack) -> None:
             "cancel_tool_call", {"tool_call_id": "call_nope", "session_id": session_id}
         )
         assert missing.is_error and "no tool call" in _text(missing)
+
+
+async def test_a_call_is_never_moved_to_the_background(stack: Stack) -> None:
+    """The client waits on its request for the result; no later message would carry it
+    (no turn takes background results here). So the server's automatic offload does not
+    apply, a person's offload is refused, and the request gets the real result."""
+    session_id, gate = "mcp:it-offload", "mcp-offload-gate"
+    model_requests = len(stack.model.requests)
+    async with connected(stack) as session:
+        call = asyncio.ensure_future(
+            session.call_tool(
+                "execute_shell_command",
+                {
+                    "command": gated(gate, "echo started", "echo RESULT-XYZ"),
+                    "session_id": session_id,
+                },
+            )
+        )
+        call_id = str((await _wait_listed(session, session_id))[0]["tool_call_id"])
+        path = f"/api/tool-calls/{session_id}/{call_id}"
+        assert (await asyncio.to_thread(stack.call, session_id, call_id))[
+            "offload_remaining"
+        ] is None
+        offload = await asyncio.to_thread(stack.api, "POST", f"{path}/offload")
+        assert offload.status_code == 409 and "/mcp" in offload.text, offload.text
+        later = {"seconds": 1, "target": "offload"}
+        extend = await asyncio.to_thread(stack.api, "POST", f"{path}/extend-deadline", json=later)
+        assert extend.status_code == 409 and "/mcp" in extend.text, extend.text
+
+        def past_the_offload_deadline() -> dict[str, Any] | None:
+            info = stack.call(session_id, call_id)
+            return info if info["elapsed"] > OFFLOAD_AFTER + 0.5 else None
+
+        info = await asyncio.to_thread(wait_for, past_the_offload_deadline, 15.0, "the deadline")
+        assert info["status"] == "running" and info["offload_reason"] is None
+        open_gate(stack, gate)
+        result = await asyncio.wait_for(call, 30)
+    assert not result.is_error and "RESULT-XYZ" in _text(result), _text(result)
+    assert stack.call(session_id, call_id)["end_state"] == "success"
+    assert len(stack.model.requests) == model_requests  # no turn was woken for it
 
 
 def test_the_endpoint_requires_the_token(stack: Stack) -> None:

@@ -32,13 +32,13 @@ from tether.services import Services
 from tether.session_ids import routable
 from tether.store.records import OutputChunk
 from tether.store.tables import SESSION_ID_CHARS
-from tether.toolcalls.call import CallInfo, Invocation
+from tether.toolcalls.call import MCP_CLIENT_AGENT, CallInfo, Invocation
 from tether.toolcalls.errors import ToolCallConflict, ToolCallNotFound
 from tether.toolcalls.ids import new_call_id
 from tether.waits import within
 
 DEFAULT_SESSION = "mcp:shell"
-AGENT_ID = "mcp"
+AGENT_ID = MCP_CLIENT_AGENT  # never moved to the background: the client waits for it
 SHELL_TOOL = "execute_shell_command"
 
 

@@ -49,6 +49,7 @@ class CallActions:
     async def offload(self, session_id: str, call_id: str) -> CallInfo:
         """Move a running call to the background; the model carries on without it."""
         call = await self._index.require_live(session_id, call_id)
+        _require_offloadable(call)
         if call.status != "running":
             raise ToolCallConflict(
                 f"only a running call can be offloaded; this one is {call.status}"
@@ -74,6 +75,8 @@ class CallActions:
             raise ToolCallConflict(f"deadlines apply to running calls; this one is {call.status}")
         if target == "offload" and call.status == "offloaded":
             raise ToolCallConflict("the call is already in the background")
+        if target == "offload":
+            _require_offloadable(call)
         try:
             call.deadlines = dl.extend(call.deadlines, target, seconds, time.monotonic())
         except dl.DeadlineError as exc:
@@ -134,3 +137,12 @@ class CallActions:
                 call.deadlines = replace(call.deadlines, offload_at=None)
                 if call.status == "running":
                     await self.offload_call(call, "deadline")
+
+
+def _require_offloadable(call: LiveCall) -> None:
+    if not call.invocation.offloadable:
+        raise ToolCallConflict(
+            "this call was made over /mcp by a client that waits on its request for the "
+            "result, so it cannot be moved to the background (cancel it, or extend its "
+            "kill deadline)"
+        )

@@ -21,6 +21,11 @@ AdmissionMode = Literal["allow", "ask", "deny"]
 # expiry, cancellation, a restart.
 DecidedBy = Literal["policy", "user", "remembered", "timeout", "cancel", "restart"]
 
+#: The agent id of calls a client makes over Tether's own ``/mcp`` endpoint. That client
+#: waits on its request for the result, and no turn is there to carry on without the
+#: call and take its result later, so these calls are never moved to the background.
+MCP_CLIENT_AGENT = "mcp"
+
 
 @dataclass(frozen=True)
 class Invocation:
@@ -35,6 +40,12 @@ class Invocation:
     #: How governance judged it would run (the sandbox's containment of a shell call),
     #: set once it is admitted: its launch runs it so, as a person may have approved it.
     judged: Any = field(default=None, compare=False)
+
+    @property
+    def offloadable(self) -> bool:
+        """Whether its caller can go on without it and take its result later: a turn
+        can; an MCP client waiting on its request cannot (see ``MCP_CLIENT_AGENT``)."""
+        return self.agent_id != MCP_CLIENT_AGENT
 
 
 @dataclass(frozen=True)

@@ -54,8 +54,9 @@ class CallRecorder:
         """A new live call: indexed and stored with its initial deadlines."""
         config = self._config
         timeout = tool.timeout_of(inv.arguments) if tool else None
+        offload_after = config.offload_after if inv.offloadable else None
         deadlines = dl.initial(
-            time.monotonic(), timeout, tool.max_timeout if tool else None, config.offload_after
+            time.monotonic(), timeout, tool.max_timeout if tool else None, offload_after
         )
         call = LiveCall(
             invocation=inv,
