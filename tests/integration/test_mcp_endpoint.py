@@ -280,6 +280,25 @@ async def test_a_call_is_never_moved_to_the_background(stack: Stack) -> None:
     assert len(stack.model.requests) == model_requests  # no turn was woken for it
 
 
+async def test_a_command_longer_than_one_argument_may_be_is_refused(stack: Stack) -> None:
+    """The command is one argument of the shell, and the kernel takes at most 128 KiB in
+    one (MAX_ARG_STRLEN): a longer one is refused before it is launched, naming the
+    limit, where it failed to start with a traceback in the log."""
+    session_id, limit = "mcp:it-long", 128 * 1024
+    fits = "echo " + "x" * (limit - 1 - len("echo "))
+    async with connected(stack) as session:
+        ran = await session.call_tool(
+            "execute_shell_command", {"command": fits, "session_id": session_id}
+        )
+        assert not ran.is_error, _text(ran)[-300:]
+        refused = await session.call_tool(
+            "execute_shell_command", {"command": fits + "x", "session_id": session_id}
+        )
+    assert refused.is_error and "MAX_ARG_STRLEN" in _text(refused), _text(refused)[-300:]
+    assert "131,072 bytes" in _text(refused)
+    assert "Argument list too long" not in stack.server.log_path.read_text(errors="replace")
+
+
 def test_the_endpoint_requires_the_token(stack: Stack) -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     headers = {"Accept": "application/json, text/event-stream"}

@@ -16,6 +16,10 @@ from tether.tools.base import RunContext, Tool, ToolInputError, ToolResult
 from tether.tools.confinement import confine
 
 SHELL_TOOL = "execute_shell_command"
+#: The most bytes one argument of a program may hold on Linux, its terminating NUL
+#: included (the kernel's MAX_ARG_STRLEN: 32 pages, 128 KiB with 4 KiB pages). The
+#: command is one argument of the shell, so a longer one could never start.
+MAX_ARG_BYTES = 128 * 1024
 SANDBOX_NOTE = (
     " Commands run in a sandbox: the filesystem is read-only except the workspace and a "
     "private /tmp, and the network is off unless the session allows it. When a command "
@@ -41,6 +45,21 @@ def shell_environment(base: Mapping[str, str], is_secret: Callable[[str], bool])
     python_dir = str(Path(sys.executable).parent)
     env["PATH"] = os.pathsep.join([python_dir, env.get("PATH", os.defpath)])
     return env
+
+
+def _command_of(args: Mapping[str, Any]) -> str:
+    """The command to run, or ToolInputError saying why it cannot run."""
+    command = args.get("command")
+    if not isinstance(command, str) or not command.strip():
+        raise ToolInputError("command must be a non-empty string")
+    size = len(command.encode("utf-8", "surrogatepass"))
+    if size >= MAX_ARG_BYTES:
+        raise ToolInputError(
+            f"the command is {size:,} bytes; the kernel takes at most {MAX_ARG_BYTES - 1:,} "
+            f"bytes in one argument (MAX_ARG_STRLEN, 128 KiB). Write long input to a file "
+            f"in parts and run or read that file instead"
+        )
+    return command
 
 
 async def _resolve_cwd(cwd: object, ctx: RunContext) -> Path:
@@ -98,9 +117,7 @@ def make_shell_tool(
     shell_path = shell or os.environ.get("SHELL") or "/bin/sh"
 
     async def run(args: Mapping[str, Any], ctx: RunContext) -> ToolResult:
-        command = args.get("command")
-        if not isinstance(command, str) or not command.strip():
-            raise ToolInputError("command must be a non-empty string")
+        command = _command_of(args)
         cwd = await _resolve_cwd(args.get("cwd"), ctx)
         process = await ctx.launch((shell_path, "-c", command), cwd, environment())
         await process.follow(ctx.emit)

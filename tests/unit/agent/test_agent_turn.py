@@ -129,6 +129,8 @@ async def test_bad_calls_are_answered_and_the_turn_goes_on(env: AgentEnv) -> Non
             ("c1", "no_such_tool", "{}"),
             ("c3", "execute_shell_command", "[1]"),
             ("c4", "execute_shell_command", json.dumps({"command": ""})),
+            # One argument of the shell: past the kernel's 128 KiB it could not start.
+            ("c5", "execute_shell_command", json.dumps({"command": "echo " + "x" * 131_067})),
         ),
         AssistantReply(text="sorry"),
     ]
@@ -138,6 +140,7 @@ async def test_bad_calls_are_answered_and_the_turn_goes_on(env: AgentEnv) -> Non
     assert "no tool named 'no_such_tool'" in tools["c1"]
     assert "must be a JSON object" in tools["c3"]
     assert "command must be a non-empty string" in tools["c4"]
+    assert "131,072 bytes" in tools["c5"] and "MAX_ARG_STRLEN" in tools["c5"]
 
 
 async def test_every_call_gets_a_tether_id_and_model_ids_stay_distinct(env: AgentEnv) -> None:
