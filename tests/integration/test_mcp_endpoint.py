@@ -208,7 +208,9 @@ async def test_a_session_id_the_api_could_not_take_is_refused(stack: Stack) -> N
     assert result.is_error and "512" in _text(result)
     assert stack.live_calls("L" * 512) == []
     async with connected(stack) as session:
-        for bad in ("a/b", "..", "a\nb"):
+        # Bidi controls, zero-width characters and line separators disguise an id and
+        # were written as they are into the log lines that name the session.
+        for bad in ("a/b", "..", "a\nb", "mcp:\u202eevil", "a\u200bb", "a\u2028b", "\x85", " "):
             result = await session.call_tool(
                 "execute_shell_command", {"command": "echo hi", "session_id": bad}
             )

@@ -304,7 +304,8 @@ def test_a_command_disguised_by_bidi_controls_asks_and_says_why(stack: Stack) ->
 
 
 @pytest.mark.parametrize(
-    "session_id", ["a/b", "x/messages", "a\x00b", "tab\there", "nl\n", "..", "."]
+    "session_id",
+    ["a/b", "x/messages", "a\x00b", "tab\there", "nl\n", "..", ".", "x\u202eevil", "  "],
 )
 def test_a_session_id_no_route_could_reach_is_422_and_creates_nothing(
     stack: Stack, session_id: str
