@@ -124,6 +124,12 @@ def test_errors_are_readable_and_exit_nonzero(app_server: Any) -> None:
         app_server, "add", "--name", "x", "--cron", "* * * * *", "--at", "2030-01-01"
     )
     assert both.exit_code == 2 and "exactly one of --cron and --at" in both.output
+    # An --at with its own offset would have silently ignored --tz.
+    before = app_server.api_request("GET", "/api/cron/jobs").json()
+    offset = ["add", "--name", "x", "--at", "2030-06-01T09:00+02:00", "--tz", "UTC"]
+    both_zones = tether_cron(app_server, *offset, "--text", "t")
+    assert both_zones.exit_code == 2 and "would not apply" in both_zones.output
+    assert app_server.api_request("GET", "/api/cron/jobs").json() == before
 
     bad = tether_cron(app_server, "add", "--name", "x", "--cron", "99 * * * *", "--text", "t")
     assert bad.exit_code == 1

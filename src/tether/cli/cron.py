@@ -54,6 +54,10 @@ def _once_time(at: str, tz: str | None) -> str:
         when = datetime.fromisoformat(at)
     except ValueError:
         raise click.BadParameter(f"{at!r} is not an ISO-8601 time", param_hint="--at") from None
+    if when.utcoffset() is not None and tz:
+        raise click.UsageError(
+            f"--at {at!r} has its own UTC offset, so --tz {tz!r} would not apply: give one"
+        )
     if when.utcoffset() is None:
         try:
             when = when.replace(tzinfo=ZoneInfo(tz)) if tz else when.astimezone()
@@ -88,7 +92,8 @@ def _task(prompt: str | None, text: str | None) -> dict[str, Any]:
 @click.option(
     "--when-unattended",
     type=click.Choice(["deny", "wait"]),
-    help="A call that needs approval: refused at once (default) or waits for a person.",
+    help="A call that needs approval: refused at once, or waits for a person (default: "
+    "the session's setting, else TETHER_WHEN_UNATTENDED, else refused).",
 )
 @click.option("--timeout", type=click.IntRange(min=1), help="Seconds a run may take (default 120).")
 @click.option("--grace", type=click.IntRange(min=0), help="Misfire grace in seconds (default 600).")
