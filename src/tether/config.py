@@ -21,7 +21,9 @@ def _default_home() -> Path:
 class Settings(BaseSettings):
     """Everything an operator can tune. Each field maps to ``TETHER_<NAME>``."""
 
-    model_config = SettingsConfigDict(env_prefix="TETHER_", extra="ignore")
+    # Infinity and NaN are no number of seconds or bytes (an approval that could never
+    # expire was listed with no expiry at all).
+    model_config = SettingsConfigDict(env_prefix="TETHER_", extra="ignore", allow_inf_nan=False)
 
     home: Path = Field(default_factory=_default_home, description="State directory.")
     host: str = Field("127.0.0.1", description="Address `tether serve` binds to.")

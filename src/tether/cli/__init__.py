@@ -32,7 +32,7 @@ def main() -> None:
 def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> None:
     """Start the server (SQLite under TETHER_HOME; no other service needed)."""
     from tether import logs
-    from tether.config import Settings
+    from tether.cli.settings import load_settings
     from tether.keeper import home_lock
     from tether.security.perimeter import LOOPBACK_NAMES
 
@@ -43,7 +43,7 @@ def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> 
         overrides["port"] = port
     if no_auth:
         overrides["no_auth"] = True
-    settings = Settings(**overrides)  # type: ignore[arg-type]
+    settings = load_settings(**overrides)
     if settings.no_auth and settings.host not in LOOPBACK_NAMES:
         raise click.UsageError("--no-auth is only allowed on a loopback address (127.0.0.1, ::1)")
     logs.configure(log_level)

@@ -6,6 +6,7 @@ import asyncio
 
 import click
 
+from tether.cli.settings import load_settings
 from tether.config import Settings
 from tether.store.database import Database, shown_url
 from tether.store.schema import SchemaError
@@ -37,7 +38,7 @@ def db() -> None:
 @db.command()
 def upgrade() -> None:
     """Upgrade the schema to this version's (back the database up first)."""
-    url = Settings().resolved_database_url
+    url = load_settings().resolved_database_url
     try:
         asyncio.run(_run(url, upgrade=True))
     except (SchemaError, RuntimeError) as exc:

@@ -57,12 +57,12 @@ def _runner_line(info: RunnerInfo | None, keeper_on: bool) -> str:
 
 
 async def _survey() -> tuple[list[Found], RunnerInfo | None]:
-    from tether.config import Settings
+    from tether.cli.settings import load_settings
     from tether.keeper import inventory
     from tether.store.database import Database
     from tether.store.toolcalls import ToolCallRepository
 
-    settings = Settings()
+    settings = load_settings()
     db = Database(settings.resolved_database_url)
     try:
         # A status never changes the schema: one that is behind stops here, naming
@@ -124,19 +124,20 @@ def _require_home(settings: Settings) -> None:
 def status() -> None:
     """Print the keeper's runner (if one runs) and the tool calls in flight: id, fate,
     session, elapsed, deadline, command."""
-    from tether.config import Settings
+    from tether.cli.settings import load_settings
     from tether.keeper import home_lock
 
-    _require_home(Settings())
+    settings = load_settings()
+    _require_home(settings)
     try:
         found, runner = asyncio.run(_survey())
     except RuntimeError as exc:  # SchemaError, or the PostgreSQL driver missing
         raise click.ClickException(str(exc)) from None
-    click.echo(_runner_line(runner, Settings().keeper))
+    click.echo(_runner_line(runner, settings.keeper))
     if not found:
         click.echo("no tool calls in flight")
         return
-    server = home_lock.holder(Settings().home)
+    server = home_lock.holder(settings.home)
     click.echo("id\tfate\tsession\telapsed\tdeadline\tcommand")
     now = time.time()
     for item in found:

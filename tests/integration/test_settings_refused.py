@@ -1,0 +1,27 @@
+"""A server started with settings that do not hold refuses to start with a line for each,
+naming the variable and never its value (a mistyped one may be a secret): it printed a
+pydantic traceback quoting the value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from core_support import refused_start
+
+pytestmark = pytest.mark.integration
+
+
+def test_each_bad_setting_is_named_without_its_value(tmp_path: Path) -> None:
+    said = refused_start(
+        tmp_path,
+        TETHER_WHEN_UNATTENDED="sk-not-a-policy-0123456789",
+        TETHER_APPROVAL_TIMEOUT_SECONDS="inf",
+        TETHER_NODE_ANSWER_SECONDS="soon",
+    )
+    assert "invalid settings:" in said
+    assert "TETHER_WHEN_UNATTENDED: Input should be 'deny' or 'wait'" in said
+    assert "TETHER_APPROVAL_TIMEOUT_SECONDS: Input should be a finite number" in said
+    assert "TETHER_NODE_ANSWER_SECONDS:" in said
+    assert "sk-not-a-policy-0123456789" not in said and "Traceback" not in said
+    assert not (tmp_path / "tether.db").exists()
