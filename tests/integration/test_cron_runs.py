@@ -99,6 +99,10 @@ def test_timeout_stops_the_run_and_kills_its_processes(stack: Stack) -> None:
     wait_for(lambda: not _alive(pid), 10, f"process {pid} to be gone")
     assert stack.live_calls("cron:slow") == []
     assert stack.call("cron:slow", live["tool_call_id"])["end_state"] == "cancelled"
+    # Its task says why it stopped (it said "the task was stopped", as if a person had).
+    task = stack.task(run["task_id"])
+    error = {"message": "the run exceeded its timeout of 1 s"}
+    assert (task["result"]["status"], task["result"]["error"]) == ("cancelled", error)
 
 
 def _alive(pid: int) -> bool:

@@ -9,7 +9,7 @@ from typing import Any
 
 from tether.cluster.node_requests import NodeRequests
 from tether.governance.approvals import ApprovalService
-from tether.tasks.service import TaskService
+from tether.tasks.service import STOPPED, TaskService
 from tether.toolcalls.coordinator import ToolCallCoordinator
 
 
@@ -35,7 +35,8 @@ def answer_other_nodes(
         )
 
     async def stop_task(args: dict[str, Any]) -> bool:
-        return await tasks.stop(args["task_id"])
+        # A node of an earlier version sends no reason.
+        return await tasks.stop(args["task_id"], args.get("reason") or STOPPED)
 
     requests.handle("call.cancel", cancel)
     requests.handle("call.offload", offload)

@@ -45,7 +45,7 @@ class TaskPort(Protocol):
 
     async def wait(self, task_id: str) -> dict[str, Any] | None: ...
 
-    async def stop(self, task_id: str) -> bool: ...
+    async def stop(self, task_id: str, reason: str = ...) -> bool: ...
 
 
 def unknown_channel(spec: JobSpec) -> str | None:
@@ -177,9 +177,10 @@ class RunExecutor:
             result = await within(self._tasks.wait(task_id), max(0.0, left))
         except TimeoutError:
             # Stopping the task cancels its turn and kills its tool processes.
-            await self._tasks.stop(task_id)
             timeout = spec.runtime.timeout_seconds
-            return "timeout", f"the run exceeded its timeout of {timeout} s"
+            why = f"the run exceeded its timeout of {timeout} s"
+            await self._tasks.stop(task_id, why)
+            return "timeout", why
         status, error = outcome_of(result)
         session_id = spec.target.session_id
         denied = await self._denied_calls(session_id, task_id)

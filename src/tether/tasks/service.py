@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 INTERNAL_ERROR = "the turn failed on an internal error; the server log has the details"
 
 RESTARTED = "server restarted"
+#: Why a task was stopped, when a person (or a client) stopped it.
+STOPPED = "the task was stopped"
 # Of a finished task's answer, this much goes into its task.finished notification.
 # Run before a resumed turn; a result it returns ends the task instead of the turn.
 Prepare = Callable[["Running"], Awaitable[dict[str, Any] | None]]
@@ -206,8 +208,9 @@ class TaskService:
         messages = [m.payload for m in await self._store.chats.task_messages(task_id)]
         return TaskView(record, messages)
 
-    async def stop(self, task_id: str) -> bool:
-        """Stop a task and its tool calls; False if it had already finished.
+    async def stop(self, task_id: str, reason: str = STOPPED) -> bool:
+        """Stop a task and its tool calls, ``reason`` saying why (recorded on the task and
+        on its calls); False if it had already finished.
 
         Raises TaskNotFound."""
         run = self._running.get(task_id)
@@ -215,8 +218,8 @@ class TaskService:
             record = await self._store.tasks.get(task_id)
             if record is None:
                 raise TaskNotFound(task_id)
-            return await self._stop_elsewhere(record)
-        run.stop_reason = "the task was stopped"
+            return await self._stop_elsewhere(record, reason)
+        run.stop_reason = reason
         # Cancel the turn first: its calls in flight are stopped and recorded on the way
         # out, and it cannot slip in another model step. Then stop what it left running
         # in the background.
@@ -254,12 +257,12 @@ class TaskService:
         records = await self._store.tasks.list_for_session(session_id)
         return [r for r in records if r.status != "finished" and r.id not in self._running]
 
-    async def _stop_elsewhere(self, record: TaskRecord) -> bool:
+    async def _stop_elsewhere(self, record: TaskRecord, reason: str = STOPPED) -> bool:
         """Stop a task another node runs, there; False if it has ended (or is ours)."""
         mine = self._store.owner.id if self._store.owner is not None else None
         if self._elsewhere is None or record.status == "finished" or record.owner in (None, mine):
             return False
-        args = {"task_id": record.id}
+        args = {"task_id": record.id, "reason": reason}
         return bool(await self._elsewhere.ask(record.owner, "task.stop", args, f"task {record.id}"))
 
     def follow(self, task_id: str) -> AsyncIterator[list[dict[str, Any]]] | None:

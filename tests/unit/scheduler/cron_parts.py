@@ -84,9 +84,9 @@ class FakeTasks:
     async def wait(self, task_id: str) -> dict[str, Any] | None:
         return await asyncio.shield(self._ends[task_id])
 
-    async def stop(self, task_id: str) -> bool | None:
+    async def stop(self, task_id: str, reason: str = "the task was stopped") -> bool | None:
         self.stopped.append(task_id)
-        self.finish(task_id, {"status": "cancelled", "error": "the task was stopped"})
+        self.finish(task_id, {"status": "cancelled", "error": reason})
         return True
 
 
