@@ -5,8 +5,9 @@
 
 Tests steer it through files in STATE_DIR: a call of `hold` runs until `<tag>.release`
 appears, and leaves `<tag>.cancelled` behind if it was cancelled; every start of the
-server appends a line to `starts`. A stdio server runs in Tether's sandbox, whose /tmp is
-its own, so tests that read STATE_DIR put it in the workspace.
+server appends a line to `starts`; `extra_tools` (a JSON list of names) adds a tool of
+each name. A stdio server runs in Tether's sandbox, whose /tmp is its own, so tests that
+read STATE_DIR put it in the workspace.
 """
 
 from __future__ import annotations
@@ -121,6 +122,9 @@ def main() -> None:
     STATE.mkdir(parents=True, exist_ok=True)
     with (STATE / "starts").open("a") as f:
         f.write(f"{os.getpid()}\n")
+    extra = STATE / "extra_tools"
+    for name in json.loads(extra.read_text()) if extra.exists() else []:
+        server.add_tool(echo, name=name, description="An extra tool, named by the test.")
     if sys.argv[1] == "stdio":
         server.run()
     else:

@@ -3,6 +3,8 @@ status), secrets sealed at rest, failures readable, tool-list changes picked up.
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 import threading
 from collections.abc import Iterator
@@ -353,3 +355,53 @@ def test_a_tool_list_change_is_picked_up(stack: Stack, state: Path) -> None:
         assert "growing__grown" in offered
     finally:
         remove_client(stack, "growing")
+
+
+BAD_TOOL_NAMES = ["get.weather", "has space", "x" * 70, "snow_\u2603", "a/b"]
+
+
+def test_a_tool_whose_name_a_provider_refuses_is_not_offered_and_says_why(
+    stack: Stack, state: Path
+) -> None:
+    """OpenAI-style providers refuse a whole request naming one function outside
+    ^[a-zA-Z0-9_-]{1,64}$: such a tool is left out of every turn, marked on the client's
+    tool list and logged, while the client stays ready with its other tools."""
+    (state / "extra_tools").write_text(json.dumps([*BAD_TOOL_NAMES, "fine-name"]))
+    add_client(stack, "bn", stdio_client(state))
+    try:
+        stack.model.script({"text": "hi"})
+        stack.wait_task(stack.submit("hi", new_session()))
+        offered = [t["function"]["name"] for t in stack.model.requests[-1]["tools"]]
+        assert {"bn__echo", "bn__fine-name"} <= set(offered)
+        assert all(re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", name) for name in offered), offered
+        tools = {t["name"]: t for t in stack.api("GET", "/api/mcp/tools/bn").json()}
+        assert all("not offered" in tools[name]["unusable"] for name in BAD_TOOL_NAMES)
+        assert tools["fine-name"]["unusable"] is None and tools["echo"]["unusable"] is None
+        info = stack.api("GET", "/api/mcp/bn").json()
+        assert info["status"] == "ready" and info["tool_count"] == len(tools) - len(BAD_TOOL_NAMES)
+        assert "MCP client bn: 5 tool(s) not offered" in stack.server.log_path.read_text()
+    finally:
+        remove_client(stack, "bn")
+
+
+def test_a_key_is_at_most_32_characters_but_a_longer_stored_one_still_loads(
+    stack: Stack, state: Path
+) -> None:
+    """`key__tool` must fit 64 characters, so a new key has 32; one of up to 64 that an
+    earlier version took still loads, its tools left out when their names do not fit."""
+    long = stack.api(
+        "POST", "/api/mcp", json={"client_key": "k" * 33, "client": stdio_client(state)}
+    )
+    assert long.status_code == 422 and "client_key" in long.text
+    key = "k" * 32
+    add_client(stack, key, stdio_client(state), ready=False)
+    try:
+        change_stored(stack.server.home, f"UPDATE mcp_clients SET key = '{'k' * 64}'")
+        stack.server.restart()
+        info = wait_client(stack, "k" * 64, "ready")
+        assert info["tool_count"] == 0
+        tools = stack.api("GET", f"/api/mcp/tools/{'k' * 64}").json()
+        assert tools and all(t["unusable"] for t in tools)
+    finally:
+        remove_client(stack, "k" * 64)
+        remove_client(stack, key)

@@ -25,7 +25,7 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
 from tether.mcp.seams import ServerWrapper, Timing, WrappedServer
-from tether.mcp.spec import McpClientSpec, Status
+from tether.mcp.spec import McpClientSpec, Status, offered_name_problem
 from tether.security.secret_text import masked_text
 from tether.waits import event_within, within
 
@@ -59,6 +59,9 @@ class McpConnection:
         self.status: Status = "connecting" if spec.enabled else "disabled"
         self.error: str | None = None
         self.tools: list[types.Tool] = []
+        # The listed tools the model cannot be offered, each with why (see
+        # spec.offered_name_problem): left out of the turn, shown on the tool list.
+        self.unusable: dict[str, str] = {}
         # Whether the stdio server now running is inside the sandbox (None: none runs).
         self.sandboxed: bool | None = None
         self._wrap_server = wrap_server
@@ -203,6 +206,16 @@ class McpConnection:
     async def _list_tools(self, session: ClientSession) -> None:
         listed = await within(session.list_tools(), self._timing.connect_timeout)
         self.tools = list(listed.tools)
+        problems = {t.name: offered_name_problem(self.key, t.name) for t in self.tools}
+        self.unusable = {name: why for name, why in problems.items() if why is not None}
+        if self.unusable:
+            log.warning(
+                "MCP client %s: %d tool(s) not offered to the model, their names being "
+                "ones providers refuse (see GET /api/mcp/tools/%s)",
+                self.key,
+                len(self.unusable),
+                self.key,
+            )
 
     def _describe_failure(self, exc: BaseException) -> str:
         """What went wrong, with the server's last stderr lines; the spec's secrets (its

@@ -163,6 +163,8 @@ class McpService:
             if conn.status != "ready":
                 continue
             for listed in conn.tools:
+                if listed.name in conn.unusable:
+                    continue
                 if conn.spec.tools is None or listed.name in conn.spec.tools:
                     tool = as_tether_tool(conn, listed, self._default_timeout)
                     tools[tool.name] = (tool, conn, listed.name)
@@ -219,6 +221,7 @@ class McpService:
                 description=t.description or "",
                 enabled=spec.tools is None or t.name in spec.tools,
                 input_schema=t.input_schema,
+                unusable=conn.unusable.get(t.name),
             )
             for t in conn.tools
         ]

@@ -33,7 +33,14 @@ SandboxNetwork = Literal["none", "full"]
 STORED = {"stored": True}
 # Tools reach the model as `<client_key>__<tool>`, so a key may not contain the separator.
 TOOL_SEPARATOR = "__"
-KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+# What OpenAI-style providers take as a function's name: one tool named otherwise makes
+# them refuse the whole request, so every turn. A key is at most 32 characters so that
+# `key__tool` leaves a tool name 30; a longer key stored by an earlier version (64 were
+# taken) still loads, its tools not offered when their names do not fit.
+MODEL_NAME_PATTERN = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+KEY_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
+# How much of an unusable name a message quotes (a server can name a tool with 100 kB).
+_QUOTED_NAME = 80
 # QwenPaw's routes put these words after /api/mcp/, so a client cannot be named so.
 _RESERVED_KEYS = frozenset({"tools", "toggle", "policy", "access-principals"})
 
@@ -41,12 +48,25 @@ _RESERVED_KEYS = frozenset({"tools", "toggle", "policy", "access-principals"})
 def check_key(key: str) -> str | None:
     """Why ``key`` cannot name a client, or None when it can."""
     if not KEY_PATTERN.fullmatch(key):
-        return "client_key: 1-64 letters, digits, '-' or '_', starting with a letter or digit"
+        return "client_key: 1-32 letters, digits, '-' or '_', starting with a letter or digit"
     if TOOL_SEPARATOR in key:
         return f"client_key: must not contain {TOOL_SEPARATOR!r} (it separates key and tool)"
     if key.lower() in _RESERVED_KEYS:
         return f"client_key: {key!r} is reserved by the MCP routes"
     return None
+
+
+def offered_name_problem(key: str, tool: str) -> str | None:
+    """Why the model cannot be offered ``tool`` of client ``key`` under its name there
+    (``key__tool``), or None when it can."""
+    name = f"{key}{TOOL_SEPARATOR}{tool}"
+    if MODEL_NAME_PATTERN.fullmatch(name):
+        return None
+    shown = name if len(name) <= _QUOTED_NAME else f"{name[:_QUOTED_NAME]}…"
+    return (
+        f"not offered to the model: its name there, {shown!r} ({len(name)} characters), "
+        "is not 1-64 letters, digits, '_' or '-'"
+    )
 
 
 class _Fields(BaseModel):
@@ -206,6 +226,9 @@ class McpToolInfo(BaseModel):
     description: str = ""
     enabled: bool = True
     input_schema: dict[str, object] = Field(default_factory=dict)
+    #: Tether's: why the model is not offered this tool whatever ``enabled`` says (its
+    #: name there is one providers refuse); None when nothing stops it.
+    unusable: str | None = None
 
 
 class McpClientInfo(_Fields):

@@ -13,12 +13,14 @@ def _spec(**fields: object) -> McpClientSpec:
     return McpClientSpec.model_validate({"name": "n", "command": "srv", **fields})
 
 
-@pytest.mark.parametrize("key", ["github", "a-b_c", "X1"])
+@pytest.mark.parametrize("key", ["github", "a-b_c", "X1", "x" * 32])
 def test_good_keys(key: str) -> None:
     assert check_key(key) is None
 
 
-@pytest.mark.parametrize("key", ["", "-x", "a b", "a/b", "a__b", "tools", "TOGGLE", "é", "x" * 65])
+@pytest.mark.parametrize(
+    "key", ["", "-x", "a b", "a/b", "a__b", "tools", "TOGGLE", "é", "x" * 33, "x\n"]
+)
 def test_bad_keys_say_why(key: str) -> None:
     assert (problem := check_key(key)) is not None and problem.startswith("client_key")
 
