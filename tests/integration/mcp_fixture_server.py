@@ -6,8 +6,9 @@
 Tests steer it through files in STATE_DIR: a call of `hold` runs until `<tag>.release`
 appears, and leaves `<tag>.cancelled` behind if it was cancelled; every start of the
 server appends a line to `starts`; `extra_tools` (a JSON list of names) adds a tool of
-each name. A stdio server runs in Tether's sandbox, whose /tmp is its own, so tests that
-read STATE_DIR put it in the workspace.
+each name; `fail_starts` (a number N) makes the first N starts exit at once. A stdio
+server runs in Tether's sandbox, whose /tmp is its own, so tests that read STATE_DIR put
+it in the workspace.
 """
 
 from __future__ import annotations
@@ -122,6 +123,10 @@ def main() -> None:
     STATE.mkdir(parents=True, exist_ok=True)
     with (STATE / "starts").open("a") as f:
         f.write(f"{os.getpid()}\n")
+    starts = len((STATE / "starts").read_text().splitlines())
+    fail_starts = STATE / "fail_starts"
+    if fail_starts.exists() and starts <= int(fail_starts.read_text()):
+        sys.exit(f"failing start {starts} on purpose")
     extra = STATE / "extra_tools"
     for name in json.loads(extra.read_text()) if extra.exists() else []:
         server.add_tool(echo, name=name, description="An extra tool, named by the test.")

@@ -105,15 +105,24 @@ class McpConnection:
             self.status = "connecting"
             self._settled.clear()
             try:
-                await self._connect_once()
-                delay = self._timing.backoff_first
+                await self._connect_once()  # returns only by raising
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:  # anyio raises groups; any failure means retry
+                if self._session is not None:
+                    # A session was up (the connection had been ready) and is lost: the
+                    # back-off starts over, so a server that crashes once a day does
+                    # not wait a minute each time.
+                    delay = self._timing.backoff_first
                 self.status = "failed"
                 self.error = self._describe_failure(exc)
                 self._settled.set()
-                log.warning("MCP client %s failed: %s", self.key, _first_line(self.error))
+                log.warning(
+                    "MCP client %s failed (next attempt in %g s): %s",
+                    self.key,
+                    delay,
+                    _first_line(self.error),
+                )
             finally:
                 self._session = None
             self._on_tools_changed()
