@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import httpx
 import pytest
 from core_support import Stack, new_session, stack_for_module, wait_for
 from mcp_support import (
@@ -178,6 +179,61 @@ def test_bad_input_is_422_naming_the_field_and_changes_nothing(
     assert resp.status_code == 422, resp.text
     assert field in resp.text
     assert stack.api("GET", "/api/mcp").json() == []
+
+
+# Configurations that could never work, each with the field its 422 must name.
+_HTTP = {"transport": "streamable_http", "url": "http://127.0.0.1:9/mcp"}
+UNWORKABLE: list[tuple[dict[str, object], str]] = [
+    ({"command": "py\x00thon"}, "command"),
+    ({"args": ["ok", "a\x00b"]}, "args"),
+    ({"cwd": "/tmp\x00x"}, "cwd"),
+    ({"cwd": "relative/dir"}, "cwd"),
+    ({"name": "a\x00b"}, "name"),
+    (_HTTP | {"headers": {"X-A: b": "v"}}, "headers"),
+    (_HTTP | {"headers": {"X A": "v"}}, "headers"),
+    (_HTTP | {"headers": {"X-\u043a\u043b\u044e\u0447": "v"}}, "headers"),
+    (_HTTP | {"headers": {"Authorization": "Bearer \u043a-secret-0123456789"}}, "headers"),
+    ({"transport": "streamable_http", "url": "http://exa mple.com/mcp"}, "url"),
+    ({"transport": "streamable_http", "url": "http://127.0.0.1:99999/mcp"}, "url"),
+    ({"http_timeout": 1e-9}, "http_timeout"),
+    ({"tools": ["x" * 1000] * 500}, "tools"),
+    ({"tools": [f"t{i}" for i in range(1001)]}, "tools"),
+]
+
+
+@pytest.mark.parametrize(("change", "field"), UNWORKABLE)
+def test_a_configuration_that_cannot_work_is_422_naming_the_field(
+    stack: Stack, change: dict[str, object], field: str
+) -> None:
+    body = {"client_key": "never", "client": {"name": "x", "command": "x"} | change}
+    resp = _send_json(stack, "POST", "/api/mcp", body)
+    assert resp.status_code == 422, resp.text
+    assert field in resp.text and "secret-0123456789" not in resp.text
+    assert stack.api("GET", "/api/mcp").json() == []
+
+
+def _send_json(stack: Stack, method: str, path: str, body: object) -> httpx.Response:
+    """``body`` as JSON with ASCII escapes (httpx's own encoding refuses a lone
+    surrogate, which JSON can carry)."""
+    headers = {"Content-Type": "application/json"}
+    return stack.api(method, path, content=json.dumps(body), headers=headers)
+
+
+def test_a_put_that_cannot_work_leaves_the_working_client_as_it_was(
+    stack: Stack, state: Path
+) -> None:
+    before = add_client(stack, "working", stdio_client(state, env={"TOKEN": SECRET}))
+    try:
+        for change, field in UNWORKABLE:
+            resp = _send_json(stack, "PUT", "/api/mcp/working", change)
+            assert resp.status_code == 422, (change, resp.text)
+            assert field in resp.json()["detail"] and "secret-0123456789" not in resp.text
+        big = stack.api("PUT", "/api/mcp/tools/working", json={"tools": ["x" * 1000] * 500})
+        assert big.status_code == 422 and "tools" in big.text
+        after = stack.api("GET", "/api/mcp/working").json()
+        assert after == before  # the same spec, and the same connection still ready
+    finally:
+        remove_client(stack, "working")
 
 
 def test_duplicate_key_is_409_and_unknown_key_404(stack: Stack, state: Path) -> None:

@@ -11,6 +11,7 @@ never erases a secret.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Literal, Self
 from urllib.parse import urlparse
 
@@ -39,6 +40,13 @@ TOOL_SEPARATOR = "__"
 # taken) still loads, its tools not offered when their names do not fit.
 MODEL_NAME_PATTERN = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 KEY_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
+# A header's name as HTTP defines it (RFC 9110's token).
+_HTTP_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+#: Seconds below which an HTTP timeout cannot let anything through (1e-9 was taken).
+MIN_HTTP_TIMEOUT = 1.0
+#: Bounds of an allow-list (MCP bounds a tool's name at 128 characters).
+MAX_ALLOWED_TOOLS = 1000
+MAX_TOOL_NAME = 128
 # How much of an unusable name a message quotes (a server can name a tool with 100 kB).
 _QUOTED_NAME = 80
 # QwenPaw's routes put these words after /api/mcp/, so a client cannot be named so.
@@ -91,7 +99,13 @@ class _Fields(BaseModel):
 
 
 class McpClientSpec(_Fields):
-    """The whole configuration of one client (create, and what is stored)."""
+    """The whole configuration of one client (create, and what is stored).
+
+    A value that could never work (a NUL in a command, a header name HTTP has no room
+    for, a port past 65535) is refused where it is given, naming the field and never
+    quoting a secret. Not for a stored spec (``STORED``): one an earlier version took
+    is loaded as it is, its failure told when it connects.
+    """
 
     @field_validator("env", "headers")
     @classmethod
@@ -103,17 +117,23 @@ class McpClientSpec(_Fields):
 
     @field_validator("headers")
     @classmethod
-    def _header_values(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+    def _headers(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
         """Surrounding whitespace is not part of a header's value (a pasted key often
-        ends with a newline); a control character left inside is refused, without
-        quoting the value (it is a secret). Not for a stored spec (``STORED``): one an
-        earlier version took is loaded as it is, its failure told when it connects."""
+        ends with a newline); what HTTP cannot send is refused, without quoting the
+        value (it is a secret)."""
         if info.context == STORED:
             return value
         value = {name: v.strip(" \t\r\n") for name, v in value.items()}
         for name, v in value.items():
+            if not _HTTP_TOKEN.fullmatch(name):
+                raise ValueError(
+                    f"the name {name!r} is not an HTTP header name (ASCII letters, digits "
+                    "and !#$%&'*+-.^_`|~ only)"
+                )
             if any((ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F for c in v):
                 raise ValueError(f"the value of {name!r} holds a control character")
+            if not v.isascii():
+                raise ValueError(f"the value of {name!r} is not ASCII, which HTTP sends")
         return value
 
     @field_validator("env")
@@ -122,9 +142,61 @@ class McpClientSpec(_Fields):
         if info.context == STORED:
             return value
         for name, v in value.items():
-            if "\0" in v:
-                raise ValueError(f"the value of {name!r} holds a NUL character")
+            problem = _os_text_problem(name) or _os_text_problem(v)
+            if problem:
+                raise ValueError(f"{name!r} or its value {problem}")
         return value
+
+    @field_validator("name", "command", "cwd")
+    @classmethod
+    def _text(cls, value: str, info: ValidationInfo) -> str:
+        if info.context == STORED:
+            return value
+        problem = _os_text_problem(value)
+        if info.field_name == "name" and any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+            problem = "holds a control character"
+        if problem:
+            raise ValueError(problem)
+        if info.field_name == "cwd" and value and not Path(value).is_absolute():
+            raise ValueError("must be an absolute path (empty: the workspace)")
+        return value
+
+    @field_validator("args")
+    @classmethod
+    def _args(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        if info.context == STORED:
+            return value
+        for i, arg in enumerate(value):
+            problem = _os_text_problem(arg)
+            if problem:
+                raise ValueError(f"argument {i} {problem}")
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str, info: ValidationInfo) -> str:
+        """Checked without quoting it (a URL may carry a token)."""
+        if info.context == STORED or not value:
+            return value
+        if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+            raise ValueError("holds a space or a control character (percent-encode it)")
+        try:
+            urlparse(value).port  # noqa: B018 (it raises for a port past 65535)
+        except ValueError:
+            raise ValueError("its host or port is not valid") from None
+        return value
+
+    @field_validator("http_timeout")
+    @classmethod
+    def _timeout(cls, value: float | None, info: ValidationInfo) -> float | None:
+        if info.context != STORED and value is not None and value < MIN_HTTP_TIMEOUT:
+            raise ValueError(f"at least {MIN_HTTP_TIMEOUT:g} second (or null: the default)")
+        return value
+
+    @field_validator("tools")
+    @classmethod
+    def _tools(cls, value: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        return value if info.context == STORED else checked_allow_list(value)
 
     @model_validator(mode="after")
     def _endpoint(self) -> Self:
@@ -219,6 +291,35 @@ class McpToolList(BaseModel):
     """``PUT /api/mcp/tools/{key}``: the allow-list, or null for every tool."""
 
     tools: list[str] | None = None
+
+    @field_validator("tools")
+    @classmethod
+    def _tools(cls, value: list[str] | None) -> list[str] | None:
+        return checked_allow_list(value)
+
+
+def checked_allow_list(tools: list[str] | None) -> list[str] | None:
+    """``tools`` if it can be an allow-list: at most MAX_ALLOWED_TOOLS names of 1 to
+    MAX_TOOL_NAME characters (MCP's bound for a tool name)."""
+    if tools is None:
+        return None
+    if len(tools) > MAX_ALLOWED_TOOLS:
+        raise ValueError(f"at most {MAX_ALLOWED_TOOLS} tool names")
+    for i, name in enumerate(tools):
+        if not 1 <= len(name) <= MAX_TOOL_NAME:
+            raise ValueError(f"name {i} is not 1 to {MAX_TOOL_NAME} characters")
+    return tools
+
+
+def _os_text_problem(text: str) -> str | None:
+    """Why ``text`` cannot be passed to a process (argument, environment, path), or None."""
+    if "\0" in text:
+        return "holds a NUL character"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid Unicode (it holds a lone surrogate)"
+    return None
 
 
 class McpToolInfo(BaseModel):

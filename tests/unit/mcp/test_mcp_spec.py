@@ -86,3 +86,21 @@ def test_a_stored_spec_loads_whatever_an_earlier_version_took() -> None:
     assert McpClientSpec.model_validate(old, context=STORED).headers == {"K": "a\nb"}
     with pytest.raises(ValidationError, match="control character"):
         McpClientSpec.model_validate(old)
+
+
+def test_a_stored_spec_keeps_values_refused_today() -> None:
+    """What an earlier version took still loads (its failure is told when it connects)."""
+    old = {
+        "name": "x",
+        "command": "srv",
+        "cwd": "relative",
+        "args": ["a\x00b"],
+        "http_timeout": 1e-9,
+        "tools": ["t" * 1000] * 2,
+        "headers": {"X A": "\u043a"},
+    }
+    assert McpClientSpec.model_validate(old, context=STORED).cwd == "relative"
+    with pytest.raises(ValidationError) as refused:
+        McpClientSpec.model_validate(old)
+    fields = {str(e["loc"][0]) for e in refused.value.errors()}
+    assert fields == {"cwd", "args", "http_timeout", "tools", "headers"}
