@@ -306,6 +306,29 @@ def test_a_failure_quoting_a_secret_shows_and_logs_it_masked(stack: Stack) -> No
             assert secret not in text
 
 
+def test_the_stderr_file_is_private_masked_and_goes_with_the_client(stack: Stack) -> None:
+    """A server's stderr is kept under TETHER_HOME/mcp for its error: readable by the
+    owner only, its client's secrets masked, removed when the client is deleted."""
+    script = (
+        "import os, sys; sys.stderr.write('env: TOKEN=' + os.environ['TOKEN'] + chr(10)); "
+        "sys.stderr.write('x' * 20000 + os.environ['TOKEN'] + chr(10) + 'last words' + chr(10)); "
+        "sys.exit(3)"
+    )
+    spec = {"name": "printing", "command": sys.executable, "args": ["-c", script]}
+    add_client(stack, "stderrfile", spec | {"env": {"TOKEN": SECRET}}, ready=False)
+    path = stack.server.home / "mcp" / "stderrfile.stderr.log"
+    try:
+        error = wait_client(stack, "stderrfile", "failed")["error"]
+        assert "env: TOKEN=********" in error and "last words" in error
+        assert path.stat().st_mode & 0o777 == 0o600
+        kept = path.read_text()
+        assert "env: TOKEN=********" in kept and "left out" in kept and "last words" in kept
+        assert SECRET not in kept and SECRET[-10:] not in kept
+    finally:
+        remove_client(stack, "stderrfile")
+    assert not path.exists()
+
+
 def test_a_secret_the_stderr_tail_would_halve_is_left_out(stack: Stack) -> None:
     """Only the last 2000 bytes of stderr are shown: cut inside the secret, its end was
     shown, a fragment the masking could not know."""

@@ -15,7 +15,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import httpx2
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
@@ -24,6 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
+from tether.mcp.errlog import masked_errlog
 from tether.mcp.seams import ServerWrapper, Timing, WrappedServer
 from tether.mcp.spec import McpClientSpec, Status, offered_name_problem
 from tether.security.secret_text import masked_text
@@ -153,35 +154,32 @@ class McpConnection:
         return Path(self.spec.cwd) if self.spec.cwd else self._workspace
 
     async def _session_over(self, wrapped: WrappedServer | None) -> None:
-        with self._stderr_path.open("w") as errlog:
-            async with (
-                self._transport(errlog, wrapped) as streams,
-                ClientSession(
-                    streams[0],
-                    streams[1],
-                    logging_callback=self._on_log,
-                    message_handler=self._on_message,
-                ) as session,
-            ):
-                await within(session.initialize(), self._timing.connect_timeout)
-                await self._list_tools(session)
-                self._session = session
-                self.status, self.error = "ready", None
-                self._on_tools_changed()
-                self._settled.set()
-                log.info("MCP client %s ready with %d tool(s)", self.key, len(self.tools))
-                await self._watch(session)
+        async with (
+            self._transport(wrapped) as streams,
+            ClientSession(
+                streams[0],
+                streams[1],
+                logging_callback=self._on_log,
+                message_handler=self._on_message,
+            ) as session,
+        ):
+            await within(session.initialize(), self._timing.connect_timeout)
+            await self._list_tools(session)
+            self._session = session
+            self.status, self.error = "ready", None
+            self._on_tools_changed()
+            self._settled.set()
+            log.info("MCP client %s ready with %d tool(s)", self.key, len(self.tools))
+            await self._watch(session)
 
-    def _transport(
-        self, errlog: TextIO, wrapped: WrappedServer | None
-    ) -> AbstractAsyncContextManager[Any]:
+    def _transport(self, wrapped: WrappedServer | None) -> AbstractAsyncContextManager[Any]:
         spec = self.spec
         if spec.transport == "stdio":
             argv = wrapped.argv if wrapped is not None else [spec.command, *spec.args]
             params = StdioServerParameters(
                 command=argv[0], args=argv[1:], env=spec.env or None, cwd=str(self._cwd())
             )
-            return stdio_client(params, errlog=errlog)
+            return _stdio(params, self._stderr_path, self._secrets())
         if spec.transport == "sse":
             return sse_client(spec.url, headers=spec.headers, timeout=self._timing.connect_timeout)
         return _streamable_http(spec)
@@ -233,8 +231,10 @@ class McpConnection:
         text = _first_line(_innermost(exc)) or type(exc).__name__
         tail = _tail(self._stderr_path)
         text = f"{text}\n--- stderr (last lines) ---\n{tail}" if tail else text
-        secrets = [*self.spec.headers.values(), *self.spec.env.values()]
-        return masked_text(text, secrets, urls=[self.spec.url])
+        return masked_text(text, self._secrets(), urls=[self.spec.url])
+
+    def _secrets(self) -> list[str]:
+        return [*self.spec.headers.values(), *self.spec.env.values()]
 
     # ----------------------------------------------------------------- notifications
 
@@ -269,6 +269,18 @@ class McpConnection:
             self._log_sinks.discard(logs)
         assert isinstance(result, types.CallToolResult)
         return result
+
+
+@asynccontextmanager
+async def _stdio(
+    params: StdioServerParameters, stderr_path: Path, secrets: list[str]
+) -> AsyncIterator[Any]:
+    """The server's stdio, its stderr kept in ``stderr_path`` with ``secrets`` masked."""
+    async with (
+        masked_errlog(stderr_path, secrets) as errlog,
+        stdio_client(params, errlog=errlog) as streams,
+    ):
+        yield streams
 
 
 @asynccontextmanager

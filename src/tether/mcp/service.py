@@ -97,6 +97,11 @@ class McpService:
         worker thread) if there is one, not for the connections."""
         self._state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         records = await self._repo.list()
+        # Left by clients deleted before a delete removed them (earlier versions).
+        kept = {self._stderr_path(r.key) for r in records}
+        for path in self._state_dir.glob("*.stderr.log"):
+            if path not in kept:
+                path.unlink(missing_ok=True)
         if records:
             await _load_client_sdk()
         for record in records:
@@ -119,7 +124,7 @@ class McpService:
             key,
             spec,
             workspace=self._workspace,
-            stderr_path=self._state_dir / f"{key}.stderr.log",
+            stderr_path=self._stderr_path(key),
             timing=self._timing,
             on_tools_changed=self._rebuild_tools,
             wrap_server=self._wrap_server,
@@ -127,6 +132,9 @@ class McpService:
         self._connections[key] = conn
         conn.start()
         self._rebuild_tools()
+
+    def _stderr_path(self, key: str) -> Path:
+        return self._state_dir / f"{key}.stderr.log"
 
     async def _disconnect(self, key: str) -> None:
         conn = self._connections.pop(key, None)
@@ -204,6 +212,8 @@ class McpService:
             if not await self._repo.delete(key):
                 raise McpClientNotFound(key)
             await self._disconnect(key)
+            # The server's stderr, masked but still what it said, goes with the client.
+            self._stderr_path(key).unlink(missing_ok=True)
         return {"message": f"MCP client '{key}' deleted successfully"}
 
     async def list_tools(self, key: str) -> list[McpToolInfo]:
