@@ -329,6 +329,28 @@ def test_the_stderr_file_is_private_masked_and_goes_with_the_client(stack: Stack
     assert not path.exists()
 
 
+def test_lines_on_stdout_that_are_not_json_rpc_are_counted_in_the_log_not_quoted(
+    stack: Stack,
+) -> None:
+    """The SDK logged each such line with a traceback quoting it (a server printing its
+    environment put the secret in the log, 11 lines per line): now one line a minute per
+    client says how many there were since the last."""
+    script = (
+        "import os, sys\nfor i in range(30): print('MYSECRET=' + os.environ['TOKEN'])\n"
+        "sys.stdout.flush(); sys.exit(1)"
+    )
+    spec = {"name": "chatty", "command": sys.executable, "args": ["-c", script]}
+    add_client(stack, "chatty", spec | {"env": {"TOKEN": SECRET}}, ready=False)
+    try:
+        wait_client(stack, "chatty", "failed")
+    finally:
+        remove_client(stack, "chatty")
+    log = stack.server.log_path.read_text(errors="replace")
+    told = [line for line in log.splitlines() if "not JSON-RPC" in line]
+    assert len(told) == 1 and "MCP client chatty: 1 line(s) its server wrote" in told[0]
+    assert SECRET not in log and "Failed to parse JSONRPC" not in log
+
+
 def test_a_secret_the_stderr_tail_would_halve_is_left_out(stack: Stack) -> None:
     """Only the last 2000 bytes of stderr are shown: cut inside the secret, its end was
     shown, a fragment the masking could not know."""

@@ -24,6 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
+from tether.mcp import sdk_logs
 from tether.mcp.errlog import masked_errlog
 from tether.mcp.seams import ServerWrapper, Timing, WrappedServer
 from tether.mcp.spec import McpClientSpec, Status, offered_name_problem
@@ -31,6 +32,7 @@ from tether.security.secret_text import masked_text
 from tether.waits import event_within, within
 
 log = logging.getLogger(__name__)
+sdk_logs.install()
 
 LogSink = Callable[[str], None]
 
@@ -101,6 +103,7 @@ class McpConnection:
         return self.status
 
     async def _supervise(self) -> None:
+        sdk_logs.CLIENT.set(self.key)  # this task's, and the transport tasks' it starts
         delay = self._timing.backoff_first
         while True:
             self.status = "connecting"
