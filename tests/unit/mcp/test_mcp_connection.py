@@ -88,7 +88,9 @@ async def test_the_back_off_starts_over_once_a_connection_was_ready(
         waited = loop.time() - failed_at[-1]
         await _until(lambda: conn.status == "ready", "the sixth start to be ready")
     assert (_starts(state), len(failed_at)) == (6, 5)
-    assert 0.1 <= waited < 1.0, waited
+    # The wait really was taken (the upper side is the logged plan below: a wall-clock
+    # bound would hang on the machine's load).
+    assert waited >= 0.1, waited
     logged = [
         float(m.group(1))
         for r in caplog.records
