@@ -113,6 +113,11 @@ class McpConnection:
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:  # anyio raises groups; any failure means retry
+                if _being_cancelled():
+                    # A close came while the transport was ending a failed attempt, and
+                    # its exit raised the failure instead of the cancel: this loop would
+                    # go on for ever, and the close wait on it (a DELETE, the shutdown).
+                    raise asyncio.CancelledError from exc
                 if self._session is not None:
                     # A session was up (the connection had been ready) and is lost: the
                     # back-off starts over, so a server that crashes once a day does
@@ -323,3 +328,9 @@ def _tail(path: Path) -> str:
     if start > 0:
         data = data.partition(b"\n")[2]
     return data.decode("utf-8", "replace").strip()
+
+
+def _being_cancelled() -> bool:
+    """Whether the running task has been asked to stop (a cancel not yet taken back)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

@@ -223,7 +223,13 @@ class McpService:
             return []
         conn = self._connections.get(key)
         if conn is None or await conn.wait_settled(self._timing.connect_timeout) != "ready":
-            detail = conn.error if conn is not None else "not connected"
+            if conn is None:
+                detail = "not connected"
+            else:  # no error yet: still connecting when the wait ran out
+                detail = conn.error or (
+                    f"still connecting after {self._timing.connect_timeout:g} s "
+                    "(the server has not finished its start)"
+                )
             raise McpUnavailable(f"Failed to query tools from MCP server: {detail}")
         return [
             McpToolInfo(
