@@ -181,6 +181,29 @@ def test_a_call_dies_at_its_deadline_unless_extended(stack: Stack, state: Path) 
         remove_client(stack, key)
 
 
+def test_a_change_that_is_not_the_connection_leaves_calls_in_flight_running(
+    stack: Stack, client: str, state: Path
+) -> None:
+    """A new description (or name, or allow-list) replaced the connection: the call in
+    flight ended 'MCP server closed the connection' and the server saw a cancel."""
+    starts = len((state / "starts").read_text().split())
+    tag = _tag()
+    session, task_id, call = _start(stack, mcp_call(client, "hold", tag=tag), {"text": "ok"})
+    call_id = str(call["tool_call_id"])
+    wait_for(lambda: (state / f"{tag}.started").exists(), what="the MCP tool to start")
+    for change in ({"description": "changed"}, {"name": "renamed"}):
+        resp = stack.api("PUT", f"/api/mcp/{client}", json=change)
+        assert resp.status_code == 200, resp.text
+    allowed = stack.api("PUT", f"/api/mcp/tools/{client}", json={"tools": None})
+    assert allowed.status_code == 200, allowed.text
+    assert stack.api("GET", f"/api/mcp/{client}").json()["status"] == "ready"
+    release(state, tag)
+    assert stack.wait_completed(session, call_id)["end_state"] == "success"
+    assert not (state / f"{tag}.cancelled").exists()
+    assert len((state / "starts").read_text().split()) == starts  # the same server
+    stack.wait_task(task_id)
+
+
 def test_a_server_crash_ends_the_call_with_an_error_and_the_server_comes_back(
     stack: Stack, client: str, state: Path
 ) -> None:

@@ -257,8 +257,15 @@ class McpService:
         await _load_client_sdk()  # before the write, as in create
         if not await self._repo.replace(self._record(key, spec)):
             raise McpClientNotFound(key)
-        await self._disconnect(key)
-        self._connect(key, spec)
+        conn = self._connections.get(key)
+        if conn is not None and _same_connection(conn.spec, spec):
+            # Its name, description or allow-list: the connection, and the calls in
+            # flight over it, go on (a new description ended them with an error).
+            conn.spec = spec
+            self._rebuild_tools()
+        else:
+            await self._disconnect(key)
+            self._connect(key, spec)
         return self._info(key, spec)
 
     async def _load(self, key: str) -> McpClientSpec:
@@ -307,6 +314,18 @@ class McpService:
             sandboxed=conn.sandboxed if conn is not None else None,
             **fields,
         )
+
+
+#: What a change of leaves a client's connection as it is.
+_NOT_THE_CONNECTION = {"name", "description", "tools"}
+
+
+def _same_connection(old: McpClientSpec, new: McpClientSpec) -> bool:
+    """Whether ``new`` connects as ``old`` does (differing at most in what is shown and
+    in which tools are offered)."""
+    return old.model_dump(exclude=_NOT_THE_CONNECTION) == new.model_dump(
+        exclude=_NOT_THE_CONNECTION
+    )
 
 
 def _listed_url(url: str) -> str:
