@@ -5,14 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator_parts import small_config
+from coordinator_parts import running_call, small_config
 
 from tether.store.records import OutputChunk
-from tether.toolcalls import deadlines
-from tether.toolcalls.call import CallInfo, Invocation
+from tether.toolcalls.call import CallInfo
 from tether.toolcalls.index import CallIndex
 from tether.toolcalls.live_call import LiveCall
-from tether.toolcalls.output import OutputBuffer
 from tether.toolcalls.reading import OutputReader
 
 
@@ -30,13 +28,7 @@ def _live_call() -> tuple[OutputReader, LiveCall]:
     repo: Any = NoStore()
     config = small_config()
     index = CallIndex(repo, config.max_per_session, config.max_total)
-    call = LiveCall(
-        invocation=Invocation("c1", "s1", "t1", "default", "execute_shell_command", {}),
-        status="running",
-        deadlines=deadlines.initial(0.0, None, None, None),
-        buffer=OutputBuffer(10_000, 1000),
-        marker="test:c1",
-    )
+    call = running_call()
     index.add(call)
     return OutputReader(index, repo), call
 

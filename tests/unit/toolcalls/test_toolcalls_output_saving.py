@@ -6,14 +6,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from coordinator_parts import small_config
+from coordinator_parts import running_call, small_config
 
 from tether.store.records import OutputChunk
-from tether.toolcalls import deadlines
-from tether.toolcalls.call import Invocation
 from tether.toolcalls.index import CallIndex
-from tether.toolcalls.live_call import LiveCall
-from tether.toolcalls.output import OutputBuffer
 from tether.toolcalls.recorder import CallRecorder
 
 
@@ -36,13 +32,7 @@ def _recorder(repo: Any) -> CallRecorder:
 async def test_overlapping_saves_write_each_chunk_once() -> None:
     repo = SlowOutputStore()
     recorder = _recorder(repo)
-    call = LiveCall(
-        invocation=Invocation("c1", "s1", "t1", "default", "execute_shell_command", {}),
-        status="running",
-        deadlines=deadlines.initial(0.0, None, None, None),
-        buffer=OutputBuffer(10_000, 1000),
-        marker="test:c1",
-    )
+    call = running_call()
     call.buffer.append("stdout", "one\n")
     call.buffer.append("stdout", "two\n")
 
