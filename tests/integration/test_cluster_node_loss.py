@@ -54,6 +54,17 @@ def ended_node_lost(stack: Stack, session: str, call_id: str) -> bool:
     )
 
 
+def denied_node_lost(stack: Stack, session: str, call_id: str) -> bool:
+    """A call that awaited approval on the lost node: it never ran, and no one can answer
+    for it now (the survivor records it denied, saying why)."""
+    info = seen_from(stack, f"/api/tool-calls/{session}/{call_id}")
+    return (info["status"], info["end_state"], info["extra"].get("end_reason")) == (
+        "completed",
+        "denied",
+        "the node running the call was lost while it awaited approval",
+    )
+
+
 def failed_node_lost(stack: Stack, task_id: str, session: str) -> bool:
     task = seen_from(stack, f"/api/console/chat/task/{task_id}")
     lost = {"status": "failed", "error": {"message": "node lost"}, "session_id": session}
@@ -102,7 +113,7 @@ def test_a_killed_nodes_call_task_tree_and_approval_are_ended_by_one_survivor(
     assert process_gone(child)
     assert marked(call_id) == []
     # The call that awaited approval ended too, and its request was denied and audited.
-    assert ended_node_lost(other, asked_session, request["tool_call_id"])
+    assert denied_node_lost(other, asked_session, request["tool_call_id"])
     assert failed_node_lost(other, asked_task, asked_session)
     denials = [e for e in audit(other, asked_session) if e["decided_by"] == "node_lost"]
     assert [(e["outcome"], e["request_id"]) for e in denials] == [("denied", request["request_id"])]
@@ -117,7 +128,7 @@ def test_a_frozen_node_that_comes_back_drops_what_was_ended_for_it(cluster: Clus
     os.kill(a.server.proc.pid, signal.SIGSTOP)
     try:
         wait_for(lambda: declared_by([b, c]), DECLARED_WITHIN, "node a declared lost")
-        assert ended_node_lost(b, session, call_id)
+        assert denied_node_lost(b, session, call_id)
     finally:
         os.kill(a.server.proc.pid, signal.SIGCONT)
     # Back, a finds its lease gone: the call still waiting there (nothing else would end
@@ -135,5 +146,5 @@ def test_a_frozen_node_that_comes_back_drops_what_was_ended_for_it(cluster: Clus
     logs = a.server.logs_tail(100_000)
     assert "stopped 1 call(s) and 1 task(s) that were ended for it" in logs
     # What the survivor recorded stands: a's own stop did not overwrite it.
-    assert ended_node_lost(a, session, call_id)
+    assert denied_node_lost(a, session, call_id)
     assert failed_node_lost(a, task_id, session)
