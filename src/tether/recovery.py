@@ -87,12 +87,12 @@ async def interrupt_calls(
     ended (``end_state``, ``reason``) and kill what they left on this machine;
     ``by_marker``: also what carries their marker. Those that still awaited approval
     never ran: they are recorded denied, ``unanswered`` saying why no one answered."""
-    told = model_texts.denied(model_texts.approval_not_given(unanswered))
-    await store.tool_calls.deny_unanswered(dead.all, unanswered, told)
-    groups = await store.tool_calls.interrupt_unfinished(reason, dead.here, keep, end_state)
+    never = (unanswered, model_texts.denied(model_texts.approval_not_given(unanswered)))
+    calls = store.tool_calls
+    groups = await calls.interrupt_unfinished(reason, dead.here, keep, end_state, never)
     if dead.elsewhere:
         # Their group numbers mean nothing here: only their markers find what ran here.
-        await store.tool_calls.interrupt_unfinished(reason, dead.elsewhere, keep, end_state)
+        await calls.interrupt_unfinished(reason, dead.elsewhere, keep, end_state, never)
     # Reap even when no group was recorded: a crash can come before the pgid is saved,
     # and the marker in the environment still finds those processes.
     owners = dead.all if by_marker else set()

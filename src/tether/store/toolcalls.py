@@ -163,40 +163,19 @@ class ToolCallRepository:
             )
             return {r.owner for r in rows}
 
-    async def deny_unanswered(
-        self, owners: Collection[str | None], end_reason: str, result: str
-    ) -> int:
-        """Record the calls of ``owners`` (servers that are gone) still awaiting approval
-        as denied: they never ran, and no one can answer for them now. ``result`` is what
-        the model is told. Returns how many."""
-        async with self._db.write() as conn:
-            denied = await conn.execute(
-                sa.update(tool_calls)
-                .where(
-                    tool_calls.c.status == "awaiting_approval",
-                    owned_by(tool_calls.c.owner, owners),
-                )
-                .values(
-                    status="completed",
-                    end_state="denied",
-                    end_reason=end_reason,
-                    result=result,
-                    finished_at=time.time(),
-                )
-            )
-        if denied.rowcount:
-            self._changed(None)
-        return int(denied.rowcount)
-
     async def interrupt_unfinished(
         self,
         reason: str,
         owners: Collection[str | None],
         keep: Collection[str] = (),
         end_state: str = "cancelled",
+        unanswered: tuple[str, str] | None = None,
     ) -> list[tuple[int, float]]:
         """Record the unfinished calls of ``owners`` (servers that are gone) as ended in
-        ``end_state``, but those in ``keep`` (adopted: they run on).
+        ``end_state``, but those in ``keep`` (adopted: they run on). With
+        ``unanswered`` (the reason, and what the model is told), those still awaiting
+        approval are recorded denied instead: they never ran, and no one can answer for
+        them now.
 
         Returns (process group, start time) of each, so the caller can reap survivors.
         """
@@ -205,6 +184,12 @@ class ToolCallRepository:
             owned_by(tool_calls.c.owner, owners),
             tool_calls.c.id.not_in(list(keep)),
         )
+        ends = [(theirs, {"end_state": end_state, "end_reason": reason})]
+        if unanswered is not None:
+            waiting = sa.and_(theirs, tool_calls.c.status == "awaiting_approval")
+            why, told = unanswered
+            ends.insert(0, (waiting, {"end_state": "denied", "end_reason": why, "result": told}))
+        ended = 0
         async with self._db.write() as conn:
             rows = await conn.execute(
                 sa.select(tool_calls.c.pgid, tool_calls.c.started_at).where(
@@ -212,17 +197,14 @@ class ToolCallRepository:
                 )
             )
             pgids = [(int(r.pgid), float(r.started_at)) for r in rows]
-            ended = await conn.execute(
-                sa.update(tool_calls)
-                .where(theirs)
-                .values(
-                    status="completed",
-                    end_state=end_state,
-                    end_reason=reason,
-                    finished_at=time.time(),
+            for where, values in ends:
+                result = await conn.execute(
+                    sa.update(tool_calls)
+                    .where(where)
+                    .values(status="completed", finished_at=time.time(), **values)
                 )
-            )
-        if ended.rowcount:
+                ended += result.rowcount
+        if ended:
             self._changed(None)
         return pgids
 
