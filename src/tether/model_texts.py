@@ -28,6 +28,9 @@ OUTPUT_KEPT_OPEN = "\n[tether: background processes kept the output open]\n"
 
 USER_CANCEL_REASON = "cancelled by the user"
 
+#: Why a task (and the calls it started) ended when a person or a client stopped it.
+TASK_STOPPED = "the task was stopped"
+
 
 # ----------------------------------------------------------------- how a call ended
 

@@ -9,7 +9,8 @@ from typing import Any
 
 from tether.cluster.node_requests import NodeRequests
 from tether.governance.approvals import ApprovalService
-from tether.tasks.service import STOPPED, TaskService
+from tether.model_texts import TASK_STOPPED
+from tether.tasks.service import TaskService
 from tether.toolcalls.coordinator import ToolCallCoordinator
 
 
@@ -36,7 +37,7 @@ def answer_other_nodes(
 
     async def stop_task(args: dict[str, Any]) -> bool:
         # A node of an earlier version sends no reason.
-        return await tasks.stop(args["task_id"], args.get("reason") or STOPPED)
+        return await tasks.stop(args["task_id"], args.get("reason") or TASK_STOPPED)
 
     requests.handle("call.cancel", cancel)
     requests.handle("call.offload", offload)

@@ -12,6 +12,7 @@ from tether.agent.ports import ATTENDED, WHEN_UNATTENDED, Attendance, WhenUnatte
 from tether.agent.turn import Agent, ModelError, StepLimitReached, TurnRequest
 from tether.elsewhere import Elsewhere
 from tether.keeper.adoption import Adoption
+from tether.model_texts import TASK_STOPPED
 from tether.store.records import TaskRecord
 from tether.store.store import Store
 from tether.tasks import resume
@@ -26,8 +27,6 @@ log = logging.getLogger(__name__)
 INTERNAL_ERROR = "the turn failed on an internal error; the server log has the details"
 
 RESTARTED = "server restarted"
-#: Why a task was stopped, when a person (or a client) stopped it.
-STOPPED = "the task was stopped"
 # Of a finished task's answer, this much goes into its task.finished notification.
 # Run before a resumed turn; a result it returns ends the task instead of the turn.
 Prepare = Callable[["Running"], Awaitable[dict[str, Any] | None]]
@@ -208,7 +207,7 @@ class TaskService:
         messages = [m.payload for m in await self._store.chats.task_messages(task_id)]
         return TaskView(record, messages)
 
-    async def stop(self, task_id: str, reason: str = STOPPED) -> bool:
+    async def stop(self, task_id: str, reason: str = TASK_STOPPED) -> bool:
         """Stop a task and its tool calls, ``reason`` saying why (recorded on the task and
         on its calls); False if it had already finished.
 
@@ -257,7 +256,7 @@ class TaskService:
         records = await self._store.tasks.list_for_session(session_id)
         return [r for r in records if r.status != "finished" and r.id not in self._running]
 
-    async def _stop_elsewhere(self, record: TaskRecord, reason: str = STOPPED) -> bool:
+    async def _stop_elsewhere(self, record: TaskRecord, reason: str = TASK_STOPPED) -> bool:
         """Stop a task another node runs, there; False if it has ended (or is ours)."""
         mine = self._store.owner.id if self._store.owner is not None else None
         if self._elsewhere is None or record.status == "finished" or record.owner in (None, mine):

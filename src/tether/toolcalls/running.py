@@ -65,7 +65,7 @@ class CallRunner:
             # call registered as running.
             call = self._index.by_id(inv.call_id)
             if call is not None and not call.finished.is_set() and not self.leaves(call):
-                reason = call.stop_reason or "the task was stopped"
+                reason = call.stop_reason or model_texts.TASK_STOPPED
                 await asyncio.shield(self.stop_and_finish(call, reason, observer))
             raise
 
@@ -117,7 +117,7 @@ class CallRunner:
             released.cancel()
             if self.leaves(call):
                 raise  # it runs on; the next start adopts it
-            reason = "server shutdown" if self.closing else "the task was stopped"
+            reason = "server shutdown" if self.closing else model_texts.TASK_STOPPED
             await asyncio.shield(self.stop_and_finish(call, reason, observer))
             raise
         released.cancel()

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from tether.model_texts import TASK_STOPPED
 from tether.scheduler.jobs import CronJobs
 from tether.scheduler.runner import RunExecutor
 from tether.scheduler.service import CronScheduler
@@ -84,7 +85,7 @@ class FakeTasks:
     async def wait(self, task_id: str) -> dict[str, Any] | None:
         return await asyncio.shield(self._ends[task_id])
 
-    async def stop(self, task_id: str, reason: str = "the task was stopped") -> bool | None:
+    async def stop(self, task_id: str, reason: str = TASK_STOPPED) -> bool | None:
         self.stopped.append(task_id)
         self.finish(task_id, {"status": "cancelled", "error": reason})
         return True
