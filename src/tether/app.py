@@ -32,6 +32,7 @@ from tether.mcp.mount import LazyEndpoint
 from tether.scheduler.clock import Clock
 from tether.security.perimeter import Perimeter, PerimeterPolicy, allowed_host_names
 from tether.security.token import resolve_token
+from tether.services import Services
 from tether.startup import join_cluster, start_services
 from tether.web.routes import mount_console
 
@@ -71,8 +72,7 @@ def create_app(
         services = getattr(app.state, "services", None)
         if services is not None:
             services.cron.scheduler.begin_shutdown(detach)
-            services.coordinator.begin_shutdown(detach)
-            services.approvals.detaching = detach
+            _treat_calls_as_exiting(services, detach)
             # The one thing not a flag: the loop sets it, when this handler has returned.
             app.state.loop.call_soon_threadsafe(services.exiting.set)
 
@@ -96,8 +96,7 @@ def create_app(
             await services.cron.scheduler.shutdown(detach)
             # Turns first (their calls are recorded as stopped by the shutdown), then
             # whatever still runs in the background.
-            services.coordinator.begin_shutdown(detach)
-            services.approvals.detaching = detach
+            _treat_calls_as_exiting(services, detach)
             await services.tasks.shutdown(detach)
             await services.coordinator.shutdown()
             if services.bus is not None:
@@ -161,3 +160,11 @@ def begin_exit(served: Perimeter) -> None:
     app = served.app
     assert isinstance(app, FastAPI)
     app.state.begin_exit()
+
+
+def _treat_calls_as_exiting(services: Services, detach: bool) -> None:
+    """From now on a call stopped with its turn is recorded as this exit leaves it: with
+    ``detach``, running calls and requests awaiting approval are left for the next start
+    (adopted; denied as after a crash), else recorded stopped by the shutdown."""
+    services.coordinator.begin_shutdown(detach)
+    services.approvals.detaching = detach
