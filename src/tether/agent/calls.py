@@ -1,4 +1,5 @@
-"""Running one requested tool call: find the tool, ask governance, run it.
+"""Running one requested tool call: find the tool, check its arguments, ask governance,
+run it.
 
 The agent's turn and Tether's own MCP endpoint both run calls this way, so a call from
 another agent over MCP is governed, recorded and controllable exactly like the model's.
@@ -36,6 +37,10 @@ async def run_tool_call(
     if tool is None:
         text = model_texts.no_such_tool(inv.tool_name, tools.names())
         return await _not_run(gate, inv, level, "unknown-tool", text)
+    try:
+        tool.check(inv.arguments)
+    except ToolInputError as exc:
+        return await _not_run(gate, inv, level, "invalid-arguments", model_texts.not_run(str(exc)))
     plan = await gate.plan_admission(inv, level, events, attendance)
     if plan.mode == "deny":
         return await coordinator.record_denied(inv, plan.reason)

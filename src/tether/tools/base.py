@@ -55,6 +55,9 @@ class Tool:
     max_timeout: float | None = None
     # Reads the call's requested timeout from its arguments (None: no timeout).
     timeout_of: Callable[[Mapping[str, Any]], float | None] = field(default=lambda _args: None)
+    # Refuses (ToolInputError) arguments the tool could never run, before governance
+    # weighs the call: nobody is asked to approve what would fail at once.
+    check: Callable[[Mapping[str, Any]], object] = field(default=lambda _args: None)
 
     def openai_spec(self) -> dict[str, Any]:
         """The tool as OpenAI's chat API expects it in ``tools``."""

@@ -160,4 +160,5 @@ def make_shell_tool(
         run=run,
         max_timeout=max_timeout,
         timeout_of=timeout_of,
+        check=_command_of,
     )

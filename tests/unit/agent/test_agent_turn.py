@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from typing import Any
@@ -141,6 +142,28 @@ async def test_bad_calls_are_answered_and_the_turn_goes_on(env: AgentEnv) -> Non
     assert "must be a JSON object" in tools["c3"]
     assert "command must be a non-empty string" in tools["c4"]
     assert "131,072 bytes" in tools["c5"] and "MAX_ARG_STRLEN" in tools["c5"]
+
+
+async def test_a_command_that_could_never_start_is_refused_before_anyone_is_asked(
+    env: AgentEnv,
+) -> None:
+    """At ``strict`` every call asks a person; one whose command is longer than the kernel
+    takes in an argument is refused first, nobody being asked about it."""
+    await env.say("long")
+    env.model.replies = [
+        calls(("c1", "execute_shell_command", _shell("echo " + "x" * 131_067))),
+        AssistantReply(text="sorry"),
+    ]
+    events = Events()
+    strict = TurnRequest(SESSION, "task-1", "strict")
+    # Asked about, the turn would wait for the person (the approval's timeout is longer).
+    result = await asyncio.wait_for(env.services.agent.run_turn(strict, events), 60)
+    assert result.text == "sorry"
+    assert events.of_type("approval_requested") == []
+    tools = [m["content"] for m in env.model.requests[1] if m["role"] == "tool"]
+    assert len(tools) == 1 and "MAX_ARG_STRLEN" in tools[0], tools
+    audit = await env.services.store.governance.list_audit(SESSION, 10)
+    assert [(a.outcome, a.decided_by) for a in audit] == [("denied", "invalid-arguments")]
 
 
 async def test_every_call_gets_a_tether_id_and_model_ids_stay_distinct(env: AgentEnv) -> None:
