@@ -5,16 +5,21 @@ provider added through the settings UI in the second test serves every chat afte
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shlex
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from browser_support import ConsoleErrors, new_chat, screenshot, send, watch
 from core_support import shell_call, wait_for
+from mcp import Client, types
+from mcp.client.streamable_http import streamable_http_client
 from mcp_support import FIXTURE
 from playwright.sync_api import expect
 
@@ -180,6 +185,61 @@ def test_cancel_ends_a_running_command_as_cancelled(page: Any, mock_llm: Any) ->
     expect(inline.locator(".call-resources")).to_contain_text("stopped by cancel")
     expect(inline.locator(".call-resources")).to_contain_text("peak")
     expect(page.locator("#sandbox-badge")).to_be_hidden()
+
+
+class _McpCall(threading.Thread):
+    """A call another agent makes over ``/mcp`` with the official SDK, waiting on its
+    request for the result as such a client does; ``result`` once it has ended."""
+
+    def __init__(self, server: Any, session_id: str, command: str) -> None:
+        super().__init__(daemon=True)
+        self._server, self._session_id, self._command = server, session_id, command
+        self.result: types.CallToolResult | None = None
+
+    def run(self) -> None:
+        self.result = asyncio.run(self._call())
+
+    async def _call(self) -> types.CallToolResult:
+        headers = {"Authorization": f"Bearer {self._server.token}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
+            Client(
+                streamable_http_client(f"{self._server.base_url}/mcp", http_client=http),
+                mode="2026-07-28",
+            ) as client,
+        ):
+            arguments = {"command": self._command, "session_id": self._session_id}
+            return await client.call_tool("execute_shell_command", arguments)
+
+
+def test_a_call_made_over_mcp_offers_no_background_button(
+    page: Any, mock_llm: Any, console_server: Any
+) -> None:
+    """Another agent's call over /mcp into the chat's session waits on its request for
+    the result, so it cannot go to the background: its card offers Cancel but no
+    Background button, while the turn's own call offers both."""
+    mock_llm.script(shell_call(_loop_command(600), timeout=120), {"text": "Both are done."})
+    new_chat(page)
+    send(page, "Count while another agent works")
+    cards = page.locator("#calls-in-flight .call")
+    expect(cards).to_have_count(1)
+    session_id = page.evaluate("async () => (await import('/static/chat.js')).currentSessionId()")
+    other = _McpCall(console_server, session_id, "echo from-mcp; sleep 120")
+    other.start()
+    try:
+        expect(cards).to_have_count(2)
+        theirs = cards.filter(has_text="from-mcp")
+        ours = cards.filter(has_not_text="from-mcp")
+        expect(theirs).to_have_attribute("data-status", "running")
+        expect(ours.get_by_role("button", name="Background")).to_be_visible()
+        expect(theirs.get_by_role("button", name="Background")).to_be_hidden()
+        theirs.get_by_role("button", name="Cancel").click()
+        expect(theirs).to_have_attribute("data-end-state", "cancelled")
+    finally:
+        other.join(60)
+    assert not other.is_alive() and other.result is not None and other.result.is_error
+    ours.get_by_role("button", name="Cancel").click()
+    expect(page.locator(".msg.assistant").filter(has_text="Both are done.")).to_be_visible()
 
 
 def test_many_calls_at_once_leave_the_buttons_working(page: Any, mock_llm: Any) -> None:

@@ -260,9 +260,9 @@ async def test_a_call_is_never_moved_to_the_background(stack: Stack) -> None:
         )
         call_id = str((await _wait_listed(session, session_id))[0]["tool_call_id"])
         path = f"/api/tool-calls/{session_id}/{call_id}"
-        assert (await asyncio.to_thread(stack.call, session_id, call_id))[
-            "offload_remaining"
-        ] is None
+        listed = await asyncio.to_thread(stack.call, session_id, call_id)
+        # The view says so, for the console to offer no Background button.
+        assert listed["offload_remaining"] is None and listed["extra"]["offloadable"] is False
         offload = await asyncio.to_thread(stack.api, "POST", f"{path}/offload")
         assert offload.status_code == 409 and "/mcp" in offload.text, offload.text
         later = {"seconds": 1, "target": "offload"}

@@ -72,7 +72,7 @@ def test_detail_of_a_running_call(stack: Stack, running: tuple[str, str]) -> Non
     info = stack.call(session, call_id)
     assert info["status"] == "running" and info["end_state"] is None
     assert info["tool_name"] == SHELL and info["session_id"] == session
-    assert info["extra"]["arguments"]["timeout"] == 10
+    assert info["extra"]["arguments"]["timeout"] == 10 and info["extra"]["offloadable"] is True
     assert info["max_internal_timeout_secs"] == MAX_TIMEOUT
     assert 0 < info["kill_remaining"] <= 10
     listed = stack.api("GET", f"/api/tool-calls/{session}").json()

@@ -45,7 +45,13 @@ class Invocation:
     def offloadable(self) -> bool:
         """Whether its caller can go on without it and take its result later: a turn
         can; an MCP client waiting on its request cannot (see ``MCP_CLIENT_AGENT``)."""
-        return self.agent_id != MCP_CLIENT_AGENT
+        return can_offload(self.agent_id)
+
+
+def can_offload(agent_id: str) -> bool:
+    """Whether calls made by ``agent_id`` can be moved to the background (see
+    :attr:`Invocation.offloadable`)."""
+    return agent_id != MCP_CLIENT_AGENT
 
 
 @dataclass(frozen=True)

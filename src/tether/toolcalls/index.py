@@ -106,7 +106,7 @@ def stored_info(record: ToolCallRecord) -> CallInfo:
         elapsed=max(0.0, end - record.started_at),
         offload_remaining=_left(record.offload_at, now) if shown else None,
         kill_remaining=_left(record.kill_at, now) if shown else None,
-        extra=public_extra(record.arguments, record.task_id, record.end_reason),
+        extra=public_extra(record.arguments, record.task_id, record.end_reason, record.agent_id),
         end_state=record.end_state,  # type: ignore[arg-type]
         force_cancelled=record.force_cancelled,
         max_internal_timeout_secs=record.max_timeout,

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tether.toolcalls.call import CallInfo, Invocation
+from tether.toolcalls.call import CallInfo, Invocation, can_offload
 from tether.toolcalls.deadlines import Deadlines
 from tether.toolcalls.launcher import LaunchedProcess
 from tether.toolcalls.output import OutputBuffer
@@ -74,7 +74,7 @@ def live_info(call: LiveCall) -> CallInfo:
         elapsed=_elapsed(call, now),
         offload_remaining=offload_left,
         kill_remaining=kill_left,
-        extra=public_extra(inv.arguments, inv.task_id, call.end_reason),
+        extra=public_extra(inv.arguments, inv.task_id, call.end_reason, inv.agent_id),
         end_state=call.end_state,
         force_cancelled=call.force_cancelled,
         max_internal_timeout_secs=call.deadlines.max_timeout,
@@ -89,9 +89,16 @@ def _elapsed(call: LiveCall, now: float) -> float:
     return max(0.0, now - call.deadlines.started)
 
 
-def public_extra(arguments: Any, task_id: str | None, end_reason: str | None) -> dict[str, Any]:
-    """The ``extra`` of a call's public view: its arguments, its task, why it ended."""
-    extra: dict[str, Any] = {"arguments": arguments, "task_id": task_id}
+def public_extra(
+    arguments: Any, task_id: str | None, end_reason: str | None, agent_id: str
+) -> dict[str, Any]:
+    """The ``extra`` of a call's public view: its arguments, its task, whether it can be
+    moved to the background, why it ended."""
+    extra: dict[str, Any] = {
+        "arguments": arguments,
+        "task_id": task_id,
+        "offloadable": can_offload(agent_id),
+    }
     if end_reason:
         extra["end_reason"] = end_reason
     return extra

@@ -329,6 +329,8 @@ function renderCard(model, card) {
   card.querySelector(".call-actions").hidden = !model.live;
   const offloadButton = card.querySelector(".call-actions .offload");
   offloadButton.disabled = info.status !== "running";
+  // A call whose caller waits on it for the result (over /mcp) cannot go to the background.
+  offloadButton.hidden = info.extra?.offloadable === false;
   const pre = card.querySelector(".call-output");
   if (["loaded", "streaming", "polling"].includes(model.outputState)) {
     if (pre.textContent !== model.output) {
