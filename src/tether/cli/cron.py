@@ -82,7 +82,11 @@ def _task(prompt: str | None, text: str | None) -> dict[str, Any]:
 @click.option("--name", required=True)
 @click.option("--cron", "cron_expr", help="5-field cron expression.")
 @click.option("--at", help="Run once at this ISO-8601 time.")
-@click.option("--tz", help="Time zone of --cron (default UTC) or of an --at without offset.")
+@click.option(
+    "--tz",
+    help="Time zone of --cron (default UTC), or of an --at without offset (default: "
+    "this machine's local zone).",
+)
 @click.option("--prompt", help="Run the agent with this prompt.")
 @click.option("--text", help="Post this text to the job's session.")
 @click.option("--id", "job_id", help="Job id (default: generated).")
