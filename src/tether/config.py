@@ -172,11 +172,21 @@ class Settings(BaseSettings):
     sandbox_network: Literal["none", "full"] = Field(
         "none", description="Network inside the sandbox for sessions that do not set it."
     )
-    call_memory_mb: MemoryMb | None = Field(2048, description="Memory per shell call (MB).")
-    call_max_processes: Processes | None = Field(
-        512, description="Processes per shell call (reaching it ends the call)."
+    call_memory_mb: MemoryMb | None = Field(
+        2048, description="Memory per shell call (MB; 0: no limit)."
     )
-    call_cpu_seconds: CpuSeconds | None = Field(None, description="CPU seconds per shell call.")
+    call_max_processes: Processes | None = Field(
+        512, description="Processes per shell call (reaching it ends the call; 0: no limit)."
+    )
+    call_cpu_seconds: CpuSeconds | None = Field(
+        None, description="CPU seconds per shell call (unset or 0: no limit)."
+    )
+
+    @field_validator("call_memory_mb", "call_max_processes", "call_cpu_seconds", mode="before")
+    @classmethod
+    def _zero_lifts(cls, value: object) -> object:
+        # 0 is no limit, as in a session's settings (the bounds then check the rest).
+        return None if isinstance(value, int | float | str) and _is_zero(value) else value
 
     @field_validator("webhook_deny_networks")
     @classmethod
@@ -203,3 +213,10 @@ class Settings(BaseSettings):
     def resolved_database_url(self) -> str:
         """The database URL, defaulting to a SQLite file under ``home``."""
         return self.database_url or f"sqlite+aiosqlite:///{self.home / 'tether.db'}"
+
+
+def _is_zero(value: int | float | str) -> bool:
+    try:
+        return float(value) == 0
+    except ValueError:
+        return False

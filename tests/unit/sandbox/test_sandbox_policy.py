@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from tether.config import Settings
 from tether.governance.containment import escalation_findings, findings_to_judge
@@ -25,6 +26,22 @@ def test_session_values_override_defaults_and_zero_lifts_a_limit() -> None:
     session = SessionSandbox.from_stored({"memory_mb": 256, "max_processes": 0, "cpu_seconds": 2})
     assert effective_limits(DEFAULTS, session) == Limits(256, None, 2)
     assert effective_limits(DEFAULTS, SessionSandbox.from_stored(None)) == DEFAULTS
+
+
+def test_the_servers_limits_are_lifted_by_zero_as_a_sessions_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("MEMORY_MB", "MAX_PROCESSES", "CPU_SECONDS"):
+        monkeypatch.setenv(f"TETHER_CALL_{name}", "0")
+    lifted = Settings(home=tmp_path)
+    assert (lifted.call_memory_mb, lifted.call_max_processes, lifted.call_cpu_seconds) == (
+        None,
+        None,
+        None,
+    )
+    monkeypatch.setenv("TETHER_CALL_MEMORY_MB", "8")  # would fail every call
+    with pytest.raises(ValidationError, match="call_memory_mb"):
+        Settings(home=tmp_path)
 
 
 def test_a_plain_call_is_sandboxed_with_the_session_network() -> None:
