@@ -11,6 +11,7 @@ import functools
 import logging
 import os
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -314,7 +315,7 @@ async def recover_from_last_run(services: Services) -> None:
     store = services.store
     assert store.owner is not None, "the store was opened without an owner"
     dead = await recovery.dead_owners(store, store.owner, services.lease)
-    adoption = await _adopt_kept_calls(services)
+    adoption = await _adopt_kept_calls(services, dead.all)
     kept = adoption.adopted if adoption is not None else set()
     # Not reaped by marker with the keeper: its calls carry the marker too, and they
     # are meant to live on.
@@ -335,16 +336,16 @@ async def recover_from_last_run(services: Services) -> None:
     await recovery.forget(store.owner, dead)
 
 
-async def _adopt_kept_calls(services: Services) -> Adoption | None:
-    """Adopt the calls the keeper's runner kept (this server owns them from now on);
-    sweep call files past retention."""
+async def _adopt_kept_calls(services: Services, gone: Collection[str | None]) -> Adoption | None:
+    """Adopt the calls the keeper's runner kept for the ``gone`` owners (this server owns
+    them from now on); sweep call files past retention."""
     settings, keeper = services.settings, services.keeper
     if keeper is None:
         return None
     store = services.store
     directories = await asyncio.to_thread(inventory.call_directories, settings.home)
     adoption = await adopt_calls(
-        settings.home, keeper, services.coordinator, store.tool_calls, directories
+        settings.home, keeper, services.coordinator, store.tool_calls, directories, gone
     )
     await store.tool_calls.take_over(adoption.adopted)
     cutoff = time.time() - settings.call_retention_days * 86400

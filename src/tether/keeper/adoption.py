@@ -1,18 +1,20 @@
 """At start: take up again the calls a previous server left under the runner.
 
-Each call recorded as running or offloaded is classified (see :mod:`inventory`):
-still running under the runner, or ended while no server was up, it becomes live again
-under its id (the coordinator follows it to its end); lost (its runner died, a file is
-corrupt), it ends ``error`` saying what was lost, and the remains of its tree are
-killed. Calls without call files were not started under the keeper: they are left to
-the usual start-up recovery (recorded as interrupted, their groups reaped). A call the
-runner still runs whose row has already ended is killed, never adopted.
+Each call a server that is gone recorded as running or offloaded is classified (see
+:mod:`inventory`): still running under the runner, or ended while no server was up, it
+becomes live again under its id (the coordinator follows it to its end); lost (its
+runner died, a file is corrupt), it ends ``error`` saying what was lost, and the remains
+of its tree are killed. Calls without call files were not started under the keeper:
+they are left to the usual start-up recovery (recorded as interrupted, their groups
+reaped). A call the runner still runs whose row has already ended is killed, never
+adopted. A live server's calls are left alone (several may share the database).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,11 +53,16 @@ async def adopt_calls(
     coordinator: ToolCallCoordinator,
     repo: ToolCallRepository,
     directories: list[str],
+    gone: Collection[str | None],
 ) -> Adoption:
     """Adopt every call the runner kept for this home (see the module doc);
-    ``directories`` lists its call directories (see inventory.call_directories)."""
+    ``directories`` lists its call directories (see inventory.call_directories).
+    Only rows of ``gone`` owners are looked at: a live server sharing the database
+    runs its own calls, under its own home."""
     running = await launcher.running()
-    unfinished = [r for r in await repo.unfinished() if r.status != "awaiting_approval"]
+    unfinished = [
+        r for r in await repo.unfinished() if r.status != "awaiting_approval" and r.owner in gone
+    ]
     adoption = Adoption()
     for found in await asyncio.to_thread(survey, home, unfinished, running, directories):
         await _adopt_one(found, launcher, coordinator, adoption)
