@@ -99,6 +99,49 @@ def test_custom_provider_create_configure_delete(stack: Stack) -> None:
     assert stack.api("DELETE", "/api/models/custom-providers/contract-p").status_code == 404
 
 
+def test_provider_config_takes_the_qwenpaw_consoles_save(stack: Stack) -> None:
+    """QwenPaw's console saves a provider with every field of its form, the ones Tether has
+    no use for empty (``generate_kwargs: {}``, ``custom_headers: {}``): that is a save."""
+    body = {
+        "id": "console-save",
+        "name": "Console",
+        "default_base_url": "http://127.0.0.1:9/v1",
+    }
+    assert stack.api("POST", "/api/models/custom-providers", json=body).status_code == 201
+    saved = stack.api(
+        "PUT",
+        "/api/models/console-save/config",
+        json={
+            "enabled": True,
+            "api_key": "sk-console-save",
+            "name": "Saved",
+            "base_url": "http://127.0.0.1:9/v2",
+            "chat_model": "OpenAIChatModel",
+            "generate_kwargs": {},
+            "custom_headers": {},
+            "auth_mode": None,
+        },
+    )
+    assert saved.status_code == 200, saved.text
+    info = saved.json()
+    assert (info["name"], info["base_url"], info["api_key"]) == (
+        "Saved",
+        "http://127.0.0.1:9/v2",
+        "******",
+    )
+    # What Tether cannot honour is still refused, naming the field, rather than ignored.
+    for field, value in (
+        ("generate_kwargs", {"temperature": 0.2}),
+        ("custom_headers", {"X-A": "b"}),
+        ("auth_mode", "auth_token"),
+        ("enabled", False),
+    ):
+        refused = stack.api("PUT", "/api/models/console-save/config", json={field: value})
+        assert refused.status_code == 422, (field, refused.text)
+        assert refused.json()["detail"][0]["loc"] == ["body", field]
+    stack.api("DELETE", "/api/models/custom-providers/console-save")
+
+
 def test_active_model_answers_active_llm_for_every_scope(stack: Stack) -> None:
     for query in ("", "?scope=effective", "?scope=global", "?scope=agent&agent_id=default"):
         resp = stack.api("GET", f"/api/models/active{query}")

@@ -7,7 +7,7 @@ accepted value; a key is shown masked, as QwenPaw does, plus ``has_api_key``.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, HttpUrl
@@ -66,16 +66,28 @@ class CreateCustomProvider(BaseModel):
     models: list[ModelInfo] = Field(default_factory=list, max_length=500)
 
 
+def _nothing_asked(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    if value:
+        raise ValueError("Tether does not support this; leave it out or send {}")
+    return value
+
+
+#: QwenPaw's fields Tether has no meaning for: empty (as QwenPaw's console sends them
+#: with every save) they ask nothing; any value is refused rather than silently ignored.
+NothingAsked = Annotated[dict[str, Any] | None, AfterValidator(_nothing_asked)]
+
+
 class ProviderConfig(BaseModel):
-    # QwenPaw's generation kwargs, custom headers and auth modes have no meaning in
-    # Tether; naming them is refused rather than silently ignored.
     model_config = ConfigDict(extra="forbid")
     api_key: str | None = Field(None, max_length=4096)
     base_url: BaseUrl | None = None
     name: str | None = Field(None, min_length=1, max_length=200)
     chat_model: ChatProtocol | None = None
-    enabled: Literal[True] | None = None
+    enabled: Literal[True] | None = Field(None, description="A provider cannot be disabled.")
     auto_discover: bool = True
+    generate_kwargs: NothingAsked = None
+    custom_headers: NothingAsked = None
+    auth_mode: None = Field(None, description="Tether sends the key as a bearer token.")
 
 
 class ModelSlot(BaseModel):
