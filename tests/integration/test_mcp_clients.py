@@ -236,6 +236,34 @@ def test_a_put_that_cannot_work_leaves_the_working_client_as_it_was(
         remove_client(stack, "working")
 
 
+def test_a_client_sent_back_as_it_was_read_is_taken(stack: Stack, state: Path) -> None:
+    """A read-modify-write client PUTs what GET gave it, shown-only fields and all (as
+    QwenPaw, which ignores them); a copy POSTs one client's view as another's spec."""
+    read = add_client(stack, "rmw", stdio_client(state, env={"TOKEN": SECRET}), ready=False)
+    try:
+        read = wait_client(stack, "rmw", "ready")
+        # QwenPaw's view has these two besides Tether's live state.
+        sent = read | {
+            "description": "changed",
+            "oauth_status": None,
+            "access_summary": {"default_effect": "deny", "overrides_count": 0},
+        }
+        updated = stack.api("PUT", "/api/mcp/rmw", json=sent)
+        assert updated.status_code == 200, updated.text
+        assert updated.json()["description"] == "changed" and updated.json()["key"] == "rmw"
+        copy = {k: v for k, v in read.items() if k != "env"} | {"name": "Copy"}
+        created = stack.api("POST", "/api/mcp", json={"client_key": "rmw-copy", "client": copy})
+        assert created.status_code == 201, created.text
+        assert created.json()["key"] == "rmw-copy"  # the key is the request's, not the body's
+        # A field nobody shows is still a mistake to report.
+        typo = stack.api("PUT", "/api/mcp/rmw", json={"comand": "x"})
+        assert typo.status_code == 422 and "comand" in typo.text
+    finally:
+        remove_client(stack, "rmw")
+        if stack.api("GET", "/api/mcp/rmw-copy").status_code == 200:
+            remove_client(stack, "rmw-copy")
+
+
 def test_duplicate_key_is_409_and_unknown_key_404(stack: Stack, state: Path) -> None:
     add_client(stack, "dup", stdio_client(state), ready=False)
     try:

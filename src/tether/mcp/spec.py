@@ -53,6 +53,21 @@ _QUOTED_NAME = 80
 _RESERVED_KEYS = frozenset({"tools", "toggle", "policy", "access-principals"})
 
 
+#: What a client's view (GET) holds besides its configuration: Tether's live state and
+#: QwenPaw's OAuth and access summaries. A client that sends back the view it read
+#: (read-modify-write, or a copy under a new key) sends these too; QwenPaw ignores them,
+#: and so does Tether. Any other field it does not know is still refused.
+SHOWN_ONLY = frozenset(
+    {"key", "status", "error", "tool_count", "sandboxed", "oauth_status", "access_summary"}
+)
+
+
+def _without_shown_only(data: object) -> object:
+    if isinstance(data, dict):
+        return {k: v for k, v in data.items() if k not in SHOWN_ONLY}
+    return data
+
+
 def check_key(key: str) -> str | None:
     """Why ``key`` cannot name a client, or None when it can."""
     if not KEY_PATTERN.fullmatch(key):
@@ -106,6 +121,11 @@ class McpClientSpec(_Fields):
     quoting a secret. Not for a stored spec (``STORED``): one an earlier version took
     is loaded as it is, its failure told when it connects.
     """
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shown_only(cls, data: object) -> object:
+        return _without_shown_only(data)
 
     @field_validator("env", "headers")
     @classmethod
@@ -218,6 +238,11 @@ class McpClientUpdate(BaseModel):
     """A partial update: only the fields present change (``tools: null`` clears it)."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shown_only(cls, data: object) -> object:
+        return _without_shown_only(data)
 
     name: str | None = Field(default=None, min_length=1, max_length=200)
     description: str | None = Field(default=None, max_length=2000)

@@ -104,3 +104,22 @@ def test_a_stored_spec_keeps_values_refused_today() -> None:
         McpClientSpec.model_validate(old)
     fields = {str(e["loc"][0]) for e in refused.value.errors()}
     assert fields == {"cwd", "args", "http_timeout", "tools", "headers"}
+
+
+def test_what_a_view_shows_besides_the_spec_is_ignored_and_a_typo_refused() -> None:
+    shown = {
+        "key": "k",
+        "status": "ready",
+        "error": None,
+        "tool_count": 3,
+        "sandboxed": True,
+        "oauth_status": None,
+        "access_summary": {"default_effect": "deny", "overrides_count": 0},
+    }
+    spec = _spec(**shown)
+    assert spec.command == "srv" and "key" not in spec.model_dump()
+    assert McpClientUpdate.model_validate({**shown, "description": "d"}).applied_to(
+        spec
+    ).description == ("d")
+    with pytest.raises(ValidationError, match="comand"):
+        McpClientUpdate.model_validate({"comand": "x"})
