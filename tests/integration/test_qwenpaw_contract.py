@@ -286,6 +286,19 @@ def test_chat_list_filters_and_create_needs_a_session(stack: Stack) -> None:
         pytest.fail(f"unexpected chat {chat}")
 
 
+def test_chat_list_archived_filter(stack: Stack) -> None:
+    """QwenPaw's ``archived``: true lists archived chats only, false active ones only.
+    Tether archives none, so every chat is active."""
+    session_id = new_session()
+    body = {"session_id": session_id, "user_id": "archivist"}
+    assert stack.api("POST", "/api/chats", json=body).status_code == 200
+    assert stack.api("GET", "/api/chats?user_id=archivist&archived=true").json() == []
+    active = stack.api("GET", "/api/chats?user_id=archivist&archived=false").json()
+    assert [(c["id"], c["archived"]) for c in active] == [(session_id, False)]
+    assert stack.api("GET", "/api/chats?archived=maybe").status_code == 422
+    stack.api("DELETE", f"/api/chats/{session_id}")
+
+
 # ------------------------------------------------------------------ /api/approval
 
 

@@ -159,8 +159,14 @@ async def list_chats(
     services: ServicesDep,
     user_id: Annotated[str | None, Query(max_length=256)] = None,
     channel: Annotated[str | None, Query(max_length=64)] = None,
+    archived: Annotated[
+        bool | None,
+        Query(description="true: archived chats only (Tether archives none); false: active."),
+    ] = None,
 ) -> list[ChatSpec]:
     """Chats, most recently updated first."""
+    if archived:
+        return []
     return [_spec(v) for v in await services.chats.all(user_id, channel)]
 
 
