@@ -286,6 +286,38 @@ def test_chat_list_filters_and_create_needs_a_session(stack: Stack) -> None:
         pytest.fail(f"unexpected chat {chat}")
 
 
+def test_chat_update_renames(stack: Stack) -> None:
+    """QwenPaw's PUT /chats/{id} (its console renames a chat with it): the ChatSpec back,
+    the new name listed, 404 for an unknown chat."""
+    session_id = new_session()
+    body = {"session_id": session_id, "user_id": "renamer"}
+    created = stack.api("POST", "/api/chats", json=body).json()
+    renamed = stack.api("PUT", f"/api/chats/{session_id}", json={"name": "Renamed"})
+    assert renamed.status_code == 200, renamed.text
+    spec = renamed.json()
+    assert spec.keys() >= CHAT_SPEC_KEYS
+    assert (spec["id"], spec["name"]) == (session_id, "Renamed")
+    assert _iso(spec["updated_at"]) >= _iso(created["updated_at"])
+    listed = {c["id"]: c for c in stack.api("GET", "/api/chats?user_id=renamer").json()}
+    assert listed[session_id]["name"] == "Renamed"
+    # A name past QwenPaw's bound is cut to it, as QwenPaw does.
+    long = stack.api("PUT", f"/api/chats/{session_id}", json={"name": "n" * 600})
+    assert long.status_code == 200 and long.json()["name"] == "n" * 500
+    # null or left out: the name stays; pinned false and no group ask nothing.
+    same = stack.api(
+        "PUT", f"/api/chats/{session_id}", json={"name": None, "pinned": False, "group_id": None}
+    )
+    assert same.status_code == 200 and same.json()["name"] == "n" * 500
+    # Differs: Tether neither pins chats nor groups them, so asking is 422, not ignored.
+    for field, value in (("pinned", True), ("group_id", "work"), ("title", "x")):
+        refused = stack.api("PUT", f"/api/chats/{session_id}", json={field: value})
+        assert refused.status_code == 422, (field, refused.text)
+    missing = stack.api("PUT", "/api/chats/no-such-chat", json={"name": "x"})
+    assert missing.status_code == 404
+    assert missing.json() == {"detail": "Chat not found: no-such-chat"}
+    stack.api("DELETE", f"/api/chats/{session_id}")
+
+
 def test_chat_list_archived_filter(stack: Stack) -> None:
     """QwenPaw's ``archived``: true lists archived chats only, false active ones only.
     Tether archives none, so every chat is active."""

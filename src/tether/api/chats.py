@@ -9,7 +9,15 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+)
 
 from tether.api.deps import ServicesDep
 from tether.api.valid_json import ValidTextRoute
@@ -68,6 +76,25 @@ class ChatCreate(BaseModel):
     user_id: str = Field(min_length=1, max_length=256)
     channel: str = Field("console", min_length=1, max_length=64)
     meta: dict[str, Any] = Field(default_factory=dict)
+
+
+#: QwenPaw's bound on a chat's name; a longer one is cut to it, as QwenPaw cuts it.
+CHAT_NAME_CHARS = 500
+
+
+def _cut_name(value: object) -> object:
+    return value[:CHAT_NAME_CHARS] if isinstance(value, str) else value
+
+
+class ChatUpdate(BaseModel):
+    """QwenPaw's chat update (its console renames a chat with it)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: Annotated[str | None, BeforeValidator(_cut_name)] = Field(
+        None, min_length=1, description="The new name (null or left out: unchanged)."
+    )
+    pinned: Literal[False] | None = Field(None, description="Tether does not pin chats.")
+    group_id: None = Field(None, description="Tether does not group chats.")
 
 
 class ChatHistoryOut(BaseModel):
@@ -182,6 +209,12 @@ async def get_chat(chat_id: str, services: ServicesDep) -> ChatHistoryOut:
     """The chat's messages (QwenPaw's runtime form) and whether a turn is running."""
     history = await services.chats.history(chat_id)
     return ChatHistoryOut(messages=history.messages, status=_status(history.running))
+
+
+@router.put("/{chat_id}", response_model=ChatSpec)
+async def update_chat(chat_id: str, body: ChatUpdate, services: ServicesDep) -> ChatSpec:
+    """Rename the chat (QwenPaw's update); its ``updated_at`` moves, as in QwenPaw."""
+    return _spec(await services.chats.rename(chat_id, body.name))
 
 
 @router.delete("/{chat_id}")

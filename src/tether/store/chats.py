@@ -145,8 +145,8 @@ class ChatRepository:
         return session.sandbox if session is not None else None
 
     async def update_settings(self, session_id: str, values: dict[str, Any]) -> bool:
-        """Set the given settings columns (approval_level, when_unattended, sandbox); False
-        if no such session."""
+        """Set the given columns (the settings approval_level, when_unattended, sandbox;
+        or a rename's title and updated_at); False if no such session."""
         async with self._db.write() as conn:
             query = sa.update(chat_sessions).where(chat_sessions.c.id == session_id)
             # With nothing to change, the update still says whether the session exists.

@@ -8,6 +8,7 @@ session id in place of a chat id for the same reason).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -89,6 +90,16 @@ class ChatService:
 
     async def update_settings(self, chat_id: str, values: dict[str, Any]) -> ChatView:
         """Set the chat's approval level and unattended policy. Raises ChatNotFound."""
+        if not await self._repo.update_settings(chat_id, values):
+            raise ChatNotFound(chat_id)
+        return await self.get(chat_id)
+
+    async def rename(self, chat_id: str, name: str | None) -> ChatView:
+        """Give the chat ``name`` (None: keep it) and move its ``updated_at``. Raises
+        ChatNotFound."""
+        values: dict[str, Any] = {"updated_at": time.time()}
+        if name is not None:
+            values["title"] = name
         if not await self._repo.update_settings(chat_id, values):
             raise ChatNotFound(chat_id)
         return await self.get(chat_id)
