@@ -312,6 +312,10 @@ def test_chat_update_renames(stack: Stack) -> None:
     for field, value in (("pinned", True), ("group_id", "work"), ("title", "x")):
         refused = stack.api("PUT", f"/api/chats/{session_id}", json={field: value})
         assert refused.status_code == 422, (field, refused.text)
+    other = {"session_id": new_session(), "user_id": "renamer", "name": "m" * 600}
+    made = stack.api("POST", "/api/chats", json=other)
+    assert made.status_code == 200 and made.json()["name"] == "m" * 500
+    stack.api("DELETE", f"/api/chats/{other['session_id']}")
     missing = stack.api("PUT", "/api/chats/no-such-chat", json={"name": "x"})
     assert missing.status_code == 404
     assert missing.json() == {"detail": "Chat not found: no-such-chat"}

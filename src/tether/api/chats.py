@@ -66,24 +66,24 @@ class ChatSpec(BaseModel):
     )
 
 
-class ChatCreate(BaseModel):
-    """QwenPaw's chat spec as a client sends it; ids and times are the server's."""
-
-    name: str = Field(DEFAULT_CHAT_NAME, max_length=500)
-    session_id: Annotated[str, AfterValidator(routable)] = Field(
-        min_length=1, max_length=SESSION_ID_CHARS
-    )
-    user_id: str = Field(min_length=1, max_length=256)
-    channel: str = Field("console", min_length=1, max_length=64)
-    meta: dict[str, Any] = Field(default_factory=dict)
-
-
 #: QwenPaw's bound on a chat's name; a longer one is cut to it, as QwenPaw cuts it.
 CHAT_NAME_CHARS = 500
 
 
 def _cut_name(value: object) -> object:
     return value[:CHAT_NAME_CHARS] if isinstance(value, str) else value
+
+
+class ChatCreate(BaseModel):
+    """QwenPaw's chat spec as a client sends it; ids and times are the server's."""
+
+    name: Annotated[str, BeforeValidator(_cut_name)] = DEFAULT_CHAT_NAME
+    session_id: Annotated[str, AfterValidator(routable)] = Field(
+        min_length=1, max_length=SESSION_ID_CHARS
+    )
+    user_id: str = Field(min_length=1, max_length=256)
+    channel: str = Field("console", min_length=1, max_length=64)
+    meta: dict[str, Any] = Field(default_factory=dict)
 
 
 class ChatUpdate(BaseModel):
