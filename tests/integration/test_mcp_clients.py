@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 from core_support import Stack, new_session, stack_for_module, wait_for
+from cryptography.fernet import Fernet
 from mcp_support import (
     add_client,
     http_fixture,
@@ -534,3 +535,44 @@ def test_a_key_is_at_most_32_characters_but_a_longer_stored_one_still_loads(
     finally:
         remove_client(stack, "k" * 64)
         remove_client(stack, key)
+
+
+def test_a_client_this_server_cannot_read_is_listed_failed_and_can_be_deleted(
+    stack: Stack, state: Path
+) -> None:
+    """A client sealed with another key (a second home on the same database, a lost
+    secret.key), or stored by an earlier version with a URL the check now refuses: the
+    server did not start at all (a traceback from the MCP start), and the list was a
+    500. Now such a client is listed failed, saying why, its secrets by name only; it is
+    never connected, a change is 409, and it can be deleted."""
+    add_client(stack, "sealed", stdio_client(state, env={"TOKEN": "t-0123456789"}), ready=False)
+    add_client(stack, "odd", {"name": "odd", "command": "true"}, ready=False)
+    change_stored(
+        stack.server.home,
+        'UPDATE mcp_clients SET secrets_encrypted = NULL, spec = \'{"name": "odd", '
+        '"transport": "streamable_http", "url": "http://[::1/mcp"}\' WHERE key = \'odd\'',
+    )
+    key_file = stack.server.home / "secret.key"
+    original = key_file.read_bytes()
+    key_file.write_bytes(Fernet.generate_key())
+    try:
+        stack.server.restart()
+        listed = {c["key"]: c for c in stack.api("GET", "/api/mcp").json()}
+        sealed, odd = listed["sealed"], listed["odd"]
+        assert sealed["status"] == "failed" and "TETHER_SECRET_KEY" in sealed["error"]
+        assert sealed["env"] == {"TOKEN": "********"} and sealed["tool_count"] == 0
+        assert odd["status"] == "failed" and "url" in odd["error"], odd
+        assert stack.api("GET", "/api/mcp/odd").json() == odd
+        changed = stack.api("PUT", "/api/mcp/sealed", json={"description": "x"})
+        assert changed.status_code == 409 and "delete it" in changed.json()["detail"]
+        assert stack.api("GET", "/api/mcp/tools/sealed").status_code == 409
+        log = stack.server.log_path.read_text(errors="replace")
+        assert "MCP client 'sealed' is not connected" in log and "t-0123456789" not in log
+        assert stack.api("DELETE", "/api/mcp/sealed").status_code == 200
+        assert stack.api("DELETE", "/api/mcp/odd").status_code == 200
+        assert stack.api("GET", "/api/mcp").json() == []
+    finally:
+        key_file.write_bytes(original)
+        stack.server.restart()
+        remove_client(stack, "sealed")
+        remove_client(stack, "odd")

@@ -29,7 +29,7 @@ from tether.mcp.spec import (
     masked,
 )
 from tether.security.keybox import KeyBox
-from tether.security.secret_text import shown_url
+from tether.security.secret_text import MASK, shown_url
 from tether.store.mcp import McpClientRepository
 from tether.store.records import McpClientRecord
 from tether.tools.base import Tool
@@ -62,6 +62,18 @@ class McpInvalid(McpError, Invalid):
 
 class McpUnavailable(McpError, Unavailable):
     """The server could not be asked (not connected)."""
+
+
+class McpUnreadable(McpError, Conflict):
+    """A stored client this server cannot read (its secrets sealed with another key, or
+    a configuration no longer valid): listed as failed, never connected; it can only be
+    deleted (and added again)."""
+
+    def __init__(self, key: str, why: str) -> None:
+        self.why = why
+        super().__init__(
+            f"MCP client '{key}' cannot be read on this server: {why}; delete it and add it again"
+        )
 
 
 class McpService:
@@ -105,7 +117,11 @@ class McpService:
         if records:
             await _load_client_sdk()
         for record in records:
-            spec = self._spec_of(record)
+            try:
+                spec = self._spec_of(record)
+            except McpUnreadable as exc:
+                log.warning("MCP client %r is not connected: %s", record.key, exc.why)
+                continue
             if record.spec.get("url") != _listed_url(spec.url):
                 # Stored by a version that kept the URL in plain text: sealed now.
                 await self._repo.reseal(self._record(record.key, spec), record)
@@ -181,10 +197,19 @@ class McpService:
     # ----------------------------------------------------------------- configuration
 
     async def list_clients(self) -> list[McpClientInfo]:
-        return [self._info(r.key, self._spec_of(r)) for r in await self._repo.list()]
+        return [self._listed(r) for r in await self._repo.list()]
 
     async def get_client(self, key: str) -> McpClientInfo:
-        return self._info(key, await self._load(key))
+        record = await self._repo.get(key)
+        if record is None:
+            raise McpClientNotFound(key)
+        return self._listed(record)
+
+    def _listed(self, record: McpClientRecord) -> McpClientInfo:
+        try:
+            return self._info(record.key, self._spec_of(record))
+        except McpUnreadable as exc:
+            return _unreadable_info(record, str(exc))
 
     async def create(self, key: str, spec: McpClientSpec) -> McpClientInfo:
         problem = check_key(key)
@@ -285,6 +310,28 @@ class McpService:
         return McpClientRecord(key=key, spec=public, secrets_encrypted=sealed)
 
     def _spec_of(self, record: McpClientRecord) -> McpClientSpec:
+        """The stored client, secrets opened; McpUnreadable if this server cannot."""
+        try:
+            return self._opened(record)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first.get("loc", ()))
+            said = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+            if where:
+                said = f"{where}: {said}"
+            raise McpUnreadable(
+                record.key, f"its stored configuration no longer holds ({said})"
+            ) from None
+        except ValueError:
+            # Most often a server with another key than the one that sealed it: a second
+            # TETHER_HOME on the same database, or a lost secret.key.
+            raise McpUnreadable(
+                record.key,
+                "its secrets were sealed with another key than this server's (servers "
+                "sharing a database must share TETHER_SECRET_KEY)",
+            ) from None
+
+    def _opened(self, record: McpClientRecord) -> McpClientSpec:
         public = dict(record.spec)
         public.pop("secret_names", None)
         secrets = (
@@ -331,6 +378,23 @@ def _same_connection(old: McpClientSpec, new: McpClientSpec) -> bool:
 def _listed_url(url: str) -> str:
     """How a client's URL is stored in the open and shown ("" for a stdio client)."""
     return shown_url(url) if url else ""
+
+
+def _unreadable_info(record: McpClientRecord, error: str) -> McpClientInfo:
+    """A client this server cannot read, shown from what is stored in the open: failed,
+    saying why, its secrets by name only."""
+    public = dict(record.spec)
+    names = public.pop("secret_names", None) or {}
+    try:
+        url = _listed_url(str(public.get("url") or ""))
+    except ValueError:  # too broken to show even its host
+        url = ""
+    shown = public | {f: dict.fromkeys(names.get(f, ()), MASK) for f in _SECRET_FIELDS}
+    state = {"key": record.key, "status": "failed", "error": error}
+    try:
+        return McpClientInfo.model_validate(shown | {"url": url} | state)
+    except ValidationError:
+        return McpClientInfo.model_validate({"name": record.key[:200]} | state)
 
 
 async def _load_client_sdk() -> None:

@@ -224,7 +224,10 @@ class McpClientSpec(_Fields):
             if not self.command.strip():
                 raise ValueError("command: required for the stdio transport")
         else:
-            parsed = urlparse(self.url)
+            try:
+                parsed = urlparse(self.url)
+            except ValueError as exc:  # "Invalid IPv6 URL"
+                raise ValueError(f"url: {exc}") from None
             if parsed.scheme not in ("http", "https") or not parsed.netloc:
                 raise ValueError(f"url: an http(s) URL is required for {self.transport}")
         return self
