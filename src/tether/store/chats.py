@@ -144,9 +144,10 @@ class ChatRepository:
         session = await self.get_session(session_id)
         return session.sandbox if session is not None else None
 
-    async def update_settings(self, session_id: str, values: dict[str, Any]) -> bool:
-        """Set the given columns (the settings approval_level, when_unattended, sandbox;
-        or a rename's title and updated_at); False if no such session."""
+    async def update_session(self, session_id: str, values: dict[str, Any]) -> bool:
+        """Set the given columns of a session (its settings approval_level,
+        when_unattended, sandbox; a rename's title and updated_at); False if no such
+        session."""
         async with self._db.write() as conn:
             query = sa.update(chat_sessions).where(chat_sessions.c.id == session_id)
             # With nothing to change, the update still says whether the session exists.

@@ -90,7 +90,7 @@ class ChatService:
 
     async def update_settings(self, chat_id: str, values: dict[str, Any]) -> ChatView:
         """Set the chat's approval level and unattended policy. Raises ChatNotFound."""
-        if not await self._repo.update_settings(chat_id, values):
+        if not await self._repo.update_session(chat_id, values):
             raise ChatNotFound(chat_id)
         return await self.get(chat_id)
 
@@ -100,7 +100,7 @@ class ChatService:
         values: dict[str, Any] = {"updated_at": time.time()}
         if name is not None:
             values["title"] = name
-        if not await self._repo.update_settings(chat_id, values):
+        if not await self._repo.update_session(chat_id, values):
             raise ChatNotFound(chat_id)
         return await self.get(chat_id)
 
