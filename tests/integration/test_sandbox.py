@@ -265,6 +265,43 @@ def test_a_call_cannot_use_the_kernel_keyring_io_uring_or_another_abi(stack: Sta
         assert "result -1 Function not implemented" in said, said
 
 
+_UNSHARE = {"x86_64": 272, "aarch64": 97}
+_CLONE3 = 435  # the same on both
+# Makes a user namespace (and a cgroup and a mount namespace in it), then mounts a fresh
+# cgroup2 hierarchy: where that works, every v2 group the call's own is an ancestor of
+# (on cgroup v1 machines, the whole v2 tree) has a writable ``cgroup.kill``.
+_CGROUP2_IN_A_USER_NAMESPACE = (
+    'python3 -c "import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); '
+    "r = libc.syscall({number}, 0x10000000 | 0x20000 | 0x02000000); "
+    "print('unshare', r, os.strerror(ctypes.get_errno())); os.makedirs('/tmp/cg'); "
+    "r = libc.mount(b'none', b'/tmp/cg', b'cgroup2', 0, None); "
+    "print('mount', r, os.strerror(ctypes.get_errno()))\""
+)
+
+
+def test_a_call_cannot_make_a_user_namespace(stack: Stack) -> None:
+    """In a user namespace of its own a call holds every capability again: a review
+    mounted a fresh cgroup2 there and killed a process outside the sandbox through
+    ``cgroup.kill``. Threads and children (libc falls back from clone3) still work."""
+    machine = os.uname().machine
+    if machine not in _UNSHARE:
+        pytest.skip(f"no syscall filter table for {machine}")
+    said = run(stack, _CGROUP2_IN_A_USER_NAMESPACE.format(number=_UNSHARE[machine]))["told"]
+    assert "unshare -1 Operation not permitted" in said, said
+    assert "mount 0" not in said, said
+    said = run(stack, "unshare --user --map-current-user id")["told"]
+    assert "uid=" not in said, said
+    # clone3's flags are out of a filter's reach: ENOSYS, so libc uses clone instead.
+    said = run(stack, _SYSCALL.format(number=_CLONE3))["told"]
+    assert "result -1 Function not implemented" in said, said
+    threads = (
+        'python3 -c "import threading, subprocess; t = threading.Thread(target=print, '
+        "args=('thread',)); t.start(); t.join(); subprocess.run(['echo', 'child'])\""
+    )
+    said = run(stack, threads)["told"]
+    assert "thread" in said and "child" in said, said
+
+
 def test_a_call_cannot_see_or_signal_the_server(stack: Stack) -> None:
     assert stack.server.proc is not None
     server = stack.server.proc.pid

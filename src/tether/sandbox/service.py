@@ -202,8 +202,9 @@ async def build_sandbox(
             raise SandboxUnavailable(f"TETHER_SANDBOX=bwrap but {probe.reason}")
         if probe.works and not probe.filtered:
             log.warning(
-                "SANDBOX WITHOUT ITS SYSTEM CALL FILTER: %s. Calls keep the kernel keyring "
-                "and, with the network off, local services' sockets at paths they can see.",
+                "SANDBOX WITHOUT ITS SYSTEM CALL FILTER: %s. Calls keep the kernel keyring, "
+                "user namespaces and, with the network off, local services' sockets at "
+                "paths they can see.",
                 probe.reason,
             )
         if not probe.works:

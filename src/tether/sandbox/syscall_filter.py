@@ -11,7 +11,14 @@ What it refuses, for every sandboxed call:
   it has been the kernel's largest attack surface of late (Docker refuses it too);
 - every system call of another architecture's ABI (32-bit x86 on x86_64, x32): their
   numbers differ, so a filter written for one ABI does not hold for another. A process
-  that makes one is killed (``SIGSYS``).
+  that makes one is killed (``SIGSYS``);
+- new user namespaces (``unshare`` or ``clone`` with ``CLONE_NEWUSER``; ``clone3``,
+  whose flags sit in memory a filter cannot read, fails with ENOSYS, so libc falls back
+  to ``clone``): in one a call holds every capability again, over namespaces of its
+  own. A review used that to mount a fresh cgroup2 hierarchy (the sandbox's own is
+  read-only) and write ``cgroup.kill`` of groups outside the call: where the call's v2
+  group is an ancestor of others (cgroup v1 machines, whose v2 tree holds every process
+  in its root), that killed processes outside the sandbox. Docker refuses them too.
 
 and with the network ``none``, creating unix sockets (``socket(AF_UNIX, ...)``):
 without a network of its own a call could still connect to a service's socket at any
@@ -41,12 +48,15 @@ FD_SLOT = "{syscall-filter-fd}"
 _LD_W_ABS = 0x20
 _JEQ_K = 0x15
 _JGE_K = 0x35
+_JSET_K = 0x45
 _RET_K = 0x06
 _RET_KILL_PROCESS = 0x80000000
 _RET_ERRNO = 0x00050000
 _RET_ALLOW = 0x7FFF0000
 _EPERM = 1
+_ENOSYS = 38
 _AF_UNIX = 1
+_CLONE_NEWUSER = 0x10000000
 # Offsets into struct seccomp_data: nr, arch, instruction pointer, args[6] (64-bit each;
 # the low half of args[0] comes first on these little-endian machines).
 _NR, _ARCH, _ARG0_LOW = 0, 4, 16
@@ -59,24 +69,36 @@ class _Abi:
     socket: int
     # add_key, request_key, keyctl; io_uring_setup, io_uring_enter, io_uring_register.
     refused: tuple[int, ...]
+    # clone and unshare (their first argument is the flags on both), clone3.
+    clones: tuple[int, int]
+    clone3: int
     # Numbers at or above this are another ABI's under the same audit arch (x32).
     foreign_from: int | None = None
 
 
 _ABIS = {
-    "x86_64": _Abi(0xC000003E, 41, (248, 249, 250, 425, 426, 427), foreign_from=0x40000000),
-    "aarch64": _Abi(0xC00000B7, 198, (217, 218, 219, 425, 426, 427)),
+    "x86_64": _Abi(
+        0xC000003E, 41, (248, 249, 250, 425, 426, 427), (56, 272), 435, foreign_from=0x40000000
+    ),
+    "aarch64": _Abi(0xC00000B7, 198, (217, 218, 219, 425, 426, 427), (220, 97), 435),
 }
 
 
 # A step of the program: (code, k, where to go if true, where to go if false), a place
-# being one of the returns below or None for the next step.
+# being one of the returns below, a label (a ``(_LABEL, name)`` pseudo-step marks the
+# step after it), or None for the next step.
 _Step = tuple[int, int, str | None, str | None]
+_LABEL = -1
 #: The longest program a starter takes: one page, the smallest pipe a kernel makes (for
 #: a user past its pipe allowance), so writing it never blocks. Ours are a few hundred
 #: bytes; the kernel itself takes up to 4,096 instructions of 8 bytes.
 MAX_BYTES = 4096
-_RETURNS = {"allow": _RET_ALLOW, "deny": _RET_ERRNO | _EPERM, "kill": _RET_KILL_PROCESS}
+_RETURNS = {
+    "allow": _RET_ALLOW,
+    "deny": _RET_ERRNO | _EPERM,
+    "kill": _RET_KILL_PROCESS,
+    "absent": _RET_ERRNO | _ENOSYS,
+}
 
 
 def program(deny_unix_sockets: bool, machine: str | None = None) -> bytes | None:
@@ -96,22 +118,41 @@ def program(deny_unix_sockets: bool, machine: str | None = None) -> bytes | None
         steps.append((_JEQ_K, _NO_SYSCALL, "allow", None))
         steps.append((_JGE_K, abi.foreign_from, "kill", None))
     steps += [(_JEQ_K, number, "deny", None) for number in abi.refused]
+    steps.append((_JEQ_K, abi.clone3, "absent", None))
+    steps += [(_JEQ_K, number, "clone", None) for number in abi.clones]
     if deny_unix_sockets:
         steps += [
             (_JEQ_K, abi.socket, None, "allow"),
             (_LD_W_ABS, _ARG0_LOW, None, None),
             (_JEQ_K, _AF_UNIX, "deny", "allow"),
         ]
+    else:
+        steps.append((_JEQ_K, 0, "allow", "allow"))  # whatever the number
+    steps += [
+        (_LABEL, 0, "clone", None),
+        # CLONE_NEWUSER is in the low half of the flags.
+        (_LD_W_ABS, _ARG0_LOW, None, None),
+        (_JSET_K, _CLONE_NEWUSER, "deny", "allow"),
+    ]
     return _assemble(steps)
 
 
 def _assemble(steps: Sequence[_Step]) -> bytes:
     """The steps, then the returns, as struct sock_filter entries."""
-    at = {name: len(steps) + i for i, name in enumerate(_RETURNS)}
+    real = [step for step in steps if step[0] != _LABEL]
+    at = {name: len(real) + i for i, name in enumerate(_RETURNS)}
+    count = 0
+    for op, _, name, _ in steps:
+        if op == _LABEL:
+            assert name is not None
+            at[name] = count
+        else:
+            count += 1
     code = b""
-    for i, (op, k, if_true, if_false) in enumerate(steps):
+    for i, (op, k, if_true, if_false) in enumerate(real):
         jt = 0 if if_true is None else at[if_true] - i - 1
         jf = 0 if if_false is None else at[if_false] - i - 1
+        assert 0 <= jt < 256 and 0 <= jf < 256, "a jump goes forward, within 255 steps"
         code += struct.pack("=HBBI", op, jt, jf, k)
     for value in _RETURNS.values():
         code += struct.pack("=HBBI", _RET_K, 0, 0, value)
