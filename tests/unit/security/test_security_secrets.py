@@ -70,13 +70,36 @@ def test_token_is_generated_once_into_a_private_file(tmp_path: Path) -> None:
         "DB_PASSWORD",
         "GOOGLE_APPLICATION_CREDENTIALS",
         "SSH_PRIVATE_KEY",
+        # Passed to calls before: credentials named otherwise.
+        "AZURE_OPENAI_KEY",
+        "MYSQL_PWD",
+        "SMTP_PASS",
+        "GPG_PASSPHRASE",
+        "DOCKER_AUTH_CONFIG",
+        "NPM_CONFIG__AUTH",
+        "SENTRY_DSN",
     ],
 )
 def test_secret_variables(name: str) -> None:
     assert is_secret_variable(name)
 
 
-@pytest.mark.parametrize("name", ["PATH", "HOME", "LANG", "SHELL", "PYTHONPATH", "TERM"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "PATH",
+        "HOME",
+        "LANG",
+        "SHELL",
+        "PYTHONPATH",
+        "TERM",
+        "PWD",
+        "OLDPWD",
+        "GIT_AUTHOR_NAME",
+        "KEYMAP",
+        "SSH_AUTHORIZED",
+    ],
+)
 def test_ordinary_variables(name: str) -> None:
     assert not is_secret_variable(name)
 
