@@ -57,6 +57,16 @@ def test_a_stream_ending_mid_arguments_fails_readably_and_stores_nothing(env: En
     env.next_message_works(session)
 
 
+@pytest.mark.parametrize("depth", [500, 10_000])
+def test_arguments_nested_too_deep_fail_readably_and_store_nothing(env: Env, depth: int) -> None:
+    session = new_session()
+    deep = '{"command": "echo hi", "x": ' + "[" * depth + "]" * depth + "}"
+    reply = Replay([calls_chunk(fn(SHELL, deep, index=0, id="d1")), chunk({}, "tool_calls")])
+    failed(env.turn("run it", session, reply), "nest lists and objects more than 64 deep")
+    assert env.payloads(session) == [{"role": "user", "content": "run it"}]
+    env.next_message_works(session)
+
+
 def test_gemini_error_bodies_that_are_lists_are_read(env: Env) -> None:
     session = new_session()
     body = [{"error": {"code": 400, "message": "Function call is missing a thought_signature"}}]

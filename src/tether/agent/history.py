@@ -100,7 +100,7 @@ def _mend_function(call: dict[str, Any]) -> dict[str, Any]:
     arguments = function.get("arguments")
     try:
         json.loads(arguments if isinstance(arguments, str) else "")
-    except ValueError:
+    except (ValueError, RecursionError):
         function["arguments"] = UNREADABLE_ARGUMENTS
     return function
 

@@ -7,12 +7,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tether import nesting
 from tether.errors import TetherError
 
 #: The longest tool name (MCP allows 128; the store's columns hold that many).
 MAX_TOOL_NAME = 128
 #: The longest model call id kept (providers' own are 9 to 40 characters).
 MAX_CALL_ID = 256
+#: The deepest a call's arguments may nest lists and objects: far past any tool's schema.
+#: Arguments a few hundred deep parse, then fail whatever walks them again (the turn
+#: ended on an internal error); past about a thousand, parsing them fails so.
+MAX_ARGUMENTS_DEPTH = 64
 
 
 class ModelError(TetherError):
@@ -49,13 +54,24 @@ class AssistantReply:
     """What the provider needs back with this message (stored opaque; see ``llm.wire``)."""
 
 
-def arguments_problem(arguments: str) -> str | None:
-    """Why ``arguments`` cannot be sent back to a provider (None when it is complete JSON)."""
+def arguments_problem(arguments: str) -> tuple[str, bool] | None:
+    """Why ``arguments`` cannot be sent back to a provider, and whether they are cut
+    short (more of them might have made them valid); None when they are complete JSON
+    nested at most MAX_ARGUMENTS_DEPTH deep."""
     try:
-        json.loads(arguments)
+        value = json.loads(arguments)
     except ValueError as exc:
-        return f"its arguments are not complete JSON ({exc})"
-    return None
+        return f"its arguments are not complete JSON ({exc})", True
+    except RecursionError:
+        value = None
+    else:
+        # Each level opens a bracket: most arguments have too few to be walked at all.
+        brackets = arguments.count("[") + arguments.count("{")
+        if brackets <= MAX_ARGUMENTS_DEPTH or (
+            nesting.depth(value, MAX_ARGUMENTS_DEPTH) <= MAX_ARGUMENTS_DEPTH
+        ):
+            return None
+    return f"its arguments nest lists and objects more than {MAX_ARGUMENTS_DEPTH} deep", False
 
 
 def check_reply(reply: AssistantReply, finish_reason: str | None = "stop") -> None:
@@ -73,15 +89,16 @@ def check_reply(reply: AssistantReply, finish_reason: str | None = "stop") -> No
                 f"the model sent a tool call named {shown}, which no tool can be "
                 f"(at most {MAX_TOOL_NAME} printable characters); nothing was run"
             )
-        problem = arguments_problem(call.arguments)
-        if problem is None:
+        found = arguments_problem(call.arguments)
+        if found is None:
             continue
-        if finish_reason is None:
+        problem, cut_short = found
+        if cut_short and finish_reason is None:
             raise IncompleteReply(
                 "the provider's stream ended in the middle of a tool call's arguments "
                 f"({call.name}); nothing was run"
             )
-        if finish_reason == "length":
+        if cut_short and finish_reason == "length":
             raise IncompleteReply(
                 "the reply reached the provider's token limit in the middle of a tool call's "
                 f"arguments ({call.name}); nothing was run"

@@ -57,7 +57,7 @@ class _Partial:
             return False
         try:
             json.loads(self.arguments)
-        except ValueError:
+        except (ValueError, RecursionError):
             return False
         return True
 

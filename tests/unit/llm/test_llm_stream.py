@@ -251,6 +251,18 @@ def test_incomplete_arguments_are_refused(finish: str | None, words: str) -> Non
         assemble(*chunks)
 
 
+@pytest.mark.parametrize("depth", [65, 500, 10_000])
+def test_arguments_nested_too_deep_are_refused(depth: int) -> None:
+    # A few hundred deep parsed, then failed the turn on an internal error (RecursionError)
+    # where the arguments were walked again; ten thousand deep failed the parse itself.
+    deep = '{"command": "ls", "x": ' + "[" * depth + "]" * depth + "}"
+    chunks = [call(0, "a", SHELL, deep[:20]), call(0, None, SHELL, deep[20:])]
+    with pytest.raises(IncompleteReply, match="nest lists and objects more than 64 deep"):
+        assemble(*chunks, chunk({}, "tool_calls"))
+    shallow = '{"command": "ls", "x": ' + "[" * 63 + "]" * 63 + "}"
+    assert assemble(call(0, "a", SHELL, shallow), chunk({}, "tool_calls")).tool_calls
+
+
 def test_a_call_without_a_name_is_refused() -> None:
     with pytest.raises(IncompleteReply, match="without a function name"):
         assemble(call(0, "a", arguments="{}"), chunk({}, "tool_calls"))
