@@ -11,6 +11,7 @@ different id or name, or more arguments after arguments that are already complet
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,11 @@ class Deltas:
     reasoning: str = ""
 
 
+# What moves a scan of JSON text: outside strings, and inside them.
+_STRUCTURE = re.compile(r'["\[\]{}]')
+_STRING_STOP = re.compile(r'["\\]')
+
+
 @dataclass
 class _Partial:
     index: int | None
@@ -44,22 +50,70 @@ class _Partial:
     name: str = ""
     pieces: list[str] = field(default_factory=list)
     echo: dict[str, Any] = field(default_factory=dict)
+    # The arguments scanned as they arrive: a parse is tried only where the top-level
+    # value has just closed. Tried on every chunk, a long call whose name came again in
+    # each chunk (MiniMax) was parsed whole per chunk ending in "}": quadratic, and a few
+    # MB of them held the event loop for minutes.
+    _depth: int = 0
+    _in_string: bool = False
+    _escaped: bool = False
+    _closed: bool = False  # a top-level object or array has closed
+    _complete: bool | None = None  # None: not parsed since it closed
 
     @property
     def arguments(self) -> str:
         return "".join(self.pieces)
 
+    def add(self, piece: str) -> None:
+        self.pieces.append(piece)
+        if self._closed:
+            # After a whole value only whitespace may follow; anything else spoils it.
+            if piece.strip():
+                self._complete = False
+            return
+        at, end = 0, len(piece)
+        if self._escaped and end:
+            self._escaped, at = False, 1
+        while at < end:
+            if self._in_string:
+                stop = _STRING_STOP.search(piece, at)
+                if stop is None:
+                    return
+                at = stop.end()
+                if stop.group() == '"':
+                    self._in_string = False
+                elif at == end:
+                    self._escaped = True
+                else:
+                    at += 1
+                continue
+            mark = _STRUCTURE.search(piece, at)
+            if mark is None:
+                return
+            at = mark.end()
+            if mark.group() == '"':
+                self._in_string = True
+            elif mark.group() in "[{":
+                self._depth += 1
+            else:
+                self._depth -= 1
+                if self._depth == 0:
+                    self._closed = True
+                    if piece[at:].strip():
+                        self._complete = False
+                    return
+
     def has_complete_arguments(self) -> bool:
-        # Arguments are a JSON object: most partial ones fail this cheap test, which
-        # spares a parse of the whole text on every chunk of a long call.
-        tail = next((p.rstrip() for p in reversed(self.pieces) if p.strip()), "")
-        if not tail.endswith(("}", "]")):
+        if not self._closed or self._complete is False:
             return False
-        try:
-            json.loads(self.arguments)
-        except (ValueError, RecursionError):
-            return False
-        return True
+        if self._complete is None:
+            try:
+                json.loads(self.arguments)
+            except (ValueError, RecursionError):
+                self._complete = False
+            else:
+                self._complete = True
+        return self._complete
 
 
 class StreamAssembler:
@@ -130,7 +184,7 @@ class StreamAssembler:
         # A name sent again is the same name, never a suffix.
         call.name = call.name or name
         if pieces:
-            call.pieces.append(pieces)
+            call.add(pieces)
         for key in self._caps.call_echo_fields:
             if key in d:
                 call.echo[key] = _merged(call.echo.get(key), d[key])
@@ -192,7 +246,7 @@ def _starts_new_call(call: _Partial, call_id: str, name: str, pieces: str) -> bo
     other_name = bool(name and call.name and name != call.name)
     if call.has_complete_arguments():
         return other_id or other_name or bool(pieces.strip())
-    if not call.arguments:
+    if not call.pieces:
         return other_name
     # Mid-arguments, only a new id that comes with a name starts another call (some
     # gateways send a fresh id on every chunk of the same call).

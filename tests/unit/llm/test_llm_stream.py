@@ -139,6 +139,30 @@ def test_a_name_repeated_in_every_chunk_is_one_name() -> None:
     assert named(reply) == [("a", SHELL, {"command": "ls"})]
 
 
+def test_a_long_call_with_its_name_in_every_chunk_is_parsed_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Code written through a tool ends many chunks in "}": each such chunk parsed the
+    # whole arguments so far (quadratic: a few MB held the event loop for minutes).
+    parses = 0
+    real_loads = json.loads
+
+    def counted(text: str) -> Any:
+        nonlocal parses
+        parses += 1
+        return real_loads(text)
+
+    monkeypatch.setattr("tether.llm.stream.json.loads", counted)
+    code = "int main() { return 0; }\n" * 2000
+    arguments = json.dumps({"path": "a.c", "content": code})
+    pieces = [arguments[i : i + 25] for i in range(0, len(arguments), 25)]
+    assert sum(p.endswith("}") for p in pieces) > 50
+    reply = assemble(*(call(0, "a", "write_file", p) for p in pieces), chunk({}, "tool_calls"))
+    assert parses <= 1
+    assert named(reply) == [("a", "write_file", {"path": "a.c", "content": code})]
+    assert reply.tool_calls[0].arguments == arguments
+
+
 def test_a_name_repeated_without_index_or_id() -> None:
     reply = assemble(*(call(name=SHELL, arguments=p) for p in (LS[:6], LS[6:])))
     assert named(reply) == [("call_0", SHELL, {"command": "ls"})]
