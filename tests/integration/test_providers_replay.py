@@ -202,6 +202,20 @@ def test_calls_without_index_or_id_are_kept_apart_by_their_start(env: Env) -> No
     _two_calls_ran(env, env.turn("two", new_session(), reply, text_reply("ok")))
 
 
+def test_calls_without_an_index_whose_id_comes_after_their_name(env: Env) -> None:
+    first, second = shell_args("echo first"), shell_args("echo second")
+    reply = Replay(
+        [
+            calls_chunk(fn(SHELL, first[:9])),
+            calls_chunk(fn(None, first[9:], id="a")),
+            calls_chunk(fn(SHELL, second[:9])),
+            calls_chunk(fn(None, second[9:], id="b")),
+            chunk({}, "tool_calls"),
+        ]
+    )
+    _two_calls_ran(env, env.turn("two", new_session(), reply, text_reply("ok")))
+
+
 def test_ollama_sends_every_call_at_index_zero(env: Env) -> None:
     reply = Replay(
         [

@@ -177,10 +177,12 @@ class StreamAssembler:
         pieces = _text(function.get("arguments"))
         call_id = _text(d.get("id"))
         index = d.get("index") if isinstance(d.get("index"), int) else None
-        call = self._owner(index, call_id)
+        call = self._owner(index, call_id, name)
         if call is None or _starts_new_call(call, call_id, name, pieces):
             call = self._open(index, call_id)
-        call.id = call.id or call_id
+        if call_id and not call.id:
+            call.id = call_id
+            self._by_id.setdefault(call_id, call)
         # A name sent again is the same name, never a suffix.
         call.name = call.name or name
         if pieces:
@@ -189,12 +191,17 @@ class StreamAssembler:
             if key in d:
                 call.echo[key] = _merged(call.echo.get(key), d[key])
 
-    def _owner(self, index: int | None, call_id: str) -> _Partial | None:
+    def _owner(self, index: int | None, call_id: str, name: str) -> _Partial | None:
         if index is not None:
             return self._by_index.get(index)
+        last = self._calls[-1] if self._calls else None
         if call_id:
-            return self._by_id.get(call_id)
-        return self._calls[-1] if self._calls else None
+            known = self._by_id.get(call_id)
+            # Without an index, an id may first come with a later chunk of its call.
+            if known is None and name == "" and last is not None and not last.id:
+                return last
+            return known
+        return last
 
     def _open(self, index: int | None, call_id: str) -> _Partial:
         call = _Partial(index)

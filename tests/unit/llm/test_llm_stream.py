@@ -86,6 +86,18 @@ def test_no_index_but_ids() -> None:
     assert named(reply) == [("a", TIME, {}), ("b", SHELL, {"command": "ls"})]
 
 
+def test_no_index_and_the_id_only_in_a_later_chunk() -> None:
+    # The id arriving after the name opened a second call, nameless: the turn failed.
+    reply = assemble(
+        call(name=SHELL, arguments=LS[:5]),
+        call(id="late", arguments=LS[5:]),
+        call(id="late", arguments=""),
+        call(id="b", name=SHELL, arguments=PWD),
+        chunk({}, "tool_calls"),
+    )
+    assert named(reply) == [("late", SHELL, {"command": "ls"}), ("b", SHELL, {"command": "pwd"})]
+
+
 def test_no_index_no_id_splits_on_a_new_name_after_complete_arguments() -> None:
     reply = assemble(
         call(name=TIME, arguments="{}"),
