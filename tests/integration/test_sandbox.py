@@ -302,6 +302,25 @@ def test_a_call_cannot_make_a_user_namespace(stack: Stack) -> None:
     assert "thread" in said and "child" in said, said
 
 
+def test_a_call_cannot_leave_a_set_id_program_behind(stack: Stack) -> None:
+    """The workspace outlives the call: a set-user-ID copy of a shell left there by a
+    call run as root (a container's bind mount of a host directory, say) was a root
+    shell for whoever reaches it. Plain modes still change."""
+    if os.uname().machine not in _UNSHARE:
+        pytest.skip(f"no syscall filter table for {os.uname().machine}")
+    said = run(
+        stack,
+        "cp /bin/sh ./set-id-sh; chmod 4755 ./set-id-sh; chmod g+s ./set-id-sh; "
+        "python3 -c \"import os; os.mknod('set-id-node', 0o104755)\"; "
+        "chmod 700 ./set-id-sh && stat -c 'mode %a' ./set-id-sh",
+    )["told"]
+    assert said.count("Operation not permitted") == 3, said
+    assert "mode 700" in said, said
+    assert not (stack.workspace / "set-id-node").exists()
+    assert (stack.workspace / "set-id-sh").stat().st_mode & 0o6000 == 0
+    (stack.workspace / "set-id-sh").unlink()
+
+
 def test_a_call_cannot_see_or_signal_the_server(stack: Stack) -> None:
     assert stack.server.proc is not None
     server = stack.server.proc.pid

@@ -18,7 +18,14 @@ What it refuses, for every sandboxed call:
   own. A review used that to mount a fresh cgroup2 hierarchy (the sandbox's own is
   read-only) and write ``cgroup.kill`` of groups outside the call: where the call's v2
   group is an ancestor of others (cgroup v1 machines, whose v2 tree holds every process
-  in its root), that killed processes outside the sandbox. Docker refuses them too.
+  in its root), that killed processes outside the sandbox. Docker refuses them too;
+- setting a file's set-user-ID or set-group-ID bit (``chmod``, ``fchmod``,
+  ``fchmodat``, ``fchmodat2``, ``mknod``, ``mknodat`` with a mode that holds either):
+  the sandbox mounts nothing set-ID, but a file a call leaves in the workspace outlives
+  it there. A call run by root could leave a root shell (``cp /bin/sh x; chmod 4755
+  x``) for any user who reaches the workspace, a container's bind mount of a host
+  directory included. (A file created with those bits loses them at its first write,
+  the call holding no ``CAP_FSETID``.)
 
 and with the network ``none``, creating unix sockets (``socket(AF_UNIX, ...)``):
 without a network of its own a call could still connect to a service's socket at any
@@ -57,6 +64,7 @@ _EPERM = 1
 _ENOSYS = 38
 _AF_UNIX = 1
 _CLONE_NEWUSER = 0x10000000
+_SET_ID_BITS = 0o6000  # S_ISUID | S_ISGID
 # Offsets into struct seccomp_data: nr, arch, instruction pointer, args[6] (64-bit each;
 # the low half of args[0] comes first on these little-endian machines).
 _NR, _ARCH, _ARG0_LOW = 0, 4, 16
@@ -72,15 +80,31 @@ class _Abi:
     # clone and unshare (their first argument is the flags on both), clone3.
     clones: tuple[int, int]
     clone3: int
+    # Those that set a file's mode (chmod, fchmod, fchmodat, fchmodat2, mknod, mknodat),
+    # by the index of their mode argument.
+    mode_setters: tuple[tuple[int, int], ...] = ()
     # Numbers at or above this are another ABI's under the same audit arch (x32).
     foreign_from: int | None = None
 
 
 _ABIS = {
     "x86_64": _Abi(
-        0xC000003E, 41, (248, 249, 250, 425, 426, 427), (56, 272), 435, foreign_from=0x40000000
+        0xC000003E,
+        41,
+        (248, 249, 250, 425, 426, 427),
+        (56, 272),
+        435,
+        ((90, 1), (91, 1), (268, 2), (452, 2), (133, 1), (259, 2)),
+        foreign_from=0x40000000,
     ),
-    "aarch64": _Abi(0xC00000B7, 198, (217, 218, 219, 425, 426, 427), (220, 97), 435),
+    "aarch64": _Abi(
+        0xC00000B7,
+        198,
+        (217, 218, 219, 425, 426, 427),
+        (220, 97),
+        435,
+        ((52, 1), (53, 2), (452, 2), (33, 2)),
+    ),
 }
 
 
@@ -120,6 +144,7 @@ def program(deny_unix_sockets: bool, machine: str | None = None) -> bytes | None
     steps += [(_JEQ_K, number, "deny", None) for number in abi.refused]
     steps.append((_JEQ_K, abi.clone3, "absent", None))
     steps += [(_JEQ_K, number, "clone", None) for number in abi.clones]
+    steps += [(_JEQ_K, number, f"mode{at}", None) for number, at in abi.mode_setters]
     if deny_unix_sockets:
         steps += [
             (_JEQ_K, abi.socket, None, "allow"),
@@ -134,6 +159,12 @@ def program(deny_unix_sockets: bool, machine: str | None = None) -> bytes | None
         (_LD_W_ABS, _ARG0_LOW, None, None),
         (_JSET_K, _CLONE_NEWUSER, "deny", "allow"),
     ]
+    for at in sorted({at for _, at in abi.mode_setters}):
+        steps += [
+            (_LABEL, 0, f"mode{at}", None),
+            (_LD_W_ABS, _ARG0_LOW + 8 * at, None, None),
+            (_JSET_K, _SET_ID_BITS, "deny", "allow"),
+        ]
     return _assemble(steps)
 
 
