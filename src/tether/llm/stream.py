@@ -29,6 +29,11 @@ from tether.llm.reply import (
 )
 from tether.text import valid_text
 
+#: The most characters one reply may hold, text, reasoning and tool arguments together:
+#: far past what a model writes in a reply (128k tokens are about half a million), it
+#: bounds what a provider that never stops sending can make the server hold.
+MAX_REPLY_CHARS = 16_000_000
+
 
 @dataclass(frozen=True)
 class Deltas:
@@ -130,6 +135,7 @@ class StreamAssembler:
         self._by_id: dict[str, _Partial] = {}
         self.started = False
         """Whether any chunk arrived (a failure after that broke a reply under way)."""
+        self._size = 0
 
     def feed(self, chunk: Mapping[str, Any]) -> Deltas:
         """Take one chunk; returns the text and reasoning it added."""
@@ -148,10 +154,16 @@ class StreamAssembler:
             delta = choice.get("delta")
             if isinstance(delta, Mapping):  # Azure's content filter sends choices without one
                 self._take_delta(delta, text, reasoning)
+        if self._size > MAX_REPLY_CHARS:
+            raise ModelError(
+                f"the model's reply passed {MAX_REPLY_CHARS:,} characters (text, reasoning "
+                "and tool arguments together) and was cut off there"
+            )
         return Deltas("".join(text), "".join(reasoning))
 
     def _take_delta(self, delta: Mapping[str, Any], text: list[str], reasoning: list[str]) -> None:
         said, thought = _content_text(delta.get("content"))
+        self._size += len(said) + len(thought)
         if said:
             self._text.append(said)
             text.append(said)
@@ -162,6 +174,7 @@ class StreamAssembler:
             piece = delta.get(name)
             if isinstance(piece, str) and piece:
                 self.reasoning_field = self.reasoning_field or name
+                self._size += len(piece)
                 self._reasoning.append(piece)
                 reasoning.append(piece)
                 break
@@ -186,6 +199,7 @@ class StreamAssembler:
         # A name sent again is the same name, never a suffix.
         call.name = call.name or name
         if pieces:
+            self._size += len(pieces)
             call.add(pieces)
         for key in self._caps.call_echo_fields:
             if key in d:

@@ -9,7 +9,7 @@ import pytest
 
 from tether.llm.capabilities import DEFAULT
 from tether.llm.reply import AssistantReply, IncompleteReply, ModelError
-from tether.llm.stream import StreamAssembler
+from tether.llm.stream import MAX_REPLY_CHARS, StreamAssembler
 
 SHELL = "execute_shell_command"
 TIME = "get_current_time"
@@ -334,3 +334,21 @@ def test_content_as_a_list_of_parts_with_thinking() -> None:
     assert (reply.text, reply.reasoning) == ("Seen.", "Let me see.")
     # Reasoning that came as content parts has no field to go back in.
     assert reply.echo == {}
+
+
+@pytest.mark.parametrize("where", ["content", "reasoning_content", "arguments"])
+def test_a_reply_that_never_stops_growing_is_cut_off(where: str) -> None:
+    """A provider that keeps sending made the server hold all of it: text, reasoning and
+    arguments count together against one bound."""
+    piece = "x" * 1_000_000
+
+    def delta() -> dict[str, Any]:
+        if where == "arguments":
+            return call(index=0, arguments=piece)
+        return chunk({where: piece})
+
+    assembler = StreamAssembler(DEFAULT)
+    assembler.feed(call(index=0, id="c1", name=SHELL, arguments='{"command": "'))
+    with pytest.raises(ModelError, match="passed 16,000,000 characters"):
+        for _ in range(MAX_REPLY_CHARS // len(piece) + 1):
+            assembler.feed(delta())
