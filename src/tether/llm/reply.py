@@ -106,6 +106,25 @@ def check_reply(reply: AssistantReply, finish_reason: str | None = "stop") -> No
         raise IncompleteReply(
             f"the model sent a malformed tool call ({call.name}: {problem}); nothing was run"
         )
+    if not reply.tool_calls and not reply.text.strip():
+        _check_empty(reply, finish_reason)
+
+
+def _check_empty(reply: AssistantReply, finish_reason: str | None) -> None:
+    """An empty answer the provider's finish reason explains is told as such, not taken
+    for an answer (a model that ends with nothing to say finishes with ``stop``)."""
+    if finish_reason == "content_filter":
+        raise IncompleteReply("the provider's content filter withheld the model's reply")
+    if finish_reason == "length":
+        used = " (its reasoning used it all)" if reply.reasoning.strip() else ""
+        raise IncompleteReply(
+            f"the reply reached the provider's token limit before any answer{used}"
+        )
+    if finish_reason is None:
+        raise IncompleteReply(
+            "the provider's stream ended without an answer (no text, no tool call, no finish "
+            "reason)"
+        )
 
 
 def distinct_id(call_id: str, used: set[str]) -> str:

@@ -287,6 +287,31 @@ def test_incomplete_arguments_are_refused(finish: str | None, words: str) -> Non
         assemble(*chunks)
 
 
+@pytest.mark.parametrize(
+    ("chunks", "words"),
+    [
+        # Azure's content filter: a choice with no delta, finished content_filter.
+        ([chunk(None, "content_filter")], "content filter withheld"),
+        # A reasoning model whose thinking used the whole completion budget.
+        ([chunk({"reasoning_content": "hmm"}), chunk({}, "length")], "its reasoning used it all"),
+        ([chunk({}, "length")], "token limit before any answer"),
+        # Only a usage chunk, choices empty: the stream ended and nothing was said.
+        ([chunk(), {"id": "c", "choices": [], "usage": {"total_tokens": 3}}], "without an answer"),
+    ],
+)
+def test_an_empty_reply_the_finish_explains_is_told_not_taken_for_an_answer(
+    chunks: list[dict[str, Any]], words: str
+) -> None:
+    """It completed the turn with an empty answer, and the person saw nothing."""
+    with pytest.raises(IncompleteReply, match=words):
+        assemble(*chunks)
+
+
+def test_an_empty_reply_finished_with_stop_is_an_answer() -> None:
+    # A model that has nothing more to say after a tool's result ends so.
+    assert assemble(chunk({"content": ""}), chunk({}, "stop")).text == ""
+
+
 @pytest.mark.parametrize("depth", [65, 500, 10_000])
 def test_arguments_nested_too_deep_are_refused(depth: int) -> None:
     # A few hundred deep parsed, then failed the turn on an internal error (RecursionError)
