@@ -136,9 +136,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, reply: Replay) -> None:
         raw = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
         self.send_response(reply.status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        for name, value in reply.headers.items():
+        headers = {"Content-Type": "application/json", **reply.headers}
+        headers["Content-Length"] = str(len(raw))
+        for name, value in headers.items():
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(raw)

@@ -228,13 +228,48 @@ def test_a_stream_line_that_is_not_json_fails_readably(env: Env) -> None:
     env.next_message_works(session)
 
 
-def test_a_reply_that_is_not_a_stream_fails_readably(env: Env) -> None:
+def test_a_whole_completion_from_a_gateway_that_ignored_stream_is_taken(env: Env) -> None:
+    """A gateway that ignores ``stream: true`` answers with one chat completion: its
+    message, tool calls included, is the reply (it failed the turn as 'no streamed
+    completion')."""
     session = new_session()
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "w1",
+                "type": "function",
+                "function": {"name": SHELL, "arguments": json.dumps({"command": "echo whole"})},
+            }
+        ],
+    }
     whole = {
         "id": "x",
         "object": "chat.completion",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}}],
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
     }
-    failed(env.turn("hi", session, Replay(status=200, body=whole)), "no streamed completion")
+    answer = {**whole, "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}}]}
+    task = env.turn("hi", session, Replay(body=whole), Replay(body={**answer, "usage": {}}))
+    assert task["result"]["status"] == "completed", task
+    assert env.ran(task) == [(SHELL, {"command": "echo whole"}, "success")]
+    assert task["result"]["text"] == "hi"
+    env.next_message_works(session)
+
+
+def test_an_error_answered_with_200_is_told_in_the_provider_s_words(env: Env) -> None:
+    session = new_session()
+    body = {"error": {"message": "quota exceeded for this key", "code": "quota"}}
+    error = failed(env.turn("hi", session, Replay(body=body)), "reported an error")
+    assert "quota exceeded for this key" in error
+    assert env.payloads(session) == [{"role": "user", "content": "hi"}]
+    env.next_message_works(session)
+
+
+def test_a_page_that_is_not_a_reply_fails_readably(env: Env) -> None:
+    session = new_session()
+    page = b"<html><body>Sign in to the proxy</body></html>"
+    reply = Replay(body=page, headers={"Content-Type": "text/html"})
+    failed(env.turn("hi", session, reply), "no streamed completion")
     assert env.payloads(session) == [{"role": "user", "content": "hi"}]
     env.next_message_works(session)

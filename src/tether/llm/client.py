@@ -12,7 +12,7 @@ from tether import late_imports
 from tether.llm.capabilities import capabilities_for
 from tether.llm.errors import provider_message
 from tether.llm.reply import AssistantReply, IncompleteReply, ModelError, RequestedCall
-from tether.llm.stream import StreamAssembler
+from tether.llm.stream import StreamAssembler, whole_body_chunks
 from tether.llm.wire import request_messages
 from tether.security.secret_text import masked_text
 
@@ -148,7 +148,8 @@ class OpenAIChatModel:
             stream=True,
             stream_cls=AsyncStream[object],
         )
-        async for chunk in stream:
+
+        def take(chunk: object) -> None:
             if not isinstance(chunk, dict):
                 raise ModelError("the model provider sent a stream line that is not a JSON object")
             added = assembler.feed(chunk)
@@ -156,6 +157,40 @@ class OpenAIChatModel:
                 on_reasoning(added.reasoning)
             if added.text:
                 on_text(added.text)
+
+        if _labelled_json(stream.response):
+            # Not a stream: a gateway that ignored stream=true, or an error with a 200.
+            for chunk in whole_body_chunks(await _whole_body(stream.response)):
+                take(chunk)
+            return
+        async for chunk in stream:
+            take(chunk)
+
+
+#: The largest reply taken as one JSON body (a whole completion, JSON-escaped).
+MAX_WHOLE_BODY_BYTES = 64 * 1024 * 1024
+
+
+def _labelled_json(response: Any) -> bool:
+    kind = str(response.headers.get("content-type", "")).split(";")[0].strip().lower()
+    return kind == "application/json" or kind.endswith("+json")
+
+
+async def _whole_body(response: Any) -> bytes:
+    parts: list[bytes] = []
+    size = 0
+    try:
+        async for part in response.aiter_bytes():
+            size += len(part)
+            if size > MAX_WHOLE_BODY_BYTES:
+                raise ModelError(
+                    f"the model provider's answer passed {MAX_WHOLE_BODY_BYTES:,} bytes "
+                    "and was cut off there"
+                )
+            parts.append(part)
+    finally:
+        await response.aclose()
+    return b"".join(parts)
 
 
 def _connection_error(exc: Exception, started: bool) -> ModelError:

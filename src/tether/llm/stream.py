@@ -232,8 +232,8 @@ class StreamAssembler:
         Call ids are made unique (a repeated one gets a suffix, a missing one is made up).
         """
         if not self.started:
-            # A body that is not an event stream (a gateway that ignored stream=true, an
-            # HTML page) reads as no events at all.
+            # A body that is neither an event stream nor JSON (an HTML page) reads as no
+            # events at all.
             raise IncompleteReply("the model provider's reply held no streamed completion")
         reply = with_distinct_ids(self._assemble(), ())
         check_reply(reply, self.finish_reason)
@@ -258,6 +258,40 @@ class StreamAssembler:
             reasoning=reasoning,
             echo={"reasoning_field": self.reasoning_field} if self.reasoning_field else {},
         )
+
+
+def whole_body_chunks(body: bytes) -> list[Any]:
+    """The chunks a reply that came as one JSON body stands for: a chat completion (a
+    gateway that ignored ``stream``) as one chunk whose delta is its message; an error
+    object as itself (:meth:`StreamAssembler.feed` raises it in the provider's words); an
+    event stream labelled JSON, its events. json.JSONDecodeError if it is none of them."""
+    text = body.decode("utf-8", "replace")
+    if text.lstrip().startswith(("data:", "event:", ":")):
+        chunks: list[Any] = []
+        for line in text.splitlines():
+            data = line.removeprefix("data:").strip() if line.startswith("data:") else ""
+            if data == "[DONE]":
+                break
+            if data:
+                chunks.append(json.loads(data))
+        return chunks
+    value = json.loads(text)
+    if not isinstance(value, Mapping) or not isinstance(value.get("choices"), list):
+        return [value]
+    choices = []
+    for choice in value["choices"]:
+        if not isinstance(choice, Mapping):
+            continue
+        delta = choice.get("message")
+        if isinstance(delta, Mapping) and isinstance(delta.get("tool_calls"), list):
+            # A message's calls carry no index: their place in the list is it.
+            calls = [
+                {**c, "index": i} if isinstance(c, Mapping) else c
+                for i, c in enumerate(delta["tool_calls"])
+            ]
+            delta = {**delta, "tool_calls": calls}
+        choices.append({**choice, "delta": delta})
+    return [{**value, "choices": choices}]
 
 
 def _starts_new_call(call: _Partial, call_id: str, name: str, pieces: str) -> bool:

@@ -9,7 +9,7 @@ import pytest
 
 from tether.llm.capabilities import DEFAULT
 from tether.llm.reply import AssistantReply, IncompleteReply, ModelError
-from tether.llm.stream import MAX_REPLY_CHARS, StreamAssembler
+from tether.llm.stream import MAX_REPLY_CHARS, StreamAssembler, whole_body_chunks
 
 SHELL = "execute_shell_command"
 TIME = "get_current_time"
@@ -377,3 +377,26 @@ def test_a_reply_that_never_stops_growing_is_cut_off(where: str) -> None:
     with pytest.raises(ModelError, match="passed 16,000,000 characters"):
         for _ in range(MAX_REPLY_CHARS // len(piece) + 1):
             assembler.feed(delta())
+
+
+def test_an_event_stream_labelled_json_is_read_as_its_events() -> None:
+    body = (
+        "data: " + json.dumps(chunk({"content": "Hel"})) + "\n\n"
+        ": keep-alive\n\n"
+        "data: " + json.dumps(chunk({"content": "lo"}, "stop")) + "\n\ndata: [DONE]\n\n"
+    ).encode()
+    assert assemble(*whole_body_chunks(body)).text == "Hello"
+
+
+def test_a_whole_completion_is_one_chunk_with_its_calls_in_order() -> None:
+    message = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": SHELL, "arguments": LS}},
+            {"id": "b", "type": "function", "function": {"name": SHELL, "arguments": PWD}},
+        ],
+    }
+    body = {"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]}
+    reply = assemble(*whole_body_chunks(json.dumps(body).encode()))
+    assert named(reply) == [("a", SHELL, {"command": "ls"}), ("b", SHELL, {"command": "pwd"})]
