@@ -14,13 +14,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
 from browser_support import ConsoleErrors, new_chat, screenshot, send, watch
 from core_support import shell_call, wait_for
-from mcp import Client, types
-from mcp.client.streamable_http import streamable_http_client
-from mcp_support import FIXTURE
+from mcp import types
+from mcp_support import FIXTURE, modern_client
 from playwright.sync_api import expect
 
 pytestmark = pytest.mark.browser
@@ -200,14 +198,7 @@ class _McpCall(threading.Thread):
         self.result = asyncio.run(self._call())
 
     async def _call(self) -> types.CallToolResult:
-        headers = {"Authorization": f"Bearer {self._server.token}"}
-        async with (
-            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
-            Client(
-                streamable_http_client(f"{self._server.base_url}/mcp", http_client=http),
-                mode="2026-07-28",
-            ) as client,
-        ):
+        async with modern_client(self._server) as client:
             arguments = {"command": self._command, "session_id": self._session_id}
             return await client.call_tool("execute_shell_command", arguments)
 

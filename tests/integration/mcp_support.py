@@ -7,13 +7,16 @@ import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 from core_support import Stack, free_port, wait_for
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 FIXTURE = str(Path(__file__).with_name("mcp_fixture_server.py"))
 
@@ -96,3 +99,19 @@ def http_fixture(state: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@asynccontextmanager
+async def modern_client(server: Any) -> AsyncIterator[Client]:
+    """An SDK client of ``server``'s own /mcp on the 2026-07-28 wire, which new SDK
+    clients speak by default: no session, one exchange per request, and a closed
+    response stream is the request's cancellation."""
+    headers = {"Authorization": f"Bearer {server.token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
+        Client(
+            streamable_http_client(f"{server.base_url}/mcp", http_client=http),
+            mode="2026-07-28",
+        ) as client,
+    ):
+        yield client

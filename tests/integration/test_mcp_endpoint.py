@@ -23,8 +23,9 @@ from core_support import (
     wait_for,
 )
 from helpers import host_pid
-from mcp import Client, ClientSession, types
+from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
+from mcp_support import modern_client
 
 pytestmark = pytest.mark.integration
 
@@ -57,23 +58,8 @@ async def connected(stack: Stack, token: str | None = None) -> AsyncIterator[Cli
         yield session
 
 
-@asynccontextmanager
-async def connected_modern(stack: Stack) -> AsyncIterator[Client]:
-    """The 2026-07-28 wire, which new SDK clients speak by default: no session, one
-    exchange per request, and a closed response stream is the request's cancellation."""
-    headers = {"Authorization": f"Bearer {stack.server.token}"}
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
-        Client(
-            streamable_http_client(f"{stack.server.base_url}/mcp", http_client=http),
-            mode="2026-07-28",
-        ) as client,
-    ):
-        yield client
-
-
 def on_wire(stack: Stack, wire: str) -> Any:
-    return connected(stack) if wire == "session" else connected_modern(stack)
+    return connected(stack) if wire == "session" else modern_client(stack.server)
 
 
 def _text(result: types.CallToolResult) -> str:
