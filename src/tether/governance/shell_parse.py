@@ -232,6 +232,9 @@ def _only_literal_dollars(root: Node) -> bool:
     return True
 
 
+# Children of a command node that are not its name, words, assignments or redirections.
+_COMMAND_EXTRAS = frozenset({"subshell", "compound_statement", "ERROR"})
+
 # Where a lone "$" error stands when it is part of a word.
 _DOLLAR_HOMES = ("concatenation", "command")
 
@@ -686,6 +689,11 @@ class _Walker:
         if name_node is None:
             self.walk_children(node, env)
             return
+        for child in node.named_children:
+            # What the grammar hangs on a command besides its words: the subshell of
+            # "coproc (cmd)", a broken part. It may run, so it is read too.
+            if child.type in _COMMAND_EXTRAS:
+                self.walk(child, env)
         read = self._words([name_node, *node.children_by_field_name("argument")])
         first = read[0]
         if self._after_glued_brace(node):

@@ -121,6 +121,9 @@ _WRAPPERS: dict[str, _Spec] = {
     "strace": _spec(*_TRACE_VALUES),
     "ltrace": _spec(*_TRACE_VALUES),
     "busybox": _spec(),
+    # "! ! cmd": bash takes only the first "!" as the reserved word; the grammar reads
+    # the second as a command running the rest.
+    "!": _spec(),
 }
 _FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 _FIND_EXPRESSION_START = ("-", "(", "!", ")")
@@ -130,6 +133,8 @@ def unwrap(name: str, args: Sequence[str]) -> list[Invocation]:
     """Commands that ``name args...`` starts directly (empty if it is not a wrapper)."""
     if name == "find":
         return _find_exec(args)
+    if name == "coproc":
+        return _coproc(args)
     spec = _WRAPPERS.get(name)
     if spec is None:
         return []
@@ -140,6 +145,19 @@ def unwrap(name: str, args: Sequence[str]) -> list[Invocation]:
     if not spec.stdin_args:
         return [Invocation(argv, start)]
     return [Invocation(_xargs_argv(args[:start], argv), start, stdin_args=True)]
+
+
+def _coproc(args: Sequence[str]) -> list[Invocation]:
+    """``coproc [NAME] { cmd...; }`` or ``coproc cmd...``: the grammar does not know the
+    keyword, so it reads a command ``coproc`` whose words are the group's first command
+    (with the ``{`` and the name before it); the group's other commands come as their own."""
+    skip = 0
+    if args and args[0] == "{":
+        skip = 1
+    elif len(args) > 1 and args[1] == "{":
+        skip = 2
+    argv = tuple(args[skip:])
+    return [Invocation(argv, skip)] if argv else []
 
 
 def _inner_start(args: Sequence[str], spec: _Spec) -> int | None:
