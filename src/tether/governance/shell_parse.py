@@ -515,12 +515,40 @@ class _Walker:
             self.walk_substitution(sub, (), ())
         if name_node is None:
             return
+        # arr[$(cmd)]=1: bash expands the subscript, running cmd.
+        for sub in _find_substitutions(name_node):
+            self.walk_substitution(sub, (), ())
+        self._latent_substitutions(value)
         name = _text(name_node)
         # Without following control flow a variable assigned twice (if/else
         # branches, loops, +=) could hold either value: treat it as unknown.
         reassigned = name in self.variables and self.variables[name] != value
         appends = any(c.type == "+=" for c in node.children)
         self.variables[name] = DYNAMIC if (appends or reassigned) else value
+
+    def _latent_substitutions(self, value: str) -> None:
+        """The substitutions a variable's literal value holds (``x='a[$(cmd)]'``): bash
+        runs them when the value is read as an arithmetic expression (``$((x))``,
+        ``((x))``, ``${a[x]}``) or as a prompt (``${x@P}``), which the walk does not
+        follow, so they are judged as if they ran. Only the substitutions count: the
+        value need not be a script."""
+        if DYNAMIC in value or ("$(" not in value and "`" not in value):
+            return
+        if self.depth > MAX_DEPTH:
+            self.too_deep = True
+            return
+        if len(value) > MAX_SCRIPT_CHARS:
+            self.too_large = True
+            return
+        root = _parse(remove_line_continuations(value)).root_node
+        self.depth += 1
+        self.sources.append(root.text or b"")
+        try:
+            for sub in _find_substitutions(root):
+                self.walk_substitution(sub, (), ())
+        finally:
+            self.sources.pop()
+            self.depth -= 1
 
     def _declaration(self, node: Node, env: _Env) -> None:
         for child in node.named_children:
