@@ -913,8 +913,7 @@ class _Walker:
 def _unwrap_chain(words: list[str]) -> list[_Link]:
     """The command plus everything its wrappers start (``sudo env rm`` -> 3 links)."""
     first = words[0]
-    name = None if DYNAMIC in first else normalize_name(first)
-    chain = [_Link(name, tuple(words[1:]), 0, word=first)]
+    chain = [_Link(_command_name(first), tuple(words[1:]), 0, word=first)]
     todo = [chain[0]]
     while todo and len(chain) < MAX_UNWRAP:
         link = todo.pop()
@@ -926,11 +925,23 @@ def _unwrap_chain(words: list[str]) -> list[_Link]:
     return chain
 
 
+def _command_name(word: str) -> str | None:
+    """The command a word runs, or None when it is only known at run time: a dynamic
+    part, or a glob pattern, which the shell replaces with the files it matches
+    (``/???/r? -rf /`` runs ``/bin/rm``)."""
+    if DYNAMIC in word or _GLOB.search(word):
+        return None
+    return normalize_name(word)
+
+
+# A glob pattern: "*", "?" or a bracket expression ("[" alone is the test command).
+_GLOB = re.compile(r"[*?]|\[[^\]]*\]")
+
+
 def _link_for(inv: Invocation, parent: _Link) -> _Link:
     head = inv.argv[0]
-    name = None if DYNAMIC in head else normalize_name(head)
     return _Link(
-        name,
+        _command_name(head),
         inv.argv[1:],
         parent.offset + 1 + inv.offset,
         inv.stdin_args or parent.stdin_args,
