@@ -194,6 +194,9 @@ class _Redirections:
     redirects: list[Redirect] = field(default_factory=list)
     stdin_literal: str | None = None
     subs: list[Node] = field(default_factory=list)
+    # Process substitutions the command reads as stdin (< <(x)) or writes into (> >(x)).
+    feeds: list[Node] = field(default_factory=list)
+    sinks: list[Node] = field(default_factory=list)
     extra_stages: list[Node] = field(default_factory=list)
     trailing: list[Node] = field(default_factory=list)
 
@@ -651,7 +654,9 @@ class _Walker:
             plain = dataclasses.replace(env, stdin_literal=None)
             self.run_pipeline([(body, body_env), *((s, plain) for s in info.extra_stages)])
         elif body is not None:
+            start = len(self.out)
             self.walk(body, body_env)
+            self._feeds_and_sinks(info.feeds, info.sinks, start, len(self.out))
         elif info.redirects:
             # `> file` with no command still truncates or creates the file.
             self.out.append(
@@ -685,7 +690,10 @@ class _Walker:
         op = next((c.type for c in node.children if c.type in _REDIRECT_OPS), ">")
         for dest in node.children_by_field_name("destination"):
             target, subs = self.word(dest)
-            info.subs.extend(subs)
+            if dest.type == "process_substitution":
+                (info.sinks if op in _WRITE_OPS else info.feeds).append(dest)
+            else:
+                info.subs.extend(subs)
             is_fd_dup = op in (">&", "<&") and (target.isdigit() or target == "-")
             if not is_fd_dup:
                 info.redirects.append(Redirect(op, target))
@@ -743,7 +751,7 @@ class _Walker:
             # variable's value looks known: it is judged as the worst command.
             words[0] = DYNAMIC
         chain = _unwrap_chain(words)
-        self._walk_word_substitutions(chain, subs)
+        sinks = self._walk_word_substitutions(chain, subs)
         info = self._redirections(c for c in node.children if c.type.endswith("_redirect"))
         for sub in info.subs:
             self.walk_substitution(sub, (), _stdin_executors(chain))
@@ -754,7 +762,35 @@ class _Walker:
             if info.stdin_literal is not None
             else env.stdin_literal,
         )
+        start = len(self.out)
         self._emit(chain, cmd_env, _text(node)[:_SOURCE_CHARS])
+        self._feeds_and_sinks(info.feeds, sinks + info.sinks, start, start + len(chain))
+
+    def _feeds_and_sinks(self, feeds: list[Node], sinks: list[Node], start: int, end: int) -> None:
+        """Walk the process substitutions the records ``start:end`` read as their stdin
+        (``sh < <(curl x)``: run by the shell) or write into (``curl x > >(sh)``,
+        ``curl -o >(sh) x``: the curl's output is), and tell each side what the other
+        does with the data, as a pipe would."""
+        records = self.out[start:end]
+        names = tuple(r.name for r in records)
+        runners = tuple(r.name for r in records if executes_stdin(r.name, r.args, r.stdin_args))
+        for sub in feeds:
+            first = len(self.out)
+            self.walk_substitution(sub, names, runners)
+            literal = _stdout_literal(self.out[first:])
+            for rec in records:
+                if literal is not None and _runs_shell_stdin(rec.name, rec.args):
+                    self.nested_script(literal, _Env(), rec.source)
+        for sub in sinks:
+            first = len(self.out)
+            self.walk_substitution(sub, (), ())
+            sink = self.out[first:]
+            self._tag(
+                start,
+                end,
+                tuple(r.name for r in sink),
+                tuple(r.name for r in sink if executes_stdin(r.name, r.args, r.stdin_args)),
+            )
 
     def _words(self, nodes: list[Node]) -> list[_Word]:
         """Each word bash reads from a command's word nodes. Nodes with nothing between
@@ -785,8 +821,10 @@ class _Walker:
             previous = node
         return words
 
-    def _walk_word_substitutions(self, chain: list[_Link], subs: list[list[Node]]) -> None:
-        """Walk substitutions in the command's words, knowing which ones are run as code."""
+    def _walk_word_substitutions(self, chain: list[_Link], subs: list[list[Node]]) -> list[Node]:
+        """Walk substitutions in the command's words, knowing which ones are run as code.
+        Returns the ``>(...)`` ones, which the command may write into: they are walked
+        once its records are made (see ``_feeds_and_sinks``)."""
         names = tuple(link.name for link in chain)
         executors: dict[int, tuple[str | None, ...]] = {0: ("eval",)}  # $(...) as the name
         for link in chain:
@@ -795,9 +833,14 @@ class _Walker:
             for index in code_arg_indices(link.name, link.args):
                 position = link.offset + 1 + index
                 executors[position] = (*executors.get(position, ()), link.name)
+        sinks: list[Node] = []
         for position, nodes in enumerate(subs):
             for sub in nodes:
-                self.walk_substitution(sub, names, executors.get(position, ()))
+                if sub.type == "process_substitution" and _text(sub).startswith(">"):
+                    sinks.append(sub)
+                else:
+                    self.walk_substitution(sub, names, executors.get(position, ()))
+        return sinks
 
     def _emit(self, chain: list[_Link], env: _Env, source: str) -> None:
         for link in chain:
