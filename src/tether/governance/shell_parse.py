@@ -41,10 +41,12 @@ from tether.governance.wrappers import (
     download_outputs,
     executes_stdin,
     inline_code,
+    option_scripts,
     remote_script_of,
     script_of,
     shell_strings_in_code,
     unwrap,
+    variable_script,
 )
 
 MAX_DEPTH = 5  # nested bash -c / eval / here-doc scripts
@@ -522,12 +524,20 @@ class _Walker:
         for sub in _find_substitutions(name_node):
             self.walk_substitution(sub, (), ())
         self._latent_substitutions(value)
+        self._command_variable(f"{_text(name_node)}={value}", _text(node)[:_SOURCE_CHARS])
         name = _text(name_node)
         # Without following control flow a variable assigned twice (if/else
         # branches, loops, +=) could hold either value: treat it as unknown.
         reassigned = name in self.variables and self.variables[name] != value
         appends = any(c.type == "+=" for c in node.children)
         self.variables[name] = DYNAMIC if (appends or reassigned) else value
+
+    def _command_variable(self, assignment: str, source: str) -> None:
+        """``GIT_SSH_COMMAND='cmd' git fetch``: a variable programs run as a command
+        line is judged as the script it is."""
+        script = variable_script(assignment)
+        if script is not None:
+            self.nested_script(script, _Env(), source)
 
     def _latent_substitutions(self, value: str) -> None:
         """The substitutions a variable's literal value holds (``x='a[$(cmd)]'``): bash
@@ -722,6 +732,10 @@ class _Walker:
             if child.type == "variable_assignment":  # FOO=1 cmd: scoped to cmd
                 for sub in self.word(child)[1]:
                     self.walk_substitution(sub, (), ())
+                var, value = child.child_by_field_name("name"), child.child_by_field_name("value")
+                if var is not None and value is not None:
+                    assignment = f"{_text(var)}={self.word(value)[0]}"
+                    self._command_variable(assignment, _text(child)[:_SOURCE_CHARS])
         if name_node is None:
             self.walk_children(node, env)
             return
@@ -874,6 +888,8 @@ class _Walker:
         script = script_of(name, link.args)
         if script is not None:
             self.nested_script(script, _Env(), source)
+        for carried in option_scripts(name, link.args):
+            self.nested_script(carried, _Env(), source)
         remote = remote_script_of(name, link.args)
         if remote is not None:
             saved = self._save()

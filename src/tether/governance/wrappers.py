@@ -15,7 +15,13 @@ from dataclasses import dataclass
 
 from tether.governance.paths import DYNAMIC
 from tether.governance.rules import in_command_set
-from tether.governance.shell_words import flag_set, is_assignment, is_option, positional_args
+from tether.governance.shell_words import (
+    flag_set,
+    is_assignment,
+    is_option,
+    positional_args,
+    subcommand,
+)
 
 
 @dataclass(frozen=True)
@@ -53,7 +59,15 @@ def _spec(
 
 _TRACE_VALUES = ("-o", "-e", "-p", "-s", "-u", "-E", "-a", "-b", "-I", "-O", "-P", "-S", "-X")
 _WRAPPERS: dict[str, _Spec] = {
-    "env": _spec("-u", "--unset", "-C", "--chdir", skip_assignments=True),
+    "env": _spec(
+        "-u",
+        "--unset",
+        "-C",
+        "--chdir",
+        skip_assignments=True,
+        # env -S 'cmd args': the string is split into the command (see option_scripts).
+        no_exec_flags=frozenset({"-S", "--split-string"}),
+    ),
     "nohup": _spec(),
     "setsid": _spec(),
     "time": _spec("-f", "--format", "-o", "--output"),
@@ -239,6 +253,126 @@ def script_of(name: str, args: Sequence[str]) -> str | None:
         bodies = [a.split("=", 1)[1] for a in args if "=" in a]
         return "\n".join(bodies) if bodies else None
     return None
+
+
+# Options whose value a command runs as a shell command line (through sh -c, or split
+# into words much as the shell would).
+_SCRIPT_OPTIONS: dict[str, tuple[str, ...]] = {
+    "env": ("-S", "--split-string"),
+    "flock": ("-c", "--command"),
+    "script": ("-c", "--command"),
+    "rsync": ("-e", "--rsh"),
+    "tar": (
+        "-I",
+        "--use-compress-program",
+        "--to-command",
+        "--rsh-command",
+        "-F",
+        "--info-script",
+        "--new-volume-script",
+    ),
+    "zip": ("-TT", "--unzip-command"),
+}
+# git configuration keys (their last part, lower case) whose value git runs as a
+# shell command line; an alias runs one when its value starts with "!".
+_GIT_VALUE_OPTIONS = ("-C", "-c", "--git-dir", "--work-tree", "--namespace")
+_GIT_COMMAND_KEYS = frozenset(
+    {"sshcommand", "pager", "editor", "askpass", "fsmonitor", "external", "textconv"}
+    | {"clean", "smudge", "process", "driver", "command", "program", "helper", "cmd"}
+)
+# Environment variables whose value programs run as a command line (git, ssh, less,
+# man, editors).
+_COMMAND_VARIABLES = frozenset(
+    {"GIT_SSH_COMMAND", "GIT_PAGER", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_ASKPASS"}
+    | {"GIT_EXTERNAL_DIFF", "GIT_PROXY_COMMAND", "SSH_ASKPASS", "PAGER", "MANPAGER"}
+    | {"EDITOR", "VISUAL", "LESSOPEN", "LESSCLOSE", "SYSTEMD_PAGER", "BROWSER"}
+)
+
+
+def option_scripts(name: str, args: Sequence[str]) -> list[str]:
+    """Command lines that ``name args...`` runs from its options: ``env -S``,
+    ``flock -c``, ``rsync -e``, ``tar --to-command`` or ``--checkpoint-action=exec=``,
+    ``zip -TT``, ``ssh -o ProxyCommand=``, ``git -c alias.x='!cmd'`` (or ``git config``
+    storing such a value, to run later), and the command-valued ``VAR=cmd`` words
+    ``env`` sets."""
+    scripts = _option_values(args, _SCRIPT_OPTIONS.get(name, ()))
+    if name == "env":
+        scripts += [s for a in args if is_assignment(a) for s in [variable_script(a)] if s]
+        for i, arg in enumerate(args):  # env -S 'cmd a' b: b is one more word of cmd
+            after = i + 2 if arg == "-S" or arg == "--split-string" else i + 1
+            if arg.startswith(("-S", "--split-string")) and scripts and after < len(args):
+                scripts[0] = " ".join([scripts[0], *args[after:]])
+                break
+    elif name == "tar":
+        scripts += [
+            a.split("=", 1)[1][len("exec=") :]
+            for a in args
+            if a.startswith("--checkpoint-action=") and a.split("=", 1)[1].startswith("exec=")
+        ]
+    elif name in ("ssh", "scp", "sftp"):
+        scripts += _ssh_command_options(args)
+    elif name == "git":
+        scripts += _git_command_values(args)
+    return scripts
+
+
+def _option_values(args: Sequence[str], names: Sequence[str]) -> list[str]:
+    """Every value given to one of the options ``names`` (``-c V``, ``-qc V``,
+    ``--long=V``)."""
+    values = []
+    for i, arg in enumerate(args):
+        cluster = not arg.startswith("--") and len(arg) > 2 and "-" + arg[-1] in names
+        if (arg in names or cluster) and i + 1 < len(args):  # -c V, -qc V
+            values.append(args[i + 1])
+        elif arg.startswith("--") and arg.split("=", 1)[0] in names and "=" in arg:
+            values.append(arg.split("=", 1)[1])
+    return values
+
+
+def variable_script(assignment: str) -> str | None:
+    """The command line in ``VAR=value`` when programs run VAR's value
+    (``GIT_SSH_COMMAND='cmd'``, ``LESSOPEN='|cmd %s'``)."""
+    var, _, value = assignment.partition("=")
+    if var not in _COMMAND_VARIABLES or not value:
+        return None
+    return value.lstrip("|") if var.startswith("LESS") else value
+
+
+def _ssh_command_options(args: Sequence[str]) -> list[str]:
+    found = []
+    for i, arg in enumerate(args):
+        if arg == "-o" and i + 1 < len(args):
+            option = args[i + 1]
+        elif arg.startswith("-o") and len(arg) > 2:
+            option = arg[2:]
+        else:
+            continue
+        key, _, value = option.replace("=", " ", 1).partition(" ")
+        if key.lower() in ("proxycommand", "localcommand") and value.strip():
+            found.append(value)
+    return found
+
+
+def _git_command_values(args: Sequence[str]) -> list[str]:
+    """Values of git configuration keys that git runs as command lines: given with
+    ``-c key=value`` or stored by ``git config [options] key value``."""
+    pairs: list[tuple[str, str]] = []
+    for i, arg in enumerate(args):
+        if arg == "-c" and i + 1 < len(args):
+            key, _, value = args[i + 1].partition("=")
+            pairs.append((key, value))
+    if subcommand(args, _GIT_VALUE_OPTIONS) == "config":
+        words = positional_args(args[args.index("config") + 1 :])
+        if len(words) >= 2:
+            pairs.append((words[0], words[1]))
+    found = []
+    for key, value in pairs:
+        section, _, last = key.lower().rpartition(".")
+        if value.startswith("!"):
+            found.append(value[1:])
+        elif last in _GIT_COMMAND_KEYS and section and not section.startswith("alias"):
+            found.append(value)
+    return found
 
 
 _SSH_VALUES = frozenset(
