@@ -37,6 +37,7 @@ from tether.governance.shell_words import (
 )
 from tether.governance.wrappers import (
     Invocation,
+    awk_scripts,
     code_arg_indices,
     download_outputs,
     executes_stdin,
@@ -888,7 +889,7 @@ class _Walker:
         script = script_of(name, link.args)
         if script is not None:
             self.nested_script(script, _Env(), source)
-        for carried in option_scripts(name, link.args):
+        for carried in option_scripts(name, link.args) + awk_scripts(name, link.args):
             self.nested_script(carried, _Env(), source)
         remote = remote_script_of(name, link.args)
         if remote is not None:

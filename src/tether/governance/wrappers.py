@@ -411,6 +411,48 @@ def inline_code(name: str, args: Sequence[str]) -> str | None:
     return None
 
 
+_AWKS = frozenset({"awk", "gawk", "mawk", "nawk"})
+_AWK_VALUES = frozenset({"-v", "-F", "--assign", "--field-separator", "-W", "-l", "--load"})
+_AWK_FILES = frozenset({"-f", "--file", "-E", "--exec", "-i", "--include"})
+# system("...") with one string literal for its argument; anything else is computed.
+_AWK_LITERAL_SYSTEM = re.compile(r'system\s*\(\s*"(?:[^"\\]|\\.)*"\s*\)')
+_AWK_SYSTEM = re.compile(r"system\s*\(")
+# A pipe to or from a command ("cmd" | getline, print | "cmd"); "||" is a logical or.
+_AWK_PIPE = re.compile(r"(?<!\|)\|(?!\|)")
+
+
+def awk_scripts(name: str, args: Sequence[str]) -> list[str]:
+    """Command lines an awk program on the command line runs (``system("cmd")``,
+    ``print | "cmd"``, ``"cmd" | getline``); DYNAMIC for a ``system()`` whose command
+    is computed (``system($0)``: the input run as commands)."""
+    if name not in _AWKS:
+        return []
+    program = None
+    skip = False
+    for i, arg in enumerate(args):
+        if skip:
+            skip = False
+        elif arg in _AWK_FILES or arg.startswith(("-f", "--file=")):
+            return []  # the program is in a file
+        elif arg in _AWK_VALUES:
+            skip = True
+        elif arg == "--" or not is_option(arg):
+            program = args[i + 1] if arg == "--" and i + 1 < len(args) else arg
+            break
+    if program is None:
+        return []
+    found = []
+    if _AWK_SYSTEM.search(program) or _AWK_PIPE.search(program):
+        found = [
+            next(g for g in m.groups() if g is not None)
+            for m in _STRING_LITERAL.finditer(program)
+            if m.group(2) is not None
+        ]
+    if len(_AWK_SYSTEM.findall(program)) > len(_AWK_LITERAL_SYSTEM.findall(program)):
+        found.append(DYNAMIC)
+    return found
+
+
 def shell_strings_in_code(code: str) -> list[str]:
     """String literals of interpreter code that shells out (``os.system('...')``).
 
