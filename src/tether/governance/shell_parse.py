@@ -36,6 +36,7 @@ from tether.governance.shell_words import (
     unescape_unquoted,
 )
 from tether.governance.wrappers import (
+    SCHEDULERS,
     Invocation,
     awk_scripts,
     code_arg_indices,
@@ -1019,7 +1020,7 @@ def _runs_shell_stdin(name: str | None, args: tuple[str, ...]) -> bool:
     """True if the command runs its stdin as a *shell* script (python stdin is not shell)."""
     if name is None or not executes_stdin(name, args):
         return False
-    return name in ("source", ".") or in_command_set(name, "shells")
+    return name in ("source", ".") or name in SCHEDULERS or in_command_set(name, "shells")
 
 
 def _stdout_literal(stage: list[SimpleCommand]) -> str | None:

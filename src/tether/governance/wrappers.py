@@ -541,10 +541,18 @@ def code_arg_indices(name: str, args: Sequence[str]) -> frozenset[int]:
     return frozenset()
 
 
+#: Commands that run their stdin as a shell script later (at, batch).
+SCHEDULERS = frozenset({"at", "batch"})
+# at options that take the job from a file or do not make one (list, remove, show).
+_SCHEDULER_NO_STDIN = frozenset({"-f", "-l", "-r", "-d", "-c", "-V"})
+
+
 def executes_stdin(name: str | None, args: Sequence[str], stdin_args: bool = False) -> bool:
     """True if the command runs what arrives on its stdin as code (``curl | sh``)."""
     if name is None:
         return True  # a dynamic command could be a shell
+    if name in SCHEDULERS:  # at now <<< 'cmd': the job is its stdin, run by sh later
+        return not (flag_set(tuple(args)) & _SCHEDULER_NO_STDIN)
     is_shell = in_command_set(name, "shells")
     if not (is_shell or in_command_set(name, "interpreters")):
         return name in ("source", ".") and any(
