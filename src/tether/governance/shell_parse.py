@@ -42,6 +42,8 @@ from tether.governance.wrappers import (
     code_arg_indices,
     download_outputs,
     executes_stdin,
+    find_args,
+    find_writes,
     inline_code,
     option_scripts,
     remote_script_of,
@@ -860,6 +862,10 @@ class _Walker:
 
     def _emit(self, chain: list[_Link], env: _Env, source: str) -> None:
         for link in chain:
+            redirects = env.redirects
+            if link.name == "find":
+                written = find_writes(link.args)
+                redirects += tuple(Redirect(">", w) for w in written)
             spawning = (
                 link.name is not None
                 and link.name in self.functions
@@ -869,7 +875,7 @@ class _Walker:
                 SimpleCommand(
                     name=link.name,
                     args=link.args,
-                    redirects=env.redirects,
+                    redirects=redirects,
                     source=source,
                     cwd=self.cwd,
                     self_spawning=spawning,
@@ -974,7 +980,9 @@ class _Walker:
 def _unwrap_chain(words: list[str]) -> list[_Link]:
     """The command plus everything its wrappers start (``sudo env rm`` -> 3 links)."""
     first = words[0]
-    chain = [_Link(_command_name(first), tuple(words[1:]), 0, word=first)]
+    name = _command_name(first)
+    args = find_args(words[1:]) if name == "find" else tuple(words[1:])
+    chain = [_Link(name, args, 0, word=first)]
     todo = [chain[0]]
     while todo and len(chain) < MAX_UNWRAP:
         link = todo.pop()
@@ -1001,9 +1009,10 @@ _GLOB = re.compile(r"[*?]|\[[^\]]*\]")
 
 def _link_for(inv: Invocation, parent: _Link) -> _Link:
     head = inv.argv[0]
+    name = _command_name(head)
     return _Link(
-        _command_name(head),
-        inv.argv[1:],
+        name,
+        find_args(inv.argv[1:]) if name == "find" else inv.argv[1:],
         parent.offset + 1 + inv.offset,
         inv.stdin_args or parent.stdin_args,
         head,

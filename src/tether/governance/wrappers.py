@@ -208,9 +208,35 @@ def _xargs_argv(options: Sequence[str], argv: tuple[str, ...]) -> tuple[str, ...
     return tuple(a.replace(replace, DYNAMIC) for a in argv)
 
 
+def find_args(args: Sequence[str]) -> tuple[str, ...]:
+    """find's words with a "--" ending its leading options read as ``-P`` (its default,
+    the same for find): rules stop reading options at "--", and ``find -- / -delete``
+    deletes as ``find / -delete`` does."""
+    out = list(args)
+    i = 0
+    while i < len(out) and out[i] in _FIND_OPTIONS:
+        i += 2 if out[i] in ("-D", "-O") else 1
+    if i < len(out) and out[i] == "--":
+        out[i] = "-P"
+    return tuple(out)
+
+
+def find_writes(args: Sequence[str]) -> list[str]:
+    """Files find's actions write (-fprint FILE, -fprint0 FILE, -fls FILE, -fprintf FILE
+    FORMAT): as an output redirection would."""
+    return [args[i + 1] for i, arg in enumerate(args[:-1]) if arg in _FIND_WRITES]
+
+
+_FIND_OPTIONS = frozenset({"-H", "-L", "-P", "-D", "-O"})
+_FIND_WRITES = frozenset({"-fprint", "-fprint0", "-fls", "-fprintf"})
+
+
 def _find_exec(args: Sequence[str]) -> list[Invocation]:
     roots: list[str] = []
-    for arg in args:
+    i = 0
+    while i < len(args) and args[i] in _FIND_OPTIONS:  # -L / -exec ...: / is a root
+        i += 2 if args[i] in ("-D", "-O") else 1
+    for arg in args[i:]:
         if arg.startswith(_FIND_EXPRESSION_START):
             break
         roots.append(arg)
