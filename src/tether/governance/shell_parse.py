@@ -24,6 +24,7 @@ from typing import cast
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser, Tree
 
+from tether.governance.carried_scripts import awk_scripts, option_scripts, variable_script
 from tether.governance.context import AnalysisContext
 from tether.governance.paths import DYNAMIC, brace_words, expand_tilde
 from tether.governance.rules import in_command_set
@@ -38,19 +39,16 @@ from tether.governance.shell_words import (
 from tether.governance.wrappers import (
     SCHEDULERS,
     Invocation,
-    awk_scripts,
     code_arg_indices,
     download_outputs,
     executes_stdin,
     find_args,
     find_writes,
     inline_code,
-    option_scripts,
     remote_script_of,
     script_of,
     shell_strings_in_code,
     unwrap,
-    variable_script,
 )
 
 MAX_DEPTH = 5  # nested bash -c / eval / here-doc scripts
