@@ -275,6 +275,7 @@ class _Walker:
         self.variables: dict[str, str] = {}
         self.functions: list[str] = []
         self.downloads: dict[str, list[int]] = {}  # file -> records that downloaded it
+        self.written: dict[str, str] = {}  # file -> the literal text written to it
         self.depth = 0
         self.out: list[SimpleCommand] = []
         self.syntax_error = False
@@ -884,6 +885,7 @@ class _Walker:
         first = len(self.out) - len(chain)
         for index, link in enumerate(chain, start=first):
             self._track_downloads(link, index, env)
+            self._track_written(link, index, env)
             if link.name is not None:
                 self._embedded_scripts(link, env, source)
                 self._track_cd(link)
@@ -928,6 +930,24 @@ class _Walker:
             for k in self.downloads.get(resolved or "", []):
                 rec = self.out[k]
                 self.out[k] = dataclasses.replace(rec, executed_by=(*rec.executed_by, runner))
+
+    def _track_written(self, link: _Link, index: int, env: _Env) -> None:
+        """Remember literal text written to files; parse it where such a file is run.
+
+        ``echo 'rm -rf /' > x.sh; bash x.sh`` runs the echoed text just like
+        ``echo 'rm -rf /' | bash`` does, only in two steps.
+        """
+        rec = self.out[index]
+        literal = _stdout_literal([rec])
+        for redirect in env.redirects if literal is not None else ():
+            resolved = self._resolve(redirect.target) if redirect.writes else None
+            if resolved is not None:
+                before = self.written.get(resolved, "") if redirect.op == ">>" else ""
+                self.written[resolved] = f"{before}{literal}\n"
+        for path, _runner in self._scripts_run_by(link):
+            text = self.written.get(self._resolve(path) or "")
+            if text is not None:
+                self.nested_script(text, _Env(), rec.source)
 
     @staticmethod
     def _scripts_run_by(link: _Link) -> list[tuple[str, str | None]]:
@@ -1038,6 +1058,8 @@ def _stdout_literal(stage: list[SimpleCommand]) -> str | None:
     if rec.name in ("echo", "printf"):
         words = [a for a in rec.args if not (rec.name == "echo" and a in ("-n", "-e", "-E"))]
         text = " ".join(words)
+        if rec.name == "printf" or "-e" in rec.args:
+            text = text.replace("\\n", "\n").replace("\\t", "\t")
     elif rec.name == "cat" and not positional_args(rec.args) and rec.stdin_literal is not None:
         text = rec.stdin_literal
     else:
