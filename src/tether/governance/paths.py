@@ -333,9 +333,29 @@ def _is_system(path: str, home: str) -> bool:
     return path == "/" or any(within(path, d) for d in _DEEP_SYSTEM_DIRS | _TOP_SYSTEM_DIRS)
 
 
+# Where a file is run at login or start-up without anyone asking: autostart entries,
+# systemd units (a user's own need no privilege), environment.d, rc and init scripts.
+_STARTUP_DIRS = (
+    ".config/autostart",
+    ".config/systemd",
+    ".config/environment.d",
+    ".local/share/systemd",
+    "/etc/xdg/autostart",
+    "/etc/systemd",
+    "/etc/init.d",
+    "/etc/rc.local",
+    "/etc/profile.d",
+    "/etc/environment",
+)
+
+
 def _is_ssh_or_profile(path: str) -> bool:
+    """Whether ``path`` is in ~/.ssh or run at login or start-up (a shell profile, an
+    autostart entry, a systemd unit...)."""
     parts = path.split("/")
-    return ".ssh" in parts or parts[-1] in _SHELL_PROFILES or path.startswith("/etc/profile")
+    if ".ssh" in parts or parts[-1] in _SHELL_PROFILES or path.startswith("/etc/profile"):
+        return True
+    return any(f"/{d.lstrip('/')}/" in f"{path}/" for d in _STARTUP_DIRS)
 
 
 def _is_secret(path: str) -> bool:
