@@ -1,9 +1,10 @@
 """Command lines carried where the parser sees only words: in options (``env -S``,
 ``flock -c``, ``rsync -e``, ``tar --to-command``, ``ssh -o ProxyCommand=``, a git alias
 ``!cmd`` or command-valued key), in variables programs run (``GIT_SSH_COMMAND``,
-``PAGER``, ``LESSOPEN``), and in awk programs (``system("cmd")``, pipes). Each is
-parsed as the script it is (see shell_parse); like wrappers.py, this is parsing
-knowledge, and what is dangerous lives in the rule file.
+``PAGER``, ``LESSOPEN``), in awk programs (``system("cmd")``, pipes) and in GNU sed
+scripts (``e cmd``, ``s///e``). Each is parsed as the script it is (see shell_parse);
+like wrappers.py, this is parsing knowledge, and what is dangerous lives in the rule
+file.
 """
 
 from __future__ import annotations
@@ -174,4 +175,43 @@ def awk_scripts(name: str, args: Sequence[str]) -> list[str]:
         ]
     if len(_AWK_SYSTEM.findall(program)) > len(_AWK_LITERAL_SYSTEM.findall(program)):
         found.append(DYNAMIC)
+    return found
+
+
+_SEDS = frozenset({"sed", "gsed"})
+_SED_SCRIPTS = ("-e", "--expression")
+# An address: a line number, $, or /regex/ (\cREGEXc is left out: rare, and it only
+# makes this see no e command, never a wrong one).
+_SED_ADDRESS = r"(?:\d+(?:~\d+)?|\$|/(?:[^/\\\n]|\\.)*/[IM]*)"
+# GNU sed's e command: "e cmd" runs cmd, a bare "e" runs the pattern space.
+_SED_E_COMMAND = re.compile(
+    rf"(?:^|[;\n{{}}])\s*(?:{_SED_ADDRESS}(?:\s*,\s*{_SED_ADDRESS})?)?\s*!?\s*"
+    r"e(?:[ \t]+([^;\n}]*))?\s*(?=$|[;\n}])"
+)
+# s/regex/replacement/flags with the e flag: the pattern space, once replaced, is run.
+_SED_S_WITH_E = re.compile(
+    r"(?:^|[;\n{}!]|[\d$/])\s*s([^\w\s\\\n])(?:(?!\1)[^\\\n]|\\.)*\1"
+    r"(?:(?!\1)[^\\\n]|\\.)*\1[gpiImM0-9]*e"
+)
+
+
+def sed_scripts(name: str, args: Sequence[str]) -> list[str]:
+    """Command lines GNU sed runs from its script: the ``e cmd`` command's, and DYNAMIC
+    for a bare ``e`` or an ``s///e`` (the edited input is run as a command line)."""
+    if name not in _SEDS:
+        return []
+    scripts = [args[i + 1] for i, a in enumerate(args[:-1]) if a in _SED_SCRIPTS] + [
+        a.split("=", 1)[1] for a in args if a.startswith("--expression=")
+    ]
+    if any(a in ("-f", "--file") or a.startswith("--file=") for a in args):
+        return []  # (part of) the script is in a file
+    if not scripts:
+        words = positional_args(args)
+        scripts = words[:1]
+    found: list[str] = []
+    for script in scripts:
+        for match in _SED_E_COMMAND.finditer(script):
+            found.append(match.group(1).strip() if match.group(1) else DYNAMIC)
+        if _SED_S_WITH_E.search(script):
+            found.append(DYNAMIC)
     return found

@@ -24,7 +24,12 @@ from typing import cast
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser, Tree
 
-from tether.governance.carried_scripts import awk_scripts, option_scripts, variable_script
+from tether.governance.carried_scripts import (
+    awk_scripts,
+    option_scripts,
+    sed_scripts,
+    variable_script,
+)
 from tether.governance.context import AnalysisContext
 from tether.governance.paths import DYNAMIC, brace_words, expand_tilde
 from tether.governance.rules import in_command_set
@@ -896,7 +901,12 @@ class _Walker:
         script = script_of(name, link.args)
         if script is not None:
             self.nested_script(script, _Env(), source)
-        for carried in option_scripts(name, link.args) + awk_scripts(name, link.args):
+        carried_scripts = (
+            option_scripts(name, link.args)
+            + awk_scripts(name, link.args)
+            + sed_scripts(name, link.args)
+        )
+        for carried in carried_scripts:
             self.nested_script(carried, _Env(), source)
         remote = remote_script_of(name, link.args)
         if remote is not None:
