@@ -148,6 +148,8 @@ def unwrap(name: str, args: Sequence[str]) -> list[Invocation]:
         return _find_exec(args)
     if name == "coproc":
         return _coproc(args)
+    if name == "parallel":
+        return _parallel(args)
     spec = _WRAPPERS.get(name)
     if spec is None:
         return []
@@ -171,6 +173,41 @@ def _coproc(args: Sequence[str]) -> list[Invocation]:
         skip = 2
     argv = tuple(args[skip:])
     return [Invocation(argv, skip)] if argv else []
+
+
+# GNU parallel's options that take a value.
+_PARALLEL_VALUES = frozenset(
+    {"-j", "--jobs", "-S", "--sshlogin", "-a", "--arg-file", "-d", "--delimiter", "-I"}
+    | {"-n", "--max-args", "-N", "--colsep", "-C", "--joblog", "--results", "--timeout"}
+    | {"--retries", "--delay", "--tmpdir", "--workdir", "--wd", "-E", "--eof", "--env"}
+)
+_PARALLEL_INPUTS = frozenset({":::", "::::", ":::+", "::::+"})
+
+
+def _parallel(args: Sequence[str]) -> list[Invocation]:
+    """``parallel [options] cmd... ::: items``: the command once per item, each appended
+    (as xargs does); with no ``:::`` the items arrive on stdin. Items from ``::::`` files
+    or stdin are known only at run time."""
+    i = 0
+    while i < len(args) and is_option(args[i]) and args[i] not in _PARALLEL_INPUTS:
+        i += 2 if args[i] in _PARALLEL_VALUES else 1
+    end = next((k for k in range(i, len(args)) if args[k] in _PARALLEL_INPUTS), len(args))
+    command = tuple(args[i:end])
+    if not command:
+        return []
+    if end == len(args):
+        return [Invocation(_xargs_argv(args[:i], command), i, stdin_args=True)]
+    if args[end] != ":::":
+        return [Invocation((*command, DYNAMIC), i)]
+    items = [a for a in args[end + 1 :] if a not in _PARALLEL_INPUTS]
+    return [Invocation(_with_item(command, item), i) for item in items] or [Invocation(command, i)]
+
+
+def _with_item(command: tuple[str, ...], item: str) -> tuple[str, ...]:
+    """The command parallel runs for ``item``: put in place of ``{}``, else appended."""
+    if any("{}" in word for word in command):
+        return tuple(word.replace("{}", item) for word in command)
+    return (*command, item)
 
 
 def _inner_start(args: Sequence[str], spec: _Spec) -> int | None:
