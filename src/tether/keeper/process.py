@@ -161,7 +161,22 @@ class KeeperProcess:
     async def set_kill_deadline(self, kill_after: float | None) -> None:
         """Move the kill deadline the runner enforces (seconds from now; None: none)."""
         kill_at = None if kill_after is None else time.time() + kill_after
-        await self._hub.request("extend", call_id=self.call_id, kill_at=kill_at)
+        try:
+            await self._hub.request("extend", call_id=self.call_id, kill_at=kill_at)
+        except ProtocolError:
+            # The runner no longer runs it: a tree that has ended has no deadline to
+            # move (an extend racing the call's end answered 500, and a call extended
+            # while it started failed with this error though its command succeeded).
+            if not await self._has_ended():
+                raise
+
+    async def _has_ended(self) -> bool:
+        """Whether the runner has recorded the call's end (it does so before it drops
+        the call from its list)."""
+        try:
+            return await self._ended(look=True) is not None
+        except CallLost:
+            return True  # ended, its end unreadable: follow and wait say so
 
     async def resources(self) -> Resources | None:
         """What the tree used, as the runner recorded at its end (None: not ended yet,

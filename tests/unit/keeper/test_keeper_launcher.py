@@ -20,6 +20,7 @@ from tether.keeper.client import KeeperClient
 from tether.keeper.hub import KeeperHub
 from tether.keeper.launcher import KeeperLauncher
 from tether.keeper.process import CallLost, KeeperProcess
+from tether.keeper.protocol import ProtocolError
 from tether.keeper.status import read_end
 from tether.toolcalls.launcher import LaunchSpec
 
@@ -90,6 +91,30 @@ async def test_the_runner_enforces_the_deadline_it_was_given(hub: KeeperHub) -> 
     assert await process.wait() == -signal.SIGTERM
     end = read_end(process.directory)
     assert end is not None and end.stopped_by == "deadline"
+
+
+async def test_moving_the_deadline_of_a_call_that_just_ended_is_no_error(
+    hub: KeeperHub,
+) -> None:
+    # An extend racing the call's end: the runner has dropped the call, the server has
+    # not yet read its end. It answered 500 (and a call extended while its tree started
+    # failed with "no running call" though its command succeeded).
+    launcher = KeeperLauncher(hub, output_limit=None, grace=0.5)
+    process = await launcher.start(Spec("c2", "echo done; exit 3"))
+    while "c2" in await launcher.running():
+        await asyncio.sleep(0.01)
+    await process.set_kill_deadline(30.0)
+    await process.set_kill_deadline(None)
+    assert as_text(await collect(process)) == {"stdout": "done\n"}
+    assert await process.wait() == 3
+
+
+async def test_moving_the_deadline_of_a_call_the_runner_never_ran_is_an_error(
+    hub: KeeperHub,
+) -> None:
+    process = KeeperProcess(hub, "never-started", 0)
+    with pytest.raises(ProtocolError):
+        await process.set_kill_deadline(30.0)
 
 
 async def test_another_hub_adopts_a_running_call_and_reads_all_its_output(
