@@ -73,6 +73,11 @@ class CallActions:
         call = await self._index.require_live(session_id, call_id)
         if not is_active(call.status):
             raise ToolCallConflict(f"deadlines apply to running calls; this one is {call.status}")
+        if call.timed_out or call.stop_reason is not None:
+            # Its tree is being stopped (its kill deadline fired, or a cancel): a later
+            # deadline would not save it, and was answered 202 as if it had.
+            why = "its kill deadline passed" if call.timed_out else call.stop_reason
+            raise ToolCallConflict(f"the call is being stopped ({why}); it cannot be extended")
         if target == "offload" and call.status == "offloaded":
             raise ToolCallConflict("the call is already in the background")
         if target == "offload":
