@@ -218,12 +218,14 @@ class TaskService:
             if record is None:
                 raise TaskNotFound(task_id)
             return await self._stop_elsewhere(record, reason)
-        run.stop_reason = reason
         # Cancel the turn first: its calls in flight are stopped and recorded on the way
         # out, and it cannot slip in another model step. Then stop what it left running
-        # in the background.
-        if run.job is not None:
-            run.job.cancel()
+        # in the background. Only the first stop cancels it: a second cancel cut the
+        # task's stopping short, its end unrecorded (it read "running" for good).
+        if run.stop_reason is None:
+            run.stop_reason = reason
+            if run.job is not None:
+                run.job.cancel()
         await self._coordinator.stop_task(task_id, run.stop_reason)
         if run.job is not None:
             await asyncio.wait({run.job})
@@ -333,6 +335,8 @@ class TaskService:
         ``detach``, leave each recorded as unfinished, for the next start to resume."""
         runs = list(self._running.values())
         for run in runs:
+            if run.stop_reason is not None:
+                continue  # being stopped already: cancelled again, its end would be lost
             if not detach:
                 run.stop_reason = "server shutdown"
             if run.job is not None:
