@@ -102,7 +102,9 @@ class CallActions:
         """
         trees: list[LaunchedProcess] = []
         for call in calls:
-            if call.finished.is_set():
+            if call.finished.is_set() or call.ending.locked():
+                # Ended, or its end being recorded (decided from how its tool returned):
+                # marking it stopped now recorded a success as force-cancelled.
                 continue
             if call.stop_reason is None or force:
                 call.stop_reason = call.stop_reason or reason
