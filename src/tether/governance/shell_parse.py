@@ -12,12 +12,13 @@ reported, because governance must judge what *could* happen.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import posixpath
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -294,20 +295,30 @@ class _Walker:
 
     def run_script(self, text: str, env: _Env) -> None:
         """Parse ``text`` and walk it one nesting level deeper."""
+        with self._deeper(text) as root:
+            if root is None:
+                return
+            if root.has_error and not _only_literal_dollars(root):
+                self.syntax_error = True
+            self.walk(root, env)
+
+    @contextlib.contextmanager
+    def _deeper(self, text: str) -> Iterator[Node | None]:
+        """``text`` parsed, its walk one nesting level deeper; None (the walk marked too
+        deep or too large) past the limits."""
         if self.depth > MAX_DEPTH:
             self.too_deep = True
+            yield None
             return
         if len(text) > MAX_SCRIPT_CHARS:
             self.too_large = True
+            yield None
             return
-        tree = _parse(remove_line_continuations(text))
-        root = tree.root_node
-        if root.has_error and not _only_literal_dollars(root):
-            self.syntax_error = True
+        root = _parse(remove_line_continuations(text)).root_node
         self.depth += 1
         self.sources.append(root.text or b"")
         try:
-            self.walk(root, env)
+            yield root
         finally:
             self.sources.pop()
             self.depth -= 1
@@ -555,21 +566,9 @@ class _Walker:
         value need not be a script."""
         if DYNAMIC in value or ("$(" not in value and "`" not in value):
             return
-        if self.depth > MAX_DEPTH:
-            self.too_deep = True
-            return
-        if len(value) > MAX_SCRIPT_CHARS:
-            self.too_large = True
-            return
-        root = _parse(remove_line_continuations(value)).root_node
-        self.depth += 1
-        self.sources.append(root.text or b"")
-        try:
-            for sub in _find_substitutions(root):
+        with self._deeper(value) as root:
+            for sub in _find_substitutions(root) if root is not None else ():
                 self.walk_substitution(sub, (), ())
-        finally:
-            self.sources.pop()
-            self.depth -= 1
 
     def _declaration(self, node: Node, env: _Env) -> None:
         for child in node.named_children:
