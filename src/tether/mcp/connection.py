@@ -17,6 +17,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
 from mcp.client.sse import sse_client
@@ -79,6 +80,8 @@ class McpConnection:
         self._settled = asyncio.Event()
         self._log_sinks: set[LogSink] = set()
         self._supervisor: asyncio.Task[None] | None = None
+        # The supervisor's own scope: a close cancels through it (see close).
+        self._scope: anyio.CancelScope | None = None
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -88,9 +91,19 @@ class McpConnection:
             self._supervisor = asyncio.create_task(self._supervise(), name=f"mcp:{self.key}")
 
     async def close(self) -> None:
-        """Disconnect for good (the stdio server process ends with its transport)."""
+        """Disconnect for good (the stdio server process ends with its transport).
+
+        The supervisor is cancelled through its anyio scope, not with a bare
+        ``Task.cancel()``: the SDK's transports end their servers in shielded anyio
+        scopes, which a bare cancel does not respect. One that landed while a stdio
+        transport was ending an attempt cut its shutdown short: the server was never
+        stopped, its stdout reader waited on it, and the close with it (one close in
+        ten, for a server that never answered)."""
         if self._supervisor is not None:
-            self._supervisor.cancel()
+            if self._scope is not None:
+                self._scope.cancel()
+            else:  # not started yet: nothing of the SDK's runs in it
+                self._supervisor.cancel()
             with contextlib.suppress(BaseException):
                 await self._supervisor
             self._supervisor = None
@@ -103,6 +116,10 @@ class McpConnection:
         return self.status
 
     async def _supervise(self) -> None:
+        with anyio.CancelScope() as self._scope:
+            await self._keep_connected()
+
+    async def _keep_connected(self) -> None:
         sdk_logs.CLIENT.set(self.key)  # this task's, and the transport tasks' it starts
         delay = self._timing.backoff_first
         while True:
