@@ -200,10 +200,7 @@ class McpService:
         return [self._listed(r) for r in await self._repo.list()]
 
     async def get_client(self, key: str) -> McpClientInfo:
-        record = await self._repo.get(key)
-        if record is None:
-            raise McpClientNotFound(key)
-        return self._listed(record)
+        return self._listed(await self._stored(key))
 
     def _listed(self, record: McpClientRecord) -> McpClientInfo:
         try:
@@ -294,10 +291,13 @@ class McpService:
         return self._info(key, spec)
 
     async def _load(self, key: str) -> McpClientSpec:
+        return self._spec_of(await self._stored(key))
+
+    async def _stored(self, key: str) -> McpClientRecord:
         record = await self._repo.get(key)
         if record is None:
             raise McpClientNotFound(key)
-        return self._spec_of(record)
+        return record
 
     def _record(self, key: str, spec: McpClientSpec) -> McpClientRecord:
         secrets: dict[str, object] = {f: getattr(spec, f) for f in _SECRET_FIELDS}
@@ -314,11 +314,7 @@ class McpService:
         try:
             return self._opened(record)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first.get("loc", ()))
-            said = str(first.get("msg", "invalid")).removeprefix("Value error, ")
-            if where:
-                said = f"{where}: {said}"
+            said = _first_problem(exc)
             raise McpUnreadable(
                 record.key, f"its stored configuration no longer holds ({said})"
             ) from None
@@ -407,8 +403,13 @@ def _apply(changes: McpClientUpdate, spec: McpClientSpec) -> McpClientSpec:
     try:
         return changes.applied_to(spec)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "client"
-        raise McpInvalid(f"{where}: {first.get('msg', 'invalid')}") from None
+        raise McpInvalid(_first_problem(exc)) from None
     except ValueError as exc:
         raise McpInvalid(str(exc)) from None
+
+
+def _first_problem(exc: ValidationError) -> str:
+    """The first error of ``exc`` as ``field: message`` (``client`` for the whole)."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ())) or "client"
+    return f"{where}: {str(first.get('msg', 'invalid')).removeprefix('Value error, ')}"
