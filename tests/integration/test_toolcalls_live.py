@@ -206,6 +206,34 @@ def test_cancel_kills_child_grandchild_and_setsid_descendant(
     assert any(m["role"] == "tool" and "The user cancelled this call" in m["content"] for m in last)
 
 
+def test_a_cancel_after_the_command_exited_leaves_it_a_success(plain_stack: Stack) -> None:
+    """The command exited 0, leaving a child that holds its output open (the call is
+    drained for a second, still running). A cancel then ends the child, but the command
+    succeeded: the call and the model say so (a success reported as cancelled may be
+    run again). Unsandboxed, so that the command's own pid is the host's."""
+    stack = plain_stack
+    workdir = stack.workspace / f"own-{uuid.uuid4().hex[:8]}"
+    workdir.mkdir()
+    session, task_id, call = stack.start_shell(
+        f"sleep 300 & echo $$ $! > {workdir.name}/pids; echo wrote-42"
+    )
+    call_id = call["tool_call_id"]
+    pids = workdir / "pids"
+    command, child = wait_for(
+        lambda: [int(p) for p in pids.read_text().split()] if pids.exists() else None
+    )
+    wait_for(lambda: process_gone(command), timeout=5, what="the command's exit")
+    resp = stack.api("POST", f"/api/tool-calls/{session}/{call_id}/cancel", json={})
+    assert resp.status_code == 202, f"{resp.text} (the one-second drain ended the call first?)"
+    info = stack.wait_completed(session, call_id)
+    assert (info["end_state"], info["force_cancelled"]) == ("success", False)
+    wait_for(lambda: process_gone(child), timeout=5, what="the child's end")
+    task = stack.wait_task(task_id)
+    tool = next(m for m in task["messages"] if m["role"] == "tool")
+    assert "wrote-42" in tool["content"] and "exit code 0" in tool["content"]
+    assert "cancelled" not in tool["content"]
+
+
 # ------------------------------------------------------------------ offload
 
 

@@ -114,8 +114,7 @@ async def _adopt_one(
         # by now, it would be recorded as killed at its deadline whatever its end. Its
         # status file says whether the runner killed it at its deadline.
         kill_at = spec.kill_at if found.fate == "running" else None
-        timed_out = found.end is not None and found.end.stopped_by == "deadline"
-        outcome = await coordinator.adopt(record, process, kill_at, timed_out)
+        outcome = await coordinator.adopt(record, process, kill_at)
         adoption.adopted.add(found.call_id)
         if record.status == "running":  # a turn waits on it (offloaded: delivered as such)
             adoption.waiting[found.call_id] = outcome

@@ -19,6 +19,7 @@ from tether.keeper.status import CallEnd, CorruptFile, read_end
 from tether.sandbox.limits import Resources
 from tether.toolcalls import process_tree
 from tether.toolcalls.call import ResultLost
+from tether.toolcalls.launcher import EndCause
 from tether.waits import event_within
 
 OutputSink = Callable[[str, str], None]
@@ -186,6 +187,13 @@ class KeeperProcess:
         except CallLost:
             return None
         return None if end is None else end.measured()
+
+    def end_cause(self) -> EndCause | None:
+        """The runner records whether it stopped the tree (its deadline, a request) or
+        the command ended before any stop reached it."""
+        if self._end is None:
+            return None
+        return self._end.stopped_by or "itself"
 
     async def _stop_lost(self) -> None:
         """What is left of a call that cannot be followed would run on unwatched, past

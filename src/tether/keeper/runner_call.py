@@ -178,10 +178,15 @@ class RunningCall:
 
     def stop(self, by: StoppedBy, force: bool) -> None:
         """Stop the whole tree: SIGTERM, SIGKILL after the grace (``force``: at once)."""
+        if self._exit_status is None:
+            self._exited()  # an exit the loop has not heard of yet was the command's own
         if self.ended or (self._stop_asked and not force):
             return
         self._stop_asked = True
-        self.stopped_by = self.stopped_by or by
+        if self._exit_status is None:
+            self.stopped_by = self.stopped_by or by
+        # Else the command had ended by itself: the stop is for what it left running
+        # (holding the output open), and its end stays its own.
         self._stopper.request(self, force)
 
     def target(self) -> process_tree.Target:

@@ -99,13 +99,11 @@ class ToolCallCoordinator:
         record: ToolCallRecord,
         process: LaunchedProcess,
         kill_at: float | None,
-        timed_out: bool = False,
     ) -> asyncio.Task[Any]:
         """Make a call a previous server started live again under its id (its tree
-        still runs, or ended while no server was up: ``timed_out`` if killed at its
-        deadline then). The task gives its outcome."""
+        still runs, or ended while no server was up: ``process`` then tells whether it
+        was killed at its deadline). The task gives its outcome."""
         call = await self._recorder.revive(record, kill_at)
-        call.timed_out = timed_out
         call.process = process
         return self._runner.adopt(call, _follow_to_end(call, process))
 

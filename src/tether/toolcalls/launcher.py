@@ -12,13 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from tether.sandbox.limits import Resources
 
 # Environment variable set on every process a call starts, so its whole tree can be found
 # (even a child that called setsid and was orphaned).
 MARKER_VAR = "TETHER_TOOL_CALL"
+
+# What ended a tree, as its launcher saw it: its kill deadline, a stop asked for, or
+# nothing but the command itself (it exited before any stop reached it).
+EndCause = Literal["deadline", "request", "itself"]
 
 # Receives output as it comes: (stream name, text), stream being "stdout" or "stderr".
 OutputSink = Callable[[str, str], None]
@@ -69,6 +73,11 @@ class LaunchedProcess(Protocol):
 
     async def resources(self) -> Resources | None:
         """What the tree used, once it has ended (None: this launcher does not measure)."""
+
+    def end_cause(self) -> EndCause | None:
+        """What ended the tree, once :meth:`wait` has returned (None: this launcher
+        cannot tell a command that exited on its own just as a stop was sent from one
+        the stop ended)."""
 
 
 class Launcher(Protocol):

@@ -9,7 +9,7 @@ from typing import Any
 
 from tether.toolcalls.call import CallInfo, Invocation, can_offload
 from tether.toolcalls.deadlines import Deadlines
-from tether.toolcalls.launcher import LaunchedProcess
+from tether.toolcalls.launcher import EndCause, LaunchedProcess
 from tether.toolcalls.output import OutputBuffer
 from tether.toolcalls.state import EndState, Status, counts_down
 
@@ -35,6 +35,8 @@ class LiveCall:
     # Whether its process tree was already sent a stop (see CallActions.stop).
     signalled: bool = False
     timed_out: bool = False
+    # What ended its process tree, when the launcher can tell (set once the tool returned).
+    end_cause: EndCause | None = None
     offload_reason: str | None = None
     human_approved: bool = False
     # What its processes used, once it ended (the launcher measures, see recorder).

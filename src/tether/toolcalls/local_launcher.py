@@ -18,7 +18,13 @@ from typing import BinaryIO
 from tether import model_texts
 from tether.sandbox.limits import Resources
 from tether.toolcalls import process_tree
-from tether.toolcalls.launcher import MARKER_VAR, LaunchedProcess, LaunchSpec, OutputSink
+from tether.toolcalls.launcher import (
+    MARKER_VAR,
+    EndCause,
+    LaunchedProcess,
+    LaunchSpec,
+    OutputSink,
+)
 from tether.waits import within
 
 _READ_SIZE = 64 * 1024
@@ -166,6 +172,9 @@ class LocalProcess:
         """Nothing to do: the coordinator's own timer enforces deadlines here."""
 
     async def resources(self) -> Resources | None:
+        return None
+
+    def end_cause(self) -> EndCause | None:
         return None
 
 

@@ -202,15 +202,17 @@ class CallRecorder:
 
 async def _resources_of(call: LiveCall) -> dict[str, Any] | None:
     """What the call's tree used, with ``killed_by`` completed by what the coordinator
-    itself stopped it for (its deadline, or a cancel)."""
+    itself stopped it for (its deadline, or a cancel) when the launcher cannot tell
+    (one that can, the runner, records its own)."""
     measured = await call.process.resources() if call.process is not None else None
     if measured is None:
         return None
     resources = measured.as_dict()
-    if resources["killed_by"] is None and call.timed_out:
-        resources["killed_by"] = "deadline"
-    elif resources["killed_by"] is None and call.stop_reason is not None:
-        resources["killed_by"] = "cancel"
+    if resources["killed_by"] is None and call.end_cause is None:
+        if call.timed_out:
+            resources["killed_by"] = "deadline"
+        elif call.stop_reason is not None:
+            resources["killed_by"] = "cancel"
     return resources
 
 

@@ -175,6 +175,8 @@ class CallRunner:
         flusher: asyncio.Task[Any],
     ) -> CallOutcome:
         assert call.work is not None
+        if call.process is not None:
+            call.end_cause = call.process.end_cause()
         end_state, summary = _end_of(call, call.work)
         watcher.cancel()
         outcome = await self._recorder.finish(call, end_state, summary, observer)
@@ -223,10 +225,14 @@ def _lost(work: asyncio.Task[Any]) -> bool:
 
 
 def _end_of(call: LiveCall, work: asyncio.Task[Any]) -> tuple[EndState, str]:
-    """The end state of a call whose work finished, and a one-line summary."""
-    if call.timed_out:
+    """The end state of a call whose work finished, and a one-line summary. What the
+    launcher saw ends the question where it can tell: a command that exited by itself
+    just as a stop was sent keeps its own result (a success reported as cancelled would
+    be run again), and one its launcher stopped at the deadline timed out even when the
+    coordinator's own timer had not fired yet."""
+    if call.end_cause == "deadline" or (call.timed_out and call.end_cause != "itself"):
         return "timeout", "timed out and was killed"
-    if call.stop_reason is not None:
+    if call.stop_reason is not None and call.end_cause != "itself":
         return "cancelled", call.stop_reason
     if work.cancelled():
         return "cancelled", "cancelled"

@@ -262,3 +262,25 @@ def _running(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+async def test_a_stop_after_the_command_exited_leaves_its_end_its_own(
+    runner_home: Path, keeper: KeeperClient
+) -> None:
+    """The command exited 0, leaving a child that holds its output open (the runner
+    drains it for a second). A stop asked for then ends the child, and the end on record
+    is the command's own: marked as stopped, the server reported a success as cancelled
+    (and the model could run the command again)."""
+    async with _watching(keeper) as watch:
+        started = await keeper.request("start", **start_fields("own", "sleep 300 & echo $!"))
+        got = wait_for(lambda: output_of(runner_home, "own"), what="the child's pid")
+        child = int(got[0].text)
+        wait_for(lambda: not _running(started["pid"]), what="the command's exit")
+        await keeper.request("signal", call_id="own", force=False)
+        await _until_ended(watch, ["own"])
+    end = read_end(layout.call_dir(runner_home, "own"))
+    assert end is not None
+    assert (end.exit_code, end.signal, end.stopped_by) == (0, None, None)
+    # The stop ended it, not the drain's timer: the child is gone and nothing was cut.
+    assert not _running(child)
+    assert [record.text for record in output_of(runner_home, "own")] == [f"{child}\n"]

@@ -14,7 +14,7 @@ from test_toolcalls_limits import SlowWritingStore
 from tether.sandbox.limits import Resources
 from tether.toolcalls.call import Invocation
 from tether.toolcalls.coordinator import ToolCallCoordinator
-from tether.toolcalls.launcher import LaunchedProcess, LaunchSpec, OutputSink
+from tether.toolcalls.launcher import EndCause, LaunchedProcess, LaunchSpec, OutputSink
 from tether.tools.base import RunContext, Tool, ToolResult
 
 
@@ -38,6 +38,9 @@ class HeldProcess:
         self.kill_deadlines.append(kill_after)
 
     async def resources(self) -> Resources | None:
+        return None
+
+    def end_cause(self) -> EndCause | None:
         return None
 
 
