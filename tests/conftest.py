@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from database_support import database_url_for, drop_created, on_ci, on_postgresql, reachable
+from leftovers import kill_left_behind, mark_this_run
 
 _real_connect = socket.socket.connect
 
@@ -60,6 +61,7 @@ def database_url(tmp_path: Any) -> str:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
+    mark_this_run()
     if not on_postgresql():
         return
     problem = reachable()
@@ -71,3 +73,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     drop_created()
+    left = kill_left_behind()
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        lines = [f"{len(left)} process(es) the tests started outlived them; killed:", *left]
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_sep("=", "processes left behind", yellow=True)
+            for line in lines:
+                reporter.write_line(line)
