@@ -8,7 +8,8 @@ looping, and the shutdown awaiting it never returns; that hung a CI run. Tether 
 through these two instead, and ruff refuses ``asyncio.wait_for`` in ``src/`` (TID251).
 
 And two for the other side: a write that a cancel must not cut in half, and a future
-whose waiters may have given up on it. Last, a stream that ends when the server exits.
+whose waiters may have given up on it. Last, a stream and a request that end when the
+server exits.
 """
 
 from __future__ import annotations
@@ -61,6 +62,32 @@ def unawaited_is_fine(done: asyncio.Future[Any]) -> None:
     cancelled): its error is taken here, so it is not logged as never retrieved."""
     if not done.cancelled():
         done.exception()
+
+
+async def unless_set(event: asyncio.Event, awaitable: Awaitable[T]) -> T | None:
+    """``await awaitable``, unless ``event`` is set first: it is then cancelled, and
+    what it returns despite the cancel is returned (None if it let the cancel through).
+    A cancel of the caller cancels it too, as a plain await would: a request that must
+    not hold a server's exit."""
+    work = asyncio.ensure_future(awaitable)
+    stop = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        work.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await work
+        raise
+    finally:
+        stop.cancel()
+    if not work.done():
+        work.cancel()
+    try:
+        return await work
+    except asyncio.CancelledError:
+        if not work.cancelled():
+            raise  # the caller's own cancel, while the work wound down
+        return None
 
 
 async def until_set(event: asyncio.Event, source: AsyncIterator[T]) -> AsyncIterator[T]:

@@ -287,6 +287,45 @@ async def test_a_command_longer_than_one_argument_may_be_is_refused(stack: Stack
     assert "Argument list too long" not in stack.server.log_path.read_text(errors="replace")
 
 
+@pytest.mark.parametrize(
+    ("on_shutdown", "told"),
+    [
+        ("detach", "Tether is restarting; the command goes on as tool call"),
+        ("stop", "was stopped (cancelled)"),
+    ],
+)
+async def test_a_call_in_flight_when_the_server_exits_is_answered_at_once(
+    on_shutdown: str, told: str
+) -> None:
+    """The client waits on its request for the result, which a server on its way out
+    cannot give: it is told at once where the call stands (going on, to be read once a
+    server is back, or stopped), where the request held the exit for uvicorn's grace and
+    was then cut with an error logged."""
+    started = asyncio.Event()
+
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        if message and "started" in message:
+            started.set()
+
+    env = {"TETHER_ON_SHUTDOWN": on_shutdown, "TETHER_DEFAULT_APPROVAL_LEVEL": "off"}
+    with temporary_server("mcp-exit", **env) as server:
+        async with modern_client(server) as client:
+            call = asyncio.ensure_future(
+                client.call_tool(
+                    "execute_shell_command",
+                    {"command": "echo started; sleep 600"},
+                    progress_callback=progress,
+                )
+            )
+            await asyncio.wait_for(started.wait(), 30)
+            await asyncio.to_thread(server.stop)
+            result = await asyncio.wait_for(call, 30)
+        log = server.logs_tail(100_000)
+    assert result.is_error and told in _text(result)
+    assert "graceful shutdown exceeded" not in log
+    assert "Exception in ASGI application" not in log
+
+
 def test_the_endpoint_requires_the_token(stack: Stack) -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     headers = {"Accept": "application/json, text/event-stream"}

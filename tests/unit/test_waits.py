@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tether.waits import event_within, to_the_end, until_set, within
+from tether.waits import event_within, to_the_end, unless_set, until_set, within
 
 
 async def _parked(event: asyncio.Event) -> asyncio.Task[bool]:
@@ -109,3 +109,57 @@ async def test_a_stream_cancelled_while_it_waits_closes_its_source() -> None:
     with pytest.raises(asyncio.CancelledError):
         await consuming
     assert closed.is_set()
+
+
+async def test_work_unless_set_gives_its_result_or_is_cancelled_by_the_event() -> None:
+    event = asyncio.Event()
+    assert await unless_set(event, asyncio.sleep(0, "done")) == "done"
+    cancelled = asyncio.Event()
+
+    async def forever() -> str:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    waiting = asyncio.ensure_future(unless_set(event, forever()))
+    await asyncio.sleep(0)
+    event.set()
+    assert await waiting is None
+    assert cancelled.is_set()
+
+
+async def test_work_unless_set_may_answer_its_cancel_with_a_result() -> None:
+    event = asyncio.Event()
+
+    async def winds_down() -> str:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            return "stopped cleanly"
+        return "never"
+
+    waiting = asyncio.ensure_future(unless_set(event, winds_down()))
+    await asyncio.sleep(0)
+    event.set()
+    assert await waiting == "stopped cleanly"
+
+
+async def test_a_cancel_of_the_caller_reaches_the_work_unless_set() -> None:
+    cancelled = asyncio.Event()
+
+    async def forever() -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    waiting = asyncio.ensure_future(unless_set(asyncio.Event(), forever()))
+    await asyncio.sleep(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert cancelled.is_set()

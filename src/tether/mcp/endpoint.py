@@ -35,7 +35,7 @@ from tether.store.tables import SESSION_ID_CHARS
 from tether.toolcalls.call import MCP_CLIENT_AGENT, CallInfo, Invocation
 from tether.toolcalls.errors import ToolCallConflict, ToolCallNotFound
 from tether.toolcalls.ids import new_call_id
-from tether.waits import within
+from tether.waits import unless_set, within
 
 DEFAULT_SESSION = "mcp:shell"
 AGENT_ID = MCP_CLIENT_AGENT  # never moved to the background: the client waits for it
@@ -127,17 +127,24 @@ def build_endpoint(services_of: Callable[[], Services]) -> MCPServer[Any]:
         level = await services.tasks.resolve_level(session_id, None)
         progress = _Progress(ctx)
         try:
-            outcome = await run_tool_call(
-                inv,
-                services.tools,
-                services.gate,
-                services.coordinator,
-                level,
-                progress,
-                progress,
+            # A server asked to exit answers now rather than hold its exit until its
+            # grace runs out: the call goes on (a detaching exit) or is stopped.
+            outcome = await unless_set(
+                services.exiting,
+                run_tool_call(
+                    inv,
+                    services.tools,
+                    services.gate,
+                    services.coordinator,
+                    level,
+                    progress,
+                    progress,
+                ),
             )
         finally:
             await progress.close()
+        if outcome is None:
+            raise ToolError(await _left_at_exit(services, inv))
         if outcome.end_state not in ("success", None):
             raise ToolError(outcome.model_text)
         return outcome.model_text
@@ -174,6 +181,28 @@ def build_endpoint(services_of: Callable[[], Services]) -> MCPServer[Any]:
         return f"cancel requested for {tool_call_id}"
 
     return server
+
+
+async def _left_at_exit(services: Services, inv: Invocation) -> str:
+    """What a client whose call was cut short by the server's exit is told: where the
+    call stands, and how to reach it once a server is back."""
+    where = f"tool call {inv.call_id} in session {inv.session_id}"
+    try:
+        info = await services.calls.info(inv.session_id, inv.call_id)
+    except ToolCallNotFound:
+        return "Tether is shutting down; the command was not run."
+    if info.status in ("running", "offloaded"):
+        return (
+            f"Tether is restarting; the command goes on as {where}: read its output with "
+            "get_tool_call_output once the server is back (list_tool_calls lists it while "
+            "it runs)."
+        )
+    if info.status == "awaiting_approval":
+        return (
+            f"Tether is restarting before anyone answered the approval of {where}; the next "
+            "start denies it. Ask again once the server is back."
+        )
+    return f"Tether is shutting down; {where} was stopped ({info.end_state})."
 
 
 def endpoint_routes(server: MCPServer[Any], settings: Settings) -> list[BaseRoute]:
