@@ -25,3 +25,16 @@ def test_each_bad_setting_is_named_without_its_value(tmp_path: Path) -> None:
     assert "TETHER_NODE_ANSWER_SECONDS:" in said
     assert "sk-not-a-policy-0123456789" not in said and "Traceback" not in said
     assert not (tmp_path / "tether.db").exists()
+
+
+@pytest.mark.parametrize("level", ["warn", "trace", "loud"])
+def test_an_unknown_log_level_is_refused_with_the_levels_there_are(
+    tmp_path: Path, level: str
+) -> None:
+    # "warn" passed the log set-up and stopped in uvicorn's, "trace" the other way round:
+    # both with a traceback.
+    said = refused_start(tmp_path, TETHER_LOG_LEVEL=level)
+    assert "Invalid value for '--log-level'" in said
+    assert "'critical', 'error', 'warning', 'info', 'debug'" in said
+    assert "Traceback" not in said
+    assert not (tmp_path / "tether.db").exists()

@@ -17,6 +17,11 @@ from tether.cli.status import status
 if TYPE_CHECKING:
     from tether.config import Settings
 
+# The levels both the log set-up and uvicorn know: uvicorn has no "warn" and the logging
+# module no "trace" before uvicorn is imported, and either stopped the start with a
+# traceback.
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
 
 @click.group()
 @click.version_option(__version__, prog_name="tether")
@@ -27,7 +32,14 @@ def main() -> None:
 @main.command()
 @click.option("--host", default=None, help="Address to bind (default 127.0.0.1).")
 @click.option("--port", default=None, type=int, help="Port to bind (default 8088).")
-@click.option("--log-level", default="info", show_default=True, envvar="TETHER_LOG_LEVEL")
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    default="info",
+    show_default=True,
+    envvar="TETHER_LOG_LEVEL",
+    help="Level of Tether's and uvicorn's loggers (also TETHER_LOG_LEVEL).",
+)
 @click.option("--no-auth", is_flag=True, help="Serve without a token (loopback only).")
 def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> None:
     """Start the server (SQLite under TETHER_HOME; no other service needed)."""
@@ -46,6 +58,7 @@ def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> 
     settings = load_settings(**overrides)
     if settings.no_auth and settings.host not in LOOPBACK_NAMES:
         raise click.UsageError("--no-auth is only allowed on a loopback address (127.0.0.1, ::1)")
+    log_level = log_level.lower()
     logs.configure(log_level)
     # The home is held from here on: a second server started at the same moment is
     # told so, instead of failing on the schema the first one is making.
