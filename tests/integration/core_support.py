@@ -324,12 +324,12 @@ def process_gone(pid: int) -> bool:
         return True
 
 
-def refused_start(home: Path, **env: str) -> str:
-    """Run ``tether serve`` with ``env`` (and no other TETHER_ variable), expect it to
-    refuse to start, and return what it said on stderr."""
+def refused_start(home: Path, *options: str, **env: str) -> str:
+    """Run ``tether serve`` with ``options`` and ``env`` (and no other TETHER_ variable),
+    expect it to refuse to start, and return what it said on stderr."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
     done = subprocess.run(
-        [sys.executable, "-m", "tether", "serve", "--port", "0"],
+        [sys.executable, "-m", "tether", "serve", "--port", "0", *options],
         env={**clean, "TETHER_HOME": str(home), **env},
         capture_output=True,
         timeout=60,

@@ -38,3 +38,10 @@ def test_an_unknown_log_level_is_refused_with_the_levels_there_are(
     assert "'critical', 'error', 'warning', 'info', 'debug'" in said
     assert "Traceback" not in said
     assert not (tmp_path / "tether.db").exists()
+
+
+def test_a_bad_option_is_named_as_the_option_given(tmp_path: Path) -> None:
+    # `--port 99999` was reported as "TETHER_PORT: ...", a variable the operator never set.
+    said = refused_start(tmp_path, "--port", "99999")
+    assert "--port: Input should be less than or equal to 65535" in said
+    assert "TETHER_PORT" not in said and "Traceback" not in said

@@ -18,10 +18,16 @@ def load_settings(**overrides: Any) -> Settings:
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        problems = [f"{_variable(error['loc'])}: {error['msg']}" for error in exc.errors()]
+        problems = [f"{_source(error['loc'], overrides)}: {error['msg']}" for error in exc.errors()]
         raise click.ClickException("invalid settings:\n  " + "\n  ".join(problems)) from None
 
 
-def _variable(location: tuple[int | str, ...]) -> str:
+def _source(location: tuple[int | str, ...], overrides: dict[str, Any]) -> str:
+    """Where a setting came from: its option (``--port``) when one gave it, else its
+    variable (``TETHER_PORT``)."""
+    if not location:
+        return "settings"
+    if location[0] in overrides:
+        return "--" + str(location[0]).replace("_", "-")
     prefix = Settings.model_config.get("env_prefix", "")
-    return f"{prefix}{location[0]}".upper() if location else "settings"
+    return f"{prefix}{location[0]}".upper()
