@@ -8,10 +8,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import click
 
-from tether.cli.server_api import ServerApi, server_options, table
+from tether.cli.server_api import ServerApi, ServerGroup, server_options, table
 
 
-@click.group()
+@click.group(cls=ServerGroup)
 @server_options
 @click.pass_context
 def cron(ctx: click.Context, url: str, token: str | None, as_json: bool) -> None:

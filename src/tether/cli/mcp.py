@@ -6,10 +6,10 @@ from typing import Any
 
 import click
 
-from tether.cli.server_api import ServerApi, server_options, table
+from tether.cli.server_api import ServerApi, ServerGroup, server_options, table
 
 
-@click.group()
+@click.group(cls=ServerGroup)
 @server_options
 @click.pass_context
 def mcp(ctx: click.Context, url: str, token: str | None, as_json: bool) -> None:

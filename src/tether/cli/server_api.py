@@ -85,6 +85,34 @@ def server_options(command: F) -> F:
     return command
 
 
+class ServerGroup(click.Group):
+    """A command group whose connection options (``--url``, ``--token``, ``--json``) go
+    before its subcommand. One given after it was refused with click's bare "No such
+    option"; it is now told where it belongs."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.NoSuchOption as exc:
+            option = self._own_option(exc.option_name)
+            if option is None:
+                raise
+            shown = exc.option_name
+            if not option.is_flag:
+                shown += f" {str(option.name).upper()}"
+            raise click.UsageError(
+                f"{exc.option_name} is an option of '{ctx.command_path}': give it before "
+                f"the subcommand ({ctx.command_path} {shown} "
+                f"{ctx.invoked_subcommand} ...)",
+                ctx=exc.ctx,
+            ) from None
+
+    def _own_option(self, name: str) -> click.Option | None:
+        return next(
+            (p for p in self.params if isinstance(p, click.Option) and name in p.opts), None
+        )
+
+
 def describe_error(resp: httpx.Response) -> str:
     """``HTTP <status>: <detail>``, a 422's field errors one after the other."""
     try:
