@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tether import late_imports
 from tether.llm.capabilities import capabilities_for
-from tether.llm.errors import provider_message
+from tether.llm.errors import provider_message, unreachable
 from tether.llm.reply import AssistantReply, IncompleteReply, ModelError, RequestedCall
 from tether.llm.stream import StreamAssembler, whole_body_chunks
 from tether.llm.wire import request_messages
@@ -56,6 +56,7 @@ class OpenAIChatModel:
         self, base_url: str, api_key: str, model: str, max_retries: int, timeout: float
     ) -> None:
         self.model = model
+        self._base_url = base_url
         self.caps = capabilities_for(base_url)
         # Which provider wrote a message: provider-specific fields go back only to it. A
         # digest, since a base URL may carry a key in its query.
@@ -100,7 +101,7 @@ class OpenAIChatModel:
             said = provider_message(exc, [client.api_key])
             raise ModelError(f"the model provider answered {exc.status_code}: {said}") from exc
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-            raise _connection_error(exc, assembler.started) from exc
+            raise _connection_error(exc, assembler.started, self._base_url) from exc
         except openai.APIError as exc:
             said = provider_message(exc, [client.api_key])
             raise ModelError(f"the model provider failed: {said}") from exc
@@ -116,7 +117,7 @@ class OpenAIChatModel:
             ) from exc
         except Exception as exc:
             if _is_transport_error(exc):
-                raise _connection_error(exc, assembler.started) from exc
+                raise _connection_error(exc, assembler.started, self._base_url) from exc
             raise
         reply = assembler.finish()
         return replace(reply, echo={**reply.echo, "origin": self.origin})
@@ -193,13 +194,13 @@ async def _whole_body(response: Any) -> bytes:
     return b"".join(parts)
 
 
-def _connection_error(exc: Exception, started: bool) -> ModelError:
+def _connection_error(exc: Exception, started: bool, base_url: str) -> ModelError:
     if started:
         return ModelError(
             "the connection to the model provider broke during its reply "
             f"({type(exc).__name__}); nothing of that reply was kept"
         )
-    return ModelError(f"the model provider could not be reached ({type(exc).__name__})")
+    return ModelError(unreachable(base_url, exc))
 
 
 def _is_transport_error(exc: Exception) -> bool:

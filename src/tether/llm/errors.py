@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tether.logs import redact
-from tether.security.secret_text import masked_text
+from tether.security.secret_text import masked_text, shown_url
 
 _LIMIT = 500  # a provider may send a whole HTML page; a sentence is enough
 
@@ -42,6 +42,16 @@ def provider_message(exc: Any, secrets: Iterable[str] = ()) -> str:
     if not described:
         described = describe_error(_response_text(exc)) or "no details given"
     return masked_text(described, secrets)
+
+
+def unreachable(base_url: str, exc: BaseException) -> str:
+    """A provider that could not be reached, said with where (scheme, host and port: the
+    rest of a base URL may carry a key) and why, in the words of the error beneath the
+    SDK's ("Connection error." alone left an operator guessing which address failed)."""
+    cause = exc.__cause__ or exc
+    why = " ".join(str(cause).split()).rstrip(".") or type(cause).__name__
+    why = redact(masked_text(why, urls=[base_url]))[:_LIMIT]
+    return f"the model provider at {shown_url(base_url)} could not be reached ({why})"
 
 
 def _response_text(exc: Any) -> str:

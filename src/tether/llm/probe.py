@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 
 from tether.llm.client import load_sdk
-from tether.llm.errors import provider_message
+from tether.llm.errors import provider_message, unreachable
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,8 @@ async def probe_model(base_url: str, api_key: str, model: str, time_limit: float
     except openai.APIStatusError as exc:
         error = f"the provider answered {exc.status_code}: {provider_message(exc)}"
         return ProbeResult(False, model, _since(started), error)
+    except openai.APIConnectionError as exc:  # a timeout is one too
+        return ProbeResult(False, model, _since(started), unreachable(base_url, exc))
     except openai.APIError as exc:
         return ProbeResult(False, model, _since(started), f"the provider failed: {exc.message}")
     finally:

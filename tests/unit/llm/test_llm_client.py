@@ -8,6 +8,7 @@ import socket
 import pytest
 
 from tether.llm.client import OpenAIChatModel
+from tether.llm.probe import probe_model
 from tether.llm.reply import ModelError
 
 
@@ -34,3 +35,33 @@ async def test_concurrent_first_requests_share_one_client(monkeypatch: pytest.Mo
         assert "could not be reached" in str(result)
     with pytest.raises(ModelError, match="could not be reached"):
         await model.complete([{"role": "user", "content": "again"}], [], lambda _t: None)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_an_unreachable_provider_is_named_by_address_and_cause() -> None:
+    # "could not be reached (APIConnectionError)" left an operator guessing which of the
+    # providers' addresses failed, and why. The rest of the URL may hold a key: not shown.
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/v1?key=sk-query-0123456789"
+    model = OpenAIChatModel(url, "sk-unit-0123456789", "m", 0, 5)
+    with pytest.raises(ModelError) as caught:
+        await model.complete([{"role": "user", "content": "hi"}], [], lambda _t: None)
+    said = str(caught.value)
+    assert f"the model provider at http://127.0.0.1:{port}/… could not be reached (" in said
+    assert "refused" in said.lower() or "connect" in said.lower(), said
+    assert "sk-query" not in said and "sk-unit" not in said
+
+
+async def test_a_connection_test_of_an_unreachable_provider_names_its_address() -> None:
+    port = _free_port()
+    result = await probe_model(f"http://127.0.0.1:{port}/v1", "sk-unit-0123456789", "m", 5)
+    assert not result.ok
+    assert result.error is not None
+    assert f"the model provider at http://127.0.0.1:{port}/… could not be reached (" in (
+        result.error
+    )
