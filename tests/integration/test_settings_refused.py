@@ -4,6 +4,7 @@ pydantic traceback quoting the value."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,19 @@ def test_a_bad_option_is_named_as_the_option_given(tmp_path: Path) -> None:
     said = refused_start(tmp_path, "--port", "99999")
     assert "--port: Input should be less than or equal to 65535" in said
     assert "TETHER_PORT" not in said and "Traceback" not in said
+
+
+def test_a_port_in_use_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    # Uvicorn binds after the application's start: the keeper's runner had started, the
+    # schema was made, and the bind error came among the start-up's records.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        said = refused_start(tmp_path, "--port", port)
+    assert f"refusing to start: cannot listen on 127.0.0.1:{port} (Address already in use)" in (
+        said
+    )
+    assert "--port or TETHER_PORT" in said
+    assert "keeper on" not in said and "Traceback" not in said
+    assert not (tmp_path / "tether.db").exists()

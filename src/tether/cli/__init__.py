@@ -81,6 +81,7 @@ def _serve(settings: Settings, log_level: str) -> None:
     from tether.security.http_head import BoundedHeadProtocol
     from tether.security.token import resolve_token
 
+    _require_free_port(settings)
     check_schema(settings)
     _require_sandbox(settings)
     _require_redis(settings)
@@ -110,6 +111,32 @@ def _serve(settings: Settings, log_level: str) -> None:
         timeout_graceful_shutdown=5,
     )
     serve(config, lambda: begin_exit(app))
+
+
+def _require_free_port(settings: Settings) -> None:
+    """Refuse to start, saying so, when the address is taken. Uvicorn binds only after the
+    application's start: it started the keeper's runner and ran the whole start-up
+    first, then logged the bind error among the start-up's records and stopped it."""
+    import socket
+
+    if settings.port == 0:
+        return
+    try:
+        addresses = socket.getaddrinfo(settings.host, settings.port, type=socket.SOCK_STREAM)
+    except OSError:
+        return  # uvicorn says why the host does not resolve
+    for family, kind, proto, _name, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            # As uvicorn binds: a port left in TIME_WAIT by a stopped server is free.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                raise click.ClickException(
+                    f"refusing to start: cannot listen on {settings.host}:{settings.port} "
+                    f"({exc.strerror or exc}): is another server on that port? Choose "
+                    "another with --port or TETHER_PORT"
+                ) from None
 
 
 def _require_sandbox(settings: Settings) -> None:
