@@ -12,11 +12,13 @@ from core_support import (
     AppServer,
     Stack,
     gated,
+    new_session,
     open_gate,
     run_tether_status,
     stack_for_module,
     tether_status,
 )
+from governance_support import decide, first_pending
 
 pytestmark = pytest.mark.integration
 
@@ -66,3 +68,22 @@ def test_tether_status_on_a_home_where_nothing_ran_says_so_and_creates_nothing(
         assert "nothing ran there" in done.stderr and str(home) in done.stderr
     assert not missing.parent.exists()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_tether_status_shows_a_call_awaiting_approval_as_such(stack: Stack) -> None:
+    # It was listed "running" under the server (and, once the server was gone,
+    # "not_kept": "its process and output are lost"), though it had not started.
+    session = new_session()
+    created = stack.api("POST", "/api/chats", json={"session_id": session, "user_id": "it"})
+    assert created.status_code == 200, created.text
+    settings = stack.api("PUT", f"/api/chats/{session}/settings", json={"approval_level": "strict"})
+    assert settings.status_code == 200, settings.text
+    session, task_id, call = stack.start_shell("echo asked", session)
+    approval = first_pending(stack, session)
+    listed = tether_status(stack)
+    (line,) = [line for line in listed.splitlines() if line.startswith(call["tool_call_id"])]
+    assert line.split("\t")[1:3] == ["awaiting_approval", session]
+    assert line.split("\t")[4] == "-"
+    assert "runs under the server" not in listed
+    assert decide(stack, "deny", approval)[0] == 200
+    stack.wait_task(task_id)

@@ -103,7 +103,11 @@ async def _runners_calls(home: Path) -> tuple[RunnerInfo | None, dict[str, dict[
 
 
 def _under_server(found: Found, server: int | None) -> Found:
-    """A call not under the keeper is not lost while the server that runs it is up."""
+    """A call not under the keeper is not lost while the server that runs it is up; one
+    that waited for approval when its server went away will not run."""
+    if found.fate == "awaiting_approval" and server is None:
+        problem = "its server stopped before anyone answered: the next start denies it"
+        return replace(found, problem=problem)
     if found.fate != "not_kept" or server is None:
         return found
     problem = f"runs under the server (pid {server}), not under the keeper: it ends with it"

@@ -19,7 +19,7 @@ from tether.store.records import ToolCallRecord
 if TYPE_CHECKING:
     from tether.store.toolcalls import ToolCallRepository
 
-Fate = Literal["running", "ended", "lost", "not_kept", "no_row"]
+Fate = Literal["running", "ended", "lost", "not_kept", "no_row", "awaiting_approval"]
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,9 @@ async def strays(
 def _classify(
     home: Path, call_id: str, record: ToolCallRecord, running: Mapping[str, Mapping[str, Any]]
 ) -> Found:
+    if record.status == "awaiting_approval":
+        # Never started, so it has no process or files to look for (it is not lost).
+        return Found(call_id, "awaiting_approval", record, None, None)
     directory = layout.call_dir(home, call_id)
     listed = running.get(call_id)
     runner_pid = int(listed["pid"]) if listed is not None else None

@@ -91,3 +91,10 @@ def test_a_calls_path_that_is_a_file_loses_the_calls_saying_so(tmp_path: Path) -
     [found] = survey(tmp_path, [record("gone")], {}, [])
     assert found.fate == "lost"
     assert "Not a directory" in (found.problem or "")
+
+
+def test_a_call_awaiting_approval_has_not_started_and_is_not_lost(tmp_path: Path) -> None:
+    # It was "not_kept", "its process and output are lost": it never had either.
+    rows = [record("asks", status="awaiting_approval")]
+    [found] = survey(tmp_path, rows, {}, call_directories(tmp_path))
+    assert (found.fate, found.problem, found.spec) == ("awaiting_approval", None, None)
