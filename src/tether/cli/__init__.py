@@ -30,8 +30,12 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--host", default=None, help="Address to bind (default 127.0.0.1).")
-@click.option("--port", default=None, type=int, help="Port to bind (default 8088).")
+@click.option(
+    "--host", default=None, help="Address to bind (default: TETHER_HOST, else 127.0.0.1)."
+)
+@click.option(
+    "--port", default=None, type=int, help="Port to bind (default: TETHER_PORT, else 8088)."
+)
 @click.option(
     "--log-level",
     type=click.Choice(LOG_LEVELS, case_sensitive=False),
@@ -40,7 +44,9 @@ def main() -> None:
     envvar="TETHER_LOG_LEVEL",
     help="Level of Tether's and uvicorn's loggers (also TETHER_LOG_LEVEL).",
 )
-@click.option("--no-auth", is_flag=True, help="Serve without a token (loopback only).")
+@click.option(
+    "--no-auth", is_flag=True, help="Serve without a token (loopback only; also TETHER_NO_AUTH)."
+)
 def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> None:
     """Start the server (SQLite under TETHER_HOME; no other service needed)."""
     from tether import logs
