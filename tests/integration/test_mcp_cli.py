@@ -72,3 +72,9 @@ def test_errors_are_readable(app_server: Any) -> None:
     assert missing.exit_code == 1 and "HTTP 404: MCP client 'nope' not found" in missing.output
     bad_key = tether_mcp(app_server, "add", "a__b", "--command", "a")
     assert bad_key.exit_code == 1 and "HTTP 422" in bad_key.output
+    first = tether_mcp(app_server, "add", "twice", "--url", "http://127.0.0.1:9/mcp", "--disabled")
+    ok(first)
+    again = tether_mcp(app_server, "add", "twice", "--url", "http://127.0.0.1:9/mcp")
+    assert again.exit_code == 1 and "HTTP 409" in again.output
+    assert "To replace it, remove it first: tether mcp rm twice" in again.output
+    ok(tether_mcp(app_server, "rm", "twice"))

@@ -83,7 +83,10 @@ def add(api: ServerApi, /, key: str, **opts: Any) -> None:
         client |= {"url": opts["endpoint"], "headers": _pairs(opts["headers"], "--header")}
     if opts["timeout"] is not None:
         client["http_timeout"] = opts["timeout"]
-    created = api.call("POST", "/api/mcp", {"client_key": key, "client": client})
+    replace = f"To replace it, remove it first: tether mcp rm {key}"
+    created = api.call(
+        "POST", "/api/mcp", {"client_key": key, "client": client}, hints={409: replace}
+    )
     api.show(created, f"added {created['key']} ({created['status']})")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,8 +30,16 @@ class ServerApi:
     token: str | None
     as_json: bool
 
-    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        """One request; any failure becomes a readable click error (exit status 1)."""
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        hints: Mapping[int, str] | None = None,
+    ) -> Any:
+        """One request; any failure becomes a readable click error (exit status 1),
+        followed by ``hints``' line for its status (what to do about it on the command
+        line, where the server's words name routes)."""
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         try:
             with httpx.Client(base_url=self.url, timeout=_TIMEOUT_SECONDS) as client:
@@ -39,7 +47,8 @@ class ServerApi:
         except httpx.HTTPError as exc:
             raise click.ClickException(f"cannot reach Tether at {self.url}: {exc}") from None
         if resp.status_code >= 400:
-            raise click.ClickException(describe_error(resp))
+            hint = (hints or {}).get(resp.status_code)
+            raise click.ClickException(describe_error(resp) + (f"\n{hint}" if hint else ""))
         return resp.json()
 
     def show(self, value: Any, text: str) -> None:
