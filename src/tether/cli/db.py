@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import click
+from sqlalchemy.engine import make_url
 
 from tether.cli.settings import load_settings
 from tether.config import Settings
@@ -39,8 +41,25 @@ def db() -> None:
 def upgrade() -> None:
     """Upgrade the schema to this version's (back the database up first)."""
     url = load_settings().resolved_database_url
+    missing = _missing_sqlite_file(url)
+    if missing is not None:
+        # A mistyped TETHER_HOME made a fresh, empty database and called it up to date.
+        raise click.ClickException(
+            f"no database at {missing}: nothing to upgrade (`tether serve` makes one at its "
+            "first start; is TETHER_HOME or TETHER_DATABASE_URL the one you meant?)"
+        )
     try:
         asyncio.run(_run(url, upgrade=True))
     except (SchemaError, RuntimeError) as exc:
         raise click.ClickException(f"{shown_url(url)}: {exc}") from None
     click.echo(f"{shown_url(url)}: schema is up to date")
+
+
+def _missing_sqlite_file(url: str) -> Path | None:
+    """The SQLite file ``url`` names, if it does not exist (None: it does, or the database
+    is not a SQLite file)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    path = Path(parsed.database)
+    return None if path.exists() else path
