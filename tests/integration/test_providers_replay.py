@@ -349,3 +349,29 @@ def test_mistral_content_parts_give_the_answer_and_its_reasoning(env: Env) -> No
     }
     assert env.payloads(session)[-1]["x_reasoning"] == "Simple."
     env.next_message_works(session)
+
+
+def test_events_without_data_are_skipped_as_keep_alives(env: Env) -> None:
+    """Gateways keep a stream alive with ``data:`` and nothing after it, or with an event
+    that has no data line at all; the SSE spec dispatches none of them (each failed the
+    turn as 'not JSON')."""
+    session = new_session()
+    reply = Replay(
+        [
+            b"retry: 3000\n\n",
+            chunk({"role": "assistant", "content": "Hel"}),
+            b"data: \n\n",
+            b"data:\n\n",
+            b"id: 7\n\n",
+            b"event: ping\n\n",
+            b"data: \ndata: \n\n",
+            # CRLF line ends, one of them split between two writes.
+            chunk({"content": "lo"}).replace(b"\n", b"\r\n")[:-1],
+            b"\n",
+            chunk({}, "stop"),
+        ]
+    )
+    task = env.turn("hi", session, reply)
+    expected = {"status": "completed", "text": "Hello", "steps": 1}
+    assert task["result"] == {**expected, "session_id": session}
+    env.next_message_works(session)

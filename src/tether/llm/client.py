@@ -12,7 +12,8 @@ from tether import late_imports
 from tether.llm.capabilities import capabilities_for
 from tether.llm.errors import provider_message, unreachable
 from tether.llm.reply import AssistantReply, IncompleteReply, ModelError, RequestedCall
-from tether.llm.stream import StreamAssembler, whole_body_chunks
+from tether.llm.sse import Event, take_events
+from tether.llm.stream import StreamAssembler, event_chunk, whole_body_chunks
 from tether.llm.wire import request_messages
 from tether.security.secret_text import masked_text
 
@@ -159,13 +160,20 @@ class OpenAIChatModel:
             if added.text:
                 on_text(added.text)
 
-        if _labelled_json(stream.response):
-            # Not a stream: a gateway that ignored stream=true, or an error with a 200.
-            for chunk in whole_body_chunks(await _whole_body(stream.response)):
-                take(chunk)
-            return
-        async for chunk in stream:
-            take(chunk)
+        def take_event(event: Event) -> None:
+            take(event_chunk(event))
+
+        response = stream.response
+        try:
+            if _labelled_json(response):
+                # Not a stream: a gateway that ignored stream=true, or an error with a 200.
+                for chunk in whole_body_chunks(await _whole_body(response)):
+                    take(chunk)
+            else:
+                # Read by Tether, not by iterating ``stream``: see llm.sse.
+                await take_events(response.aiter_bytes(), take_event)
+        finally:
+            await response.aclose()
 
 
 #: The largest reply taken as one JSON body (a whole completion, JSON-escaped).
@@ -180,17 +188,14 @@ def _labelled_json(response: Any) -> bool:
 async def _whole_body(response: Any) -> bytes:
     parts: list[bytes] = []
     size = 0
-    try:
-        async for part in response.aiter_bytes():
-            size += len(part)
-            if size > MAX_WHOLE_BODY_BYTES:
-                raise ModelError(
-                    f"the model provider's answer passed {MAX_WHOLE_BODY_BYTES:,} bytes "
-                    "and was cut off there"
-                )
-            parts.append(part)
-    finally:
-        await response.aclose()
+    async for part in response.aiter_bytes():
+        size += len(part)
+        if size > MAX_WHOLE_BODY_BYTES:
+            raise ModelError(
+                f"the model provider's answer passed {MAX_WHOLE_BODY_BYTES:,} bytes "
+                "and was cut off there"
+            )
+        parts.append(part)
     return b"".join(parts)
 
 

@@ -27,6 +27,7 @@ from tether.llm.reply import (
     check_reply,
     with_distinct_ids,
 )
+from tether.llm.sse import Event, events_in
 from tether.text import valid_text
 
 #: The most characters one reply may hold, text, reasoning and tool arguments together:
@@ -268,12 +269,10 @@ def whole_body_chunks(body: bytes) -> list[Any]:
     text = body.decode("utf-8", "replace")
     if text.lstrip().startswith(("data:", "event:", ":")):
         chunks: list[Any] = []
-        for line in text.splitlines():
-            data = line.removeprefix("data:").strip() if line.startswith("data:") else ""
-            if data == "[DONE]":
+        for event in events_in(body):
+            if event.is_done:
                 break
-            if data:
-                chunks.append(json.loads(data))
+            chunks.append(event_chunk(event))
         return chunks
     value = json.loads(text)
     if not isinstance(value, Mapping) or not isinstance(value.get("choices"), list):
@@ -292,6 +291,11 @@ def whole_body_chunks(body: bytes) -> list[Any]:
             delta = {**delta, "tool_calls": calls}
         choices.append({**choice, "delta": delta})
     return [{**value, "choices": choices}]
+
+
+def event_chunk(event: Event) -> Any:
+    """The chunk an event carries (json.JSONDecodeError if it is not JSON)."""
+    return json.loads(event.data)
 
 
 def _starts_new_call(call: _Partial, call_id: str, name: str, pieces: str) -> bool:

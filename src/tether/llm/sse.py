@@ -1,0 +1,115 @@
+"""A provider's event stream read as the WHATWG spec reads Server-Sent Events, by Tether
+rather than the openai SDK, whose decoder hands on events the spec says to drop.
+
+An event with no data is not dispatched (the spec's rule): gateways send ``data:`` with
+nothing after it, or ``retry:`` or ``id:`` alone, as keep-alives, and the SDK passed
+each on as an empty chunk that failed the turn as "not JSON". Comments (``: ping``)
+are skipped too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterable, Callable
+from dataclasses import dataclass
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+_BOM = "\ufeff"
+
+
+@dataclass(frozen=True)
+class Event:
+    """One dispatched event: its type (``message`` when the stream names none) and data."""
+
+    type: str
+    data: str
+
+    @property
+    def is_done(self) -> bool:
+        """OpenAI's end of a completion stream, ``data: [DONE]``."""
+        return self.data.strip() == "[DONE]"
+
+
+class EventReader:
+    """Bytes in, as they arrive; the events they complete out. An event the stream ends
+    in the middle of is dropped, as the spec says."""
+
+    def __init__(self) -> None:
+        self._line = bytearray()
+        self._after_cr = False  # a CR ended the last piece: an LF opening the next is its pair
+        self._first_line = True
+        self._type = ""
+        self._data: list[str] = []
+
+    def feed(self, piece: bytes) -> list[Event]:
+        """The events ``piece`` completes."""
+        if not piece:
+            return []
+        at = 1 if self._after_cr and piece[:1] == b"\n" else 0
+        events = []
+        for end in _LINE_END.finditer(piece, at):
+            self._line += piece[at : end.start()]
+            event = self._take_line(self._line.decode())
+            self._line.clear()
+            if event is not None:
+                events.append(event)
+            at = end.end()
+        self._line += piece[at:]
+        self._after_cr = piece.endswith(b"\r")
+        return events
+
+    def _take_line(self, line: str) -> Event | None:
+        if self._first_line:
+            self._first_line = False
+            line = line.removeprefix(_BOM)
+        if not line:
+            return self._dispatch()
+        if line.startswith(":"):
+            return None
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._type = value
+        # ``id`` and ``retry`` matter to a client that reconnects; this one does not.
+        return None
+
+    def _dispatch(self) -> Event | None:
+        data, kind = "\n".join(self._data), self._type
+        self._data, self._type = [], ""
+        if not data.strip():  # the spec drops only empty data; blank lines carry nothing either
+            return None
+        return Event(kind or "message", data)
+
+
+def events_in(body: bytes) -> list[Event]:
+    """The events of a whole body (one labelled JSON that was an event stream); its last
+    is taken even without the blank line that ends it, as nothing of it was cut."""
+    return EventReader().feed(body + b"\n\n")
+
+
+#: How long the rest of a body after ``[DONE]`` is read (so that its connection can be
+#: used again) before the connection is dropped instead, as the openai SDK does.
+DRAIN_SECONDS = 0.1
+
+
+async def take_events(parts: AsyncIterable[bytes], take: Callable[[Event], None]) -> None:
+    """Hand each event of the stream ``parts`` to ``take``, up to ``[DONE]`` or the end."""
+    reader = EventReader()
+    done = False
+    try:
+        async with asyncio.timeout(None) as drain:
+            async for part in parts:
+                if done:
+                    continue
+                for event in reader.feed(part):
+                    if event.is_done:
+                        done = True
+                        drain.reschedule(asyncio.get_running_loop().time() + DRAIN_SECONDS)
+                        break
+                    take(event)
+    except TimeoutError:
+        if not done:
+            raise
