@@ -30,6 +30,7 @@ from replay_support import (
 
 from database_support import on_postgresql
 from strict_order import request_problems
+from tether.llm.sse import MAX_EVENT_BYTES
 
 pytestmark = pytest.mark.integration
 
@@ -271,5 +272,23 @@ def test_a_page_that_is_not_a_reply_fails_readably(env: Env) -> None:
     page = b"<html><body>Sign in to the proxy</body></html>"
     reply = Replay(body=page, headers={"Content-Type": "text/html"})
     failed(env.turn("hi", session, reply), "no streamed completion")
+    assert env.payloads(session) == [{"role": "user", "content": "hi"}]
+    env.next_message_works(session)
+
+
+def test_a_line_that_never_ends_is_cut_off_at_the_cap(env: Env) -> None:
+    """A gateway that sends one line without end (here, just past the cap, then nothing
+    more) fails the turn at the cap; it was held whole (the SDK's decoder has no bound)
+    until the line ended or the connection did."""
+    session = new_session()
+    megabyte = b"x" * (1 << 20)
+    endless = [b"data: ", *[megabyte] * (MAX_EVENT_BYTES // len(megabyte) + 1)]
+    started = chunk({"role": "assistant", "content": "Hi"})
+    reply = Replay([started, *endless], done=False, stall=True)
+    try:
+        task = env.turn("hi", session, reply)
+    finally:
+        env.model.srv.release.set()
+    failed(task, f"sent more than {MAX_EVENT_BYTES:,} bytes without ending a line or an event")
     assert env.payloads(session) == [{"role": "user", "content": "hi"}]
     env.next_message_works(session)

@@ -12,7 +12,7 @@ from tether import late_imports
 from tether.llm.capabilities import capabilities_for
 from tether.llm.errors import provider_message, unreachable
 from tether.llm.reply import AssistantReply, IncompleteReply, ModelError, RequestedCall
-from tether.llm.sse import Event, take_events
+from tether.llm.sse import MAX_EVENT_BYTES, Event, take_events
 from tether.llm.stream import StreamAssembler, event_chunk, whole_body_chunks
 from tether.llm.wire import request_messages
 from tether.security.secret_text import masked_text
@@ -176,8 +176,9 @@ class OpenAIChatModel:
             await response.aclose()
 
 
-#: The largest reply taken as one JSON body (a whole completion, JSON-escaped).
-MAX_WHOLE_BODY_BYTES = 64 * 1024 * 1024
+#: The largest reply taken as one JSON body (a whole completion, JSON-escaped): as large
+#: as one event of a stream may be.
+MAX_WHOLE_BODY_BYTES = MAX_EVENT_BYTES
 
 
 def _labelled_json(response: Any) -> bool:

@@ -14,6 +14,14 @@ import re
 from collections.abc import AsyncIterable, Callable
 from dataclasses import dataclass
 
+from tether.llm.reply import ModelError
+
+#: The most bytes one line, or one event's data, may take before its end is seen: as
+#: much as a whole reply taken as one JSON body (a gateway that ignored ``stream``), far
+#: past any chunk a provider sends. The openai SDK's decoder held a line without bound,
+#: so a gateway that never ended one could make the server hold all it sent.
+MAX_EVENT_BYTES = 64 * 1024 * 1024
+
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _BOM = "\ufeff"
 
@@ -35,31 +43,44 @@ class EventReader:
     """Bytes in, as they arrive; the events they complete out. An event the stream ends
     in the middle of is dropped, as the spec says."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = MAX_EVENT_BYTES) -> None:
+        self._limit = limit
         self._line = bytearray()
         self._after_cr = False  # a CR ended the last piece: an LF opening the next is its pair
         self._first_line = True
         self._type = ""
         self._data: list[str] = []
+        self._data_size = 0
 
     def feed(self, piece: bytes) -> list[Event]:
-        """The events ``piece`` completes."""
+        """The events ``piece`` completes. Raises ModelError past the limit."""
         if not piece:
             return []
         at = 1 if self._after_cr and piece[:1] == b"\n" else 0
         events = []
         for end in _LINE_END.finditer(piece, at):
             self._line += piece[at : end.start()]
-            event = self._take_line(self._line.decode())
+            self._check_size()
+            event = self._take_line(self._line)
             self._line.clear()
             if event is not None:
                 events.append(event)
             at = end.end()
         self._line += piece[at:]
+        self._check_size()
         self._after_cr = piece.endswith(b"\r")
         return events
 
-    def _take_line(self, line: str) -> Event | None:
+    def _check_size(self) -> None:
+        if len(self._line) + self._data_size > self._limit:
+            raise ModelError(
+                f"the model provider's stream sent more than {self._limit:,} bytes without "
+                "ending a line or an event, and was cut off there; nothing of that reply "
+                "was kept"
+            )
+
+    def _take_line(self, raw: bytearray) -> Event | None:
+        line = raw.decode()
         if self._first_line:
             self._first_line = False
             line = line.removeprefix(_BOM)
@@ -71,6 +92,7 @@ class EventReader:
         value = value.removeprefix(" ")
         if name == "data":
             self._data.append(value)
+            self._data_size += len(raw) + 1
         elif name == "event":
             self._type = value
         # ``id`` and ``retry`` matter to a client that reconnects; this one does not.
@@ -78,7 +100,7 @@ class EventReader:
 
     def _dispatch(self) -> Event | None:
         data, kind = "\n".join(self._data), self._type
-        self._data, self._type = [], ""
+        self._data, self._data_size, self._type = [], 0, ""
         if not data.strip():  # the spec drops only empty data; blank lines carry nothing either
             return None
         return Event(kind or "message", data)
