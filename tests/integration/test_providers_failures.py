@@ -292,3 +292,32 @@ def test_a_line_that_never_ends_is_cut_off_at_the_cap(env: Env) -> None:
     failed(task, f"sent more than {MAX_EVENT_BYTES:,} bytes without ending a line or an event")
     assert env.payloads(session) == [{"role": "user", "content": "hi"}]
     env.next_message_works(session)
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        ('{"type": "overloaded_error", "message": "Overloaded"}', "reported an error: Overloaded"),
+        ('{"code": 503, "type": "upstream_unavailable"}', '"type": "upstream_unavailable"'),
+        ("upstream timed out", "reported an error: upstream timed out"),
+    ],
+    ids=["message", "no-message", "not-json"],
+)
+def test_an_error_event_fails_the_turn_whatever_its_data(env: Env, data: str, words: str) -> None:
+    """``event: error`` whose data has no ``error`` key was read as an ordinary chunk: the
+    reply so far ("Let me ") was stored as if it were whole."""
+    session = new_session()
+    event = f"event: error\ndata: {data}\n\n".encode()
+    reply = Replay([chunk({"role": "assistant", "content": "Let me "}), event, chunk({}, "stop")])
+    failed(env.turn("hi", session, reply), words)
+    assert env.payloads(session) == [{"role": "user", "content": "hi"}]
+    env.next_message_works(session)
+
+
+def test_an_error_event_is_quoted_bounded_and_without_credentials(env: Env) -> None:
+    session = new_session()
+    said = {"code": 401, "api_key": "sk-live-0123456789abcdef", "trace": "x" * 10_000}
+    event = f"event: error\ndata: {json.dumps(said)}\n\n".encode()
+    error = failed(env.turn("hi", session, Replay([event])), '"code": 401')
+    assert "0123456789abcdef" not in error
+    assert len(error) < 1_000

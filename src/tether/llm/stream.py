@@ -143,7 +143,7 @@ class StreamAssembler:
         self.started = True
         error = chunk.get("error")
         if error:
-            raise ModelError(f"the model provider reported an error: {describe_error(error)}")
+            raise reported_error(error)
         text: list[str] = []
         reasoning: list[str] = []
         for choice in chunk.get("choices") or []:
@@ -294,8 +294,26 @@ def whole_body_chunks(body: bytes) -> list[Any]:
 
 
 def event_chunk(event: Event) -> Any:
-    """The chunk an event carries (json.JSONDecodeError if it is not JSON)."""
-    return json.loads(event.data)
+    """The chunk an event carries (json.JSONDecodeError if it is not JSON). An ``error``
+    event raises ModelError in the provider's words, whatever its data's shape: read as
+    a chunk, one without an ``error`` key ended the reply as if it were whole."""
+    if event.type != "error":
+        return json.loads(event.data)
+    try:
+        body = json.loads(event.data)
+    except ValueError:
+        body = event.data
+    raise reported_error(body)
+
+
+def reported_error(body: Any) -> ModelError:
+    """An error the provider reported in its stream, in its own words; when it gave no
+    message, its body as sent (both bounded, anything shaped like a credential masked)."""
+    said = describe_error(body)
+    if not said:
+        shown = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
+        said = describe_error(shown) or "no details given"
+    return ModelError(f"the model provider reported an error: {said}")
 
 
 def _starts_new_call(call: _Partial, call_id: str, name: str, pieces: str) -> bool:
