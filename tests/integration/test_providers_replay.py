@@ -375,3 +375,12 @@ def test_events_without_data_are_skipped_as_keep_alives(env: Env) -> None:
     expected = {"status": "completed", "text": "Hello", "steps": 1}
     assert task["result"] == {**expected, "session_id": session}
     env.next_message_works(session)
+
+
+def test_bytes_that_are_not_utf8_read_as_replacement_characters(env: Env) -> None:
+    session = new_session()
+    latin1 = b'data: {"choices": [{"index": 0, "delta": {"content": "caf\xe9"}}]}\n\n'
+    task = env.turn("hi", session, Replay([latin1, chunk({}, "stop")]))
+    expected = {"status": "completed", "text": "caf\ufffd", "steps": 1}
+    assert task["result"] == {**expected, "session_id": session}
+    env.next_message_works(session)

@@ -4,7 +4,8 @@ rather than the openai SDK, whose decoder hands on events the spec says to drop.
 An event with no data is not dispatched (the spec's rule): gateways send ``data:`` with
 nothing after it, or ``retry:`` or ``id:`` alone, as keep-alives, and the SDK passed
 each on as an empty chunk that failed the turn as "not JSON". Comments (``: ping``)
-are skipped too.
+are skipped too. Bytes that are not UTF-8 read as U+FFFD: the SDK's strict decode
+raised, and the turn ended on an internal error.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ class EventReader:
             )
 
     def _take_line(self, raw: bytearray) -> Event | None:
-        line = raw.decode()
+        line = raw.decode("utf-8", "replace")
         if self._first_line:
             self._first_line = False
             line = line.removeprefix(_BOM)
