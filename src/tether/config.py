@@ -121,8 +121,24 @@ class Settings(BaseSettings):
         1_048_576, ge=4096, description="Per-call output kept in memory for live readers."
     )
     max_steps: int = Field(24, ge=1, description="Model calls per turn before giving up.")
-    llm_max_retries: int = Field(2, ge=0)
-    llm_timeout_seconds: float = Field(120.0, gt=0)
+    llm_max_retries: int = Field(
+        2, ge=0, description="Retries of a model request the provider refused with 429 or 5xx."
+    )
+    llm_timeout_seconds: float = Field(
+        120.0,
+        gt=0,
+        description="Longest wait for a model provider to connect, or between two pieces "
+        "of its reply.",
+    )
+    llm_reply_deadline_seconds: float = Field(
+        # 128k output tokens (the largest reply current models write) at 40 tokens a
+        # second take 53 minutes: no real reply is cut, and a stream that never ends
+        # (keep-alives, a byte now and then) holds its turn an hour at most.
+        3600.0,
+        ge=0,
+        description="Longest one model reply may take in all, retries and their waits "
+        "included (0: no limit).",
+    )
     max_body_bytes: int = Field(
         1_048_576, ge=1024, description="Largest request body accepted (larger: 413)."
     )

@@ -380,7 +380,12 @@ async def _ended_event(store: Store, session_id: str, call_id: str) -> dict[str,
 def _default_factory(settings: Settings) -> ModelFactory:
     def make(base_url: str, api_key: str, model: str) -> OpenAIChatModel:
         return OpenAIChatModel(
-            base_url, api_key, model, settings.llm_max_retries, settings.llm_timeout_seconds
+            base_url,
+            api_key,
+            model,
+            settings.llm_max_retries,
+            settings.llm_timeout_seconds,
+            settings.llm_reply_deadline_seconds or None,
         )
 
     return make

@@ -34,7 +34,9 @@ class Replay:
     ``pieces`` are written one by one, each flushed (so a piece may end inside a UTF-8
     character or a JSON escape). ``done`` appends ``data: [DONE]``. ``cut_short`` promises
     more bytes than are sent and hangs up (a connection cut). ``stall`` waits for the
-    server's ``release`` event after the pieces (a stream that stops moving). A ``status``
+    server's ``release`` event after the pieces (a stream that stops moving).
+    ``keep_alive`` is sent after the pieces every 50 ms until the client hangs up or the
+    server's ``release`` (a stream that never ends, and never goes quiet). A ``status``
     other than 200, or a ``body``, answers with them and ``headers`` instead of a stream.
     """
 
@@ -42,6 +44,7 @@ class Replay:
     done: bool = True
     cut_short: bool = False
     stall: bool = False
+    keep_alive: bytes = b""
     status: int = 200
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
@@ -132,6 +135,8 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.stall:
             srv.stalled.set()
             srv.release.wait(60)
+        while reply.keep_alive and not srv.release.wait(0.05) and self._write([reply.keep_alive]):
+            pass
 
     def _answer(self, reply: Replay) -> None:
         raw = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
@@ -143,10 +148,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(raw)
 
-    def _write(self, pieces: Iterable[bytes]) -> None:
-        for piece in pieces:
-            self.wfile.write(piece)
-            self.wfile.flush()
+    def _write(self, pieces: Iterable[bytes]) -> bool:
+        """Whether the client took them all (it hangs up on a reply it gave up on)."""
+        try:
+            for piece in pieces:
+                self.wfile.write(piece)
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            return False
+        return True
 
 
 @dataclass
@@ -198,12 +208,14 @@ class Env(Stack):
         assert last[-1] == {"role": "user", "content": "still there?"}
 
 
-def replay_env(prefix: str) -> Iterator[Env]:
-    """Body of a module-scoped fixture: a server in a fresh home using the replay model."""
+def replay_env(prefix: str, **env: str) -> Iterator[Env]:
+    """Body of a module-scoped fixture: a server in a fresh home using the replay model
+    (``env``: more settings)."""
     model = ReplayModel()
     settings = {
         "TETHER_LLM_MAX_RETRIES": "1",  # so a 429 is retried once
         "TETHER_DEFAULT_APPROVAL_LEVEL": "off",
+        **env,
     }
     try:
         with temporary_server(prefix, **settings) as server:

@@ -321,3 +321,33 @@ def test_an_error_event_is_quoted_bounded_and_without_credentials(env: Env) -> N
     error = failed(env.turn("hi", session, Replay([event])), '"code": 401')
     assert "0123456789abcdef" not in error
     assert len(error) < 1_000
+
+
+@pytest.fixture(scope="module")
+def deadline_env() -> Iterator[Env]:
+    yield from replay_env("deadline", TETHER_LLM_REPLY_DEADLINE_SECONDS="2")
+
+
+@pytest.mark.parametrize("keep_alive", [b": ping\n\n", b" "], ids=["comments", "a-byte-at-a-time"])
+def test_a_reply_that_never_ends_fails_at_the_reply_deadline(
+    deadline_env: Env, keep_alive: bytes
+) -> None:
+    """Keep-alives (or a byte now and then) never leave the stream quiet for
+    TETHER_LLM_TIMEOUT_SECONDS: without a bound on the whole reply the turn ran until a
+    person stopped it."""
+    env, session = deadline_env, new_session()
+    started = chunk({"role": "assistant", "content": "Let me "})
+    reply = Replay([started], done=False, keep_alive=keep_alive)
+    failed(env.turn("hi", session, reply), "reply was still coming after 2 s")
+    assert env.payloads(session) == [{"role": "user", "content": "hi"}]
+    env.next_message_works(session)
+
+
+def test_retries_count_against_the_reply_deadline(deadline_env: Env) -> None:
+    """The deadline bounds the wait for one reply, whatever happens meanwhile: a 429 whose
+    Retry-After is past it fails the turn at the deadline, not after the wait."""
+    env, session = deadline_env, new_session()
+    limited = Replay(status=429, body={"error": {"message": "slow"}}, headers={"Retry-After": "50"})
+    task = env.turn("hi", session, limited, text_reply("too late"))
+    failed(task, "had not begun its reply after 2 s")
+    env.next_message_works(session)

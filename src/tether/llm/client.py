@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import Callable, Sequence
@@ -47,17 +48,26 @@ async def load_sdk() -> None:
 
 class OpenAIChatModel:
     """A model behind an OpenAI-compatible endpoint. The SDK retries 429 and 5xx with
-    exponential backoff (``max_retries``), honouring Retry-After.
+    exponential backoff (``max_retries``), honouring Retry-After. ``timeout`` is the
+    longest wait for the connection or between two pieces of a reply; ``deadline`` (None:
+    none) bounds one reply in all, those retries and their waits included.
 
     The SDK is imported, in a worker thread, and its client made at the first request:
     imported at start-up it cost the start 0.35 s and the idle server 13 MB, and
     imported in the turn's own thread it held the event loop for 0.6-0.8 s."""
 
     def __init__(
-        self, base_url: str, api_key: str, model: str, max_retries: int, timeout: float
+        self,
+        base_url: str,
+        api_key: str,
+        model: str,
+        max_retries: int,
+        timeout: float,
+        deadline: float | None = None,
     ) -> None:
         self.model = model
         self._base_url = base_url
+        self._deadline = deadline
         self.caps = capabilities_for(base_url)
         # Which provider wrote a message: provider-specific fields go back only to it. A
         # digest, since a base URL may carry a key in its query.
@@ -96,8 +106,16 @@ class OpenAIChatModel:
         import openai
 
         assembler = StreamAssembler(self.caps)
+        # A stream that sends keep-alives, or a byte now and then, never waits long
+        # enough between pieces for ``timeout``; only a bound on the whole ends it.
+        deadline = asyncio.timeout(self._deadline)
         try:
-            await self._stream(client, assembler, messages, tools, on_text, on_reasoning)
+            async with deadline:
+                await self._stream(client, assembler, messages, tools, on_text, on_reasoning)
+        except TimeoutError as exc:
+            if not deadline.expired():
+                raise
+            raise _past_deadline(self._deadline, assembler.started) from exc
         except openai.APIStatusError as exc:
             said = provider_message(exc, [client.api_key])
             raise ModelError(f"the model provider answered {exc.status_code}: {said}") from exc
@@ -207,6 +225,19 @@ def _connection_error(exc: Exception, started: bool, base_url: str) -> ModelErro
             f"({type(exc).__name__}); nothing of that reply was kept"
         )
     return ModelError(unreachable(base_url, exc))
+
+
+def _past_deadline(seconds: float | None, started: bool) -> ModelError:
+    limit = f"{seconds:g} s, the most one reply may take (TETHER_LLM_REPLY_DEADLINE_SECONDS)"
+    if started:
+        return ModelError(
+            f"the model provider's reply was still coming after {limit}; it was stopped "
+            "there and nothing of it was kept"
+        )
+    return ModelError(
+        f"the model provider had not begun its reply after {limit}, retries included; "
+        "it was stopped there"
+    )
 
 
 def _is_transport_error(exc: Exception) -> bool:
