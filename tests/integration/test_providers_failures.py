@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from core_support import new_session, wait_for
+from helpers import MOCK_LLM_PROVIDER_ID
 from replay_support import (
     SHELL,
     Env,
@@ -325,7 +326,11 @@ def test_an_error_event_is_quoted_bounded_and_without_credentials(env: Env) -> N
 
 @pytest.fixture(scope="module")
 def deadline_env() -> Iterator[Env]:
-    yield from replay_env("deadline", TETHER_LLM_REPLY_DEADLINE_SECONDS="2")
+    """A server with short time limits: a reply's deadline of 2 s, and 3 s between two
+    pieces of a reply (which is also the whole of a connection test)."""
+    yield from replay_env(
+        "deadline", TETHER_LLM_REPLY_DEADLINE_SECONDS="2", TETHER_LLM_TIMEOUT_SECONDS="3"
+    )
 
 
 @pytest.mark.parametrize("keep_alive", [b": ping\n\n", b" "], ids=["comments", "a-byte-at-a-time"])
@@ -351,3 +356,29 @@ def test_retries_count_against_the_reply_deadline(deadline_env: Env) -> None:
     task = env.turn("hi", session, limited, text_reply("too late"))
     failed(task, "had not begun its reply after 2 s")
     env.next_message_works(session)
+
+
+@pytest.mark.parametrize(
+    ("reply", "error"),
+    [
+        (Replay([b": ping\n\n"], done=False, keep_alive=b": ping\n\n"), "after 3 s"),
+        (Replay(body=b"<html>Sign in</html>", headers={"Content-Type": "text/html"}), "held no"),
+        (Replay([b'event: error\ndata: {"message": "overloaded"}\n\n']), "error: overloaded"),
+        (Replay([chunk({"role": "assistant", "content": "O"}), b"data: \n\n"]), None),
+    ],
+    ids=["keep-alives", "a-page", "an-error-event", "a-blank-data-line"],
+)
+def test_a_connection_test_reads_the_reply_as_a_turn_does(
+    deadline_env: Env, reply: Replay, error: str | None
+) -> None:
+    """The connection test read the stream through the SDK: keep-alives held its request
+    for ever, a proxy's sign-in page or an error event passed for a working model, and a
+    blank data line answered 500."""
+    env = deadline_env
+    env.model.script(reply)
+    resp = env.api("POST", f"/api/models/{MOCK_LLM_PROVIDER_ID}/test")
+    assert resp.status_code == 200, resp.text
+    result = resp.json()
+    assert result["ok"] is (error is None), result
+    if error is not None:
+        assert error in result["error"]

@@ -97,6 +97,38 @@ class OpenAIChatModel:
         on_text: TextSink,
         on_reasoning: TextSink | None = None,
     ) -> AssistantReply:
+        wire = request_messages(messages, self.origin, self.caps)
+        body: dict[str, Any] = {"model": self.model, "messages": wire, "stream": True}
+        if tools:
+            body["tools"] = list(tools)
+        assembler = await self._read_reply(body, on_text, on_reasoning)
+        reply = assembler.finish()
+        return replace(reply, echo={**reply.echo, "origin": self.origin})
+
+    async def probe(self, prompt: str) -> None:
+        """Ask for a 1-token completion of ``prompt`` and read it to its end as a turn
+        reads a reply; ModelError says what failed. The reply itself is not judged (one
+        token may well be no answer), only that it is a completion."""
+        body = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": 1,
+            "stream": True,
+        }
+        assembler = await self._read_reply(body, _ignored, None)
+        if not assembler.started:
+            raise ModelError("the model provider's reply held no streamed completion")
+
+    async def aclose(self) -> None:
+        """Close the connections the SDK's client holds, if it was made."""
+        if self._client is not None:
+            await self._client.close()
+
+    async def _read_reply(
+        self, body: dict[str, Any], on_text: TextSink, on_reasoning: TextSink | None
+    ) -> StreamAssembler:
+        """Send ``body`` and assemble the reply; any failure is a ModelError saying what
+        went wrong, in the provider's words where it gave some."""
         try:
             client = await self._sdk_client()
         except ImportError as exc:
@@ -111,7 +143,7 @@ class OpenAIChatModel:
         deadline = asyncio.timeout(self._deadline)
         try:
             async with deadline:
-                await self._stream(client, assembler, messages, tools, on_text, on_reasoning)
+                await self._stream(client, assembler, body, on_text, on_reasoning)
         except TimeoutError as exc:
             if not deadline.expired():
                 raise
@@ -138,24 +170,18 @@ class OpenAIChatModel:
             if _is_transport_error(exc):
                 raise _connection_error(exc, assembler.started, self._base_url) from exc
             raise
-        reply = assembler.finish()
-        return replace(reply, echo={**reply.echo, "origin": self.origin})
+        return assembler
 
     async def _stream(
         self,
         client: AsyncOpenAI,
         assembler: StreamAssembler,
-        messages: Sequence[dict[str, Any]],
-        tools: Sequence[dict[str, Any]],
+        body: dict[str, Any],
         on_text: TextSink,
         on_reasoning: TextSink | None,
     ) -> None:
         from openai import AsyncStream
 
-        wire = request_messages(messages, self.origin, self.caps)
-        body: dict[str, Any] = {"model": self.model, "messages": wire, "stream": True}
-        if tools:
-            body["tools"] = list(tools)
         # The SDK's low-level post, not chat.completions.create: create() walks every
         # message and tool through its typed-dict transform first (3 ms of the event loop
         # per request, more as the history grows) for dicts already in the wire format,
@@ -192,6 +218,10 @@ class OpenAIChatModel:
                 await take_events(response.aiter_bytes(), take_event)
         finally:
             await response.aclose()
+
+
+def _ignored(_text: str) -> None:
+    pass
 
 
 #: The largest reply taken as one JSON body (a whole completion, JSON-escaped): as large

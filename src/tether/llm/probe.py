@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 
-from tether.llm.client import load_sdk
-from tether.llm.errors import provider_message, unreachable
+from tether.llm.client import OpenAIChatModel, load_sdk
+from tether.llm.reply import ModelError
 
 
 @dataclass(frozen=True)
@@ -20,32 +21,22 @@ class ProbeResult:
 
 
 async def probe_model(base_url: str, api_key: str, model: str, time_limit: float) -> ProbeResult:
-    """Ask ``model`` for a 1-token completion (streamed, no retries) and report the outcome."""
+    """Ask ``model`` for a 1-token completion (streamed, no retries), read as a turn reads
+    a reply, within ``time_limit`` in all, and report the outcome."""
     await load_sdk()
-    import openai
-
-    client = openai.AsyncOpenAI(
-        base_url=base_url, api_key=api_key or "unset", max_retries=0, timeout=time_limit
-    )
+    chat = OpenAIChatModel(base_url, api_key, model, max_retries=0, timeout=time_limit)
     started = time.monotonic()
     try:
-        stream = await client.chat.completions.create(
-            model=model,
-            messages=[{"role": "user", "content": "Reply with OK."}],
-            max_tokens=1,
-            stream=True,
-        )
-        async for _chunk in stream:
-            pass
-    except openai.APIStatusError as exc:
-        error = f"the provider answered {exc.status_code}: {provider_message(exc)}"
+        async with asyncio.timeout(time_limit):
+            await chat.probe("Reply with OK.")
+    except ModelError as exc:
+        return ProbeResult(False, model, _since(started), str(exc))
+    except TimeoutError:
+        # A stream of keep-alives is never quiet long enough for ``timeout``.
+        error = f"the model provider had not finished a 1-token reply after {time_limit:g} s"
         return ProbeResult(False, model, _since(started), error)
-    except openai.APIConnectionError as exc:  # a timeout is one too
-        return ProbeResult(False, model, _since(started), unreachable(base_url, exc))
-    except openai.APIError as exc:
-        return ProbeResult(False, model, _since(started), f"the provider failed: {exc.message}")
     finally:
-        await client.close()
+        await chat.aclose()
     return ProbeResult(True, model, _since(started))
 
 
