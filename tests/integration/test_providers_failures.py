@@ -382,3 +382,16 @@ def test_a_connection_test_reads_the_reply_as_a_turn_does(
     assert result["ok"] is (error is None), result
     if error is not None:
         assert error in result["error"]
+
+
+@pytest.mark.parametrize("reason", ["abort", "error", "insufficient_system_resource"])
+def test_a_reply_the_provider_cut_short_is_not_taken_for_a_whole_one(env: Env, reason: str) -> None:
+    """vLLM ends an engine-aborted request with finish reason 'abort', OpenRouter an error
+    mid-generation with 'error', DeepSeek one it lacked the resources for with
+    'insufficient_system_resource': each with a 200 and [DONE], and the text so far was
+    stored as the answer."""
+    session = new_session()
+    reply = Replay([chunk({"role": "assistant", "content": "The answer is"}), chunk({}, reason)])
+    failed(env.turn("hi", session, reply), f"finish reason {reason!r}")
+    assert env.payloads(session) == [{"role": "user", "content": "hi"}]
+    env.next_message_works(session)

@@ -18,6 +18,14 @@ MAX_CALL_ID = 256
 #: Arguments a few hundred deep parse, then fail whatever walks them again (the turn
 #: ended on an internal error); past about a thousand, parsing them fails so.
 MAX_ARGUMENTS_DEPTH = 64
+#: Finish reasons that say the provider stopped writing before the model had finished,
+#: whatever the reply holds so far, and what each means. Each comes with an HTTP 200 and
+#: often ``[DONE]``, so the stream ends as if the reply were whole.
+CUT_SHORT = {
+    "abort": "it aborted the request (vLLM)",
+    "error": "an error while the model wrote (OpenRouter)",
+    "insufficient_system_resource": "it ran short of resources (DeepSeek)",
+}
 
 
 class ModelError(TetherError):
@@ -80,6 +88,12 @@ def check_reply(reply: AssistantReply, finish_reason: str | None = "stop") -> No
     ``finish_reason`` (None when the stream just ended) only chooses the wording: a
     reply cut short reads differently from one the model wrote wrong.
     """
+    if finish_reason in CUT_SHORT:
+        raise IncompleteReply(
+            f"the model provider stopped the reply before the model had finished "
+            f"(finish reason {finish_reason!r}: {CUT_SHORT[finish_reason]}); nothing of it "
+            "was kept"
+        )
     for call in reply.tool_calls:
         if not call.name:
             raise IncompleteReply("the model sent a tool call without a function name")
