@@ -384,3 +384,18 @@ def test_bytes_that_are_not_utf8_read_as_replacement_characters(env: Env) -> Non
     expected = {"status": "completed", "text": "caf\ufffd", "steps": 1}
     assert task["result"] == {**expected, "session_id": session}
     env.next_message_works(session)
+
+
+def test_arguments_sent_as_an_object_rather_than_a_string_are_kept(env: Env) -> None:
+    """llama.cpp's server and Hugging Face's TGI have sent a call's arguments as a JSON
+    object: read as no arguments, the call ran without them."""
+
+    def call(call_id: str, command: str) -> dict[str, Any]:
+        arguments = {"command": command}
+        return {"index": 0, "id": call_id, "function": {"name": SHELL, "arguments": arguments}}
+
+    streamed = Replay([calls_chunk(call("o1", "echo first")), chunk({}, "tool_calls")])
+    message = {"role": "assistant", "content": None, "tool_calls": [call("o2", "echo second")]}
+    whole = {"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]}
+    task = env.turn("two", new_session(), streamed, Replay(body=whole), text_reply("ok"))
+    _two_calls_ran(env, task)

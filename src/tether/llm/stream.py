@@ -188,7 +188,7 @@ class StreamAssembler:
         if not isinstance(function, Mapping):
             function = {}
         name = _text(function.get("name"))
-        pieces = _text(function.get("arguments"))
+        pieces = _arguments_text(function.get("arguments"))
         call_id = _text(d.get("id"))
         index = d.get("index") if isinstance(d.get("index"), int) else None
         call = self._owner(index, call_id, name)
@@ -346,6 +346,14 @@ def _content_text(content: Any) -> tuple[str, str]:
         elif part.get("type") == "thinking":
             thought.append(_content_text(part.get("thinking"))[0])
     return "".join(said), "".join(thought)
+
+
+def _arguments_text(value: Any) -> str:
+    """A call's arguments as text: OpenAI sends a JSON string; llama.cpp's server and
+    Hugging Face's TGI have sent the object itself, which was read as no arguments."""
+    if isinstance(value, Mapping | list):
+        return json.dumps(value, ensure_ascii=False)
+    return _text(value)
 
 
 def _merged(old: Any, new: Any) -> Any:
