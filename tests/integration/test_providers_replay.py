@@ -399,3 +399,58 @@ def test_arguments_sent_as_an_object_rather_than_a_string_are_kept(env: Env) -> 
     whole = {"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]}
     task = env.turn("two", new_session(), streamed, Replay(body=whole), text_reply("ok"))
     _two_calls_ran(env, task)
+
+
+def _usage_only(choices: Any) -> bytes:
+    usage = {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
+    return sse({"id": "u", "object": "chat.completion.chunk", "choices": choices, "usage": usage})
+
+
+# Stream shapes real providers send that need nothing of their own: each must read as
+# the answer "Hello" (they guard the event-stream reader, llm/sse.py, as much as the
+# assembly).
+PLAIN_SHAPES = {
+    # OpenAI: a role-only first chunk with refusal null, usage null on every chunk, then
+    # a usage-only chunk with empty choices (stream_options.include_usage).
+    "openai": Replay(
+        [
+            chunk({"role": "assistant", "content": "", "refusal": None}, usage=None),
+            chunk({"content": "Hello"}, usage=None),
+            chunk({}, "stop", usage=None),
+            _usage_only([]),
+        ]
+    ),
+    # DeepSeek: ': keep-alive' comments while the request waits to be scheduled.
+    "deepseek": Replay(
+        [b": keep-alive\n\n", b": keep-alive\n\n", chunk({"content": "Hello"}), chunk({}, "stop")]
+    ),
+    # Gemini through some gateways: finish_reason 'stop' on every chunk, no [DONE].
+    "gemini": Replay(
+        [chunk({"content": "Hel"}, "stop"), chunk({"content": "lo"}, "stop")], done=False
+    ),
+    # vLLM (before its fix) and GLM: the last text and the finish reason in one chunk.
+    "vllm": Replay(
+        [chunk({"role": "assistant", "content": "Hel"}), chunk({"content": "lo"}, "stop")]
+    ),
+    # vllm-mlx: a natural stop that never says 'stop' (finish_reason null to the end).
+    "vllm-mlx": Replay([chunk({"content": "Hello"}), chunk({"content": ""})]),
+    # Gateways written in Go or Rust: no space after 'data:', '\r\n' line ends, and a
+    # usage chunk whose choices are null.
+    "compact": Replay(
+        [
+            chunk({"content": "Hello"}).replace(b"data: ", b"data:").replace(b"\n", b"\r\n"),
+            chunk({}, "stop").replace(b"data: ", b"data:"),
+            _usage_only(None),
+            b"data:[DONE]\r\n\r\n",
+        ],
+        done=False,
+    ),
+}
+
+
+@pytest.mark.parametrize("reply", list(PLAIN_SHAPES.values()), ids=list(PLAIN_SHAPES))
+def test_plain_stream_shapes_of_real_providers_read_as_the_answer(env: Env, reply: Replay) -> None:
+    session = new_session()
+    task = env.turn("hi", session, reply)
+    expected = {"status": "completed", "text": "Hello", "steps": 1}
+    assert task["result"] == {**expected, "session_id": session}
