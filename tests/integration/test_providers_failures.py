@@ -395,3 +395,23 @@ def test_a_reply_the_provider_cut_short_is_not_taken_for_a_whole_one(env: Env, r
     failed(env.turn("hi", session, reply), f"finish reason {reason!r}")
     assert env.payloads(session) == [{"role": "user", "content": "hi"}]
     env.next_message_works(session)
+
+
+def test_a_connection_test_of_a_model_that_refuses_max_tokens_asks_again(env: Env) -> None:
+    """OpenAI's reasoning models (o1, o3, GPT-5) refuse ``max_tokens``, naming the field
+    they take instead: the connection test of a working model failed."""
+    refused = {
+        "message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
+        "Use 'max_completion_tokens' instead.",
+        "type": "invalid_request_error",
+        "param": "max_tokens",
+        "code": "unsupported_parameter",
+    }
+    env.model.script(Replay(status=400, body={"error": refused}), text_reply("OK"))
+    before = len(env.model.requests)
+    resp = env.api("POST", f"/api/models/{MOCK_LLM_PROVIDER_ID}/test")
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["ok"] is True, resp.json()
+    first, second = env.model.requests[before:]
+    assert first["max_tokens"] == 1
+    assert second["max_completion_tokens"] == 1 and "max_tokens" not in second

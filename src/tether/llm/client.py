@@ -105,14 +105,15 @@ class OpenAIChatModel:
         reply = assembler.finish()
         return replace(reply, echo={**reply.echo, "origin": self.origin})
 
-    async def probe(self, prompt: str) -> None:
-        """Ask for a 1-token completion of ``prompt`` and read it to its end as a turn
-        reads a reply; ModelError says what failed. The reply itself is not judged (one
-        token may well be no answer), only that it is a completion."""
+    async def probe(self, prompt: str, token_field: str = "max_tokens") -> None:
+        """Ask for a 1-token completion of ``prompt`` (the cap sent as ``token_field``)
+        and read it to its end as a turn reads a reply; ModelError says what failed. The
+        reply itself is not judged (one token may well be no answer), only that it is a
+        completion."""
         body = {
             "model": self.model,
             "messages": [{"role": "user", "content": prompt}],
-            "max_tokens": 1,
+            token_field: 1,
             "stream": True,
         }
         assembler = await self._read_reply(body, _ignored, None)

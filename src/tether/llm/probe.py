@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from tether.llm.client import OpenAIChatModel, load_sdk
 from tether.llm.reply import ModelError
 
+_PROMPT = "Reply with OK."
+
 
 @dataclass(frozen=True)
 class ProbeResult:
@@ -28,7 +30,7 @@ async def probe_model(base_url: str, api_key: str, model: str, time_limit: float
     started = time.monotonic()
     try:
         async with asyncio.timeout(time_limit):
-            await chat.probe("Reply with OK.")
+            await _probe(chat)
     except ModelError as exc:
         return ProbeResult(False, model, _since(started), str(exc))
     except TimeoutError:
@@ -38,6 +40,17 @@ async def probe_model(base_url: str, api_key: str, model: str, time_limit: float
     finally:
         await chat.aclose()
     return ProbeResult(True, model, _since(started))
+
+
+async def _probe(chat: OpenAIChatModel) -> None:
+    try:
+        await chat.probe(_PROMPT)
+    except ModelError as exc:
+        # OpenAI's reasoning models (o1, o3, GPT-5) refuse max_tokens with a 400 that
+        # names the field they take instead; other providers may not know that one.
+        if "max_completion_tokens" not in str(exc):
+            raise
+        await chat.probe(_PROMPT, token_field="max_completion_tokens")
 
 
 def _since(started: float) -> int:
