@@ -31,6 +31,7 @@ from replay_support import (
 
 from database_support import on_postgresql
 from strict_order import request_problems
+from tether.llm.reply import MAX_CALLS_PER_REPLY
 from tether.llm.sse import MAX_EVENT_BYTES
 
 pytestmark = pytest.mark.integration
@@ -415,3 +416,17 @@ def test_a_connection_test_of_a_model_that_refuses_max_tokens_asks_again(env: En
     first, second = env.model.requests[before:]
     assert first["max_tokens"] == 1
     assert second["max_completion_tokens"] == 1 and "max_tokens" not in second
+
+
+def test_a_reply_with_more_calls_than_the_cap_fails_and_runs_none(env: Env) -> None:
+    """Calls of a few bytes each hardly count against the reply's character cap: a
+    provider that opened call after call made the server hold, then run, every one."""
+    session = new_session()
+    many = [fn("no_such_tool", "{}", index=n, id=f"c{n}") for n in range(MAX_CALLS_PER_REPLY + 1)]
+    reply = Replay([calls_chunk(*many), chunk({}, "tool_calls")])
+    before = len(env.model.requests)
+    failed(env.turn("hi", session, reply), f"more than {MAX_CALLS_PER_REPLY:,} tool calls")
+    # No call stored, none run (their results would have gone back to the model).
+    assert env.payloads(session) == [{"role": "user", "content": "hi"}]
+    assert len(env.model.requests) == before + 1
+    env.next_message_works(session)

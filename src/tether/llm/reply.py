@@ -18,6 +18,10 @@ MAX_CALL_ID = 256
 #: Arguments a few hundred deep parse, then fail whatever walks them again (the turn
 #: ended on an internal error); past about a thousand, parsing them fails so.
 MAX_ARGUMENTS_DEPTH = 64
+#: The most tool calls one reply may ask for: far past the dozens a model asks for at
+#: once, it bounds what a provider that opens call after call (each a few bytes, which
+#: the reply's character cap hardly counts) can make the server hold and then run.
+MAX_CALLS_PER_REPLY = 1000
 #: Finish reasons that say the provider stopped writing before the model had finished,
 #: whatever the reply holds so far, and what each means. Each comes with an HTTP 200 and
 #: often ``[DONE]``, so the stream ends as if the reply were whole.

@@ -20,6 +20,7 @@ from tether.llm.capabilities import Capabilities
 from tether.llm.errors import describe_error
 from tether.llm.reply import (
     MAX_CALL_ID,
+    MAX_CALLS_PER_REPLY,
     AssistantReply,
     IncompleteReply,
     ModelError,
@@ -30,7 +31,7 @@ from tether.llm.reply import (
 from tether.llm.sse import Event, events_in
 from tether.text import valid_text
 
-#: The most characters one reply may hold, text, reasoning and tool arguments together:
+#: The most characters one reply may hold, text, reasoning and tool calls together:
 #: far past what a model writes in a reply (128k tokens are about half a million), it
 #: bounds what a provider that never stops sending can make the server hold.
 MAX_REPLY_CHARS = 16_000_000
@@ -158,7 +159,7 @@ class StreamAssembler:
         if self._size > MAX_REPLY_CHARS:
             raise ModelError(
                 f"the model's reply passed {MAX_REPLY_CHARS:,} characters (text, reasoning "
-                "and tool arguments together) and was cut off there"
+                "and tool calls together) and was cut off there"
             )
         return Deltas("".join(text), "".join(reasoning))
 
@@ -196,9 +197,11 @@ class StreamAssembler:
             call = self._open(index, call_id)
         if call_id and not call.id:
             call.id = call_id
+            self._size += len(call_id)
             self._by_id.setdefault(call_id, call)
-        # A name sent again is the same name, never a suffix.
-        call.name = call.name or name
+        if name and not call.name:  # a name sent again is the same name, never a suffix
+            call.name = name
+            self._size += len(name)
         if pieces:
             self._size += len(pieces)
             call.add(pieces)
@@ -219,6 +222,11 @@ class StreamAssembler:
         return last
 
     def _open(self, index: int | None, call_id: str) -> _Partial:
+        if len(self._calls) == MAX_CALLS_PER_REPLY:
+            raise IncompleteReply(
+                f"the model's reply asked for more than {MAX_CALLS_PER_REPLY:,} tool calls "
+                "at once; none was run"
+            )
         call = _Partial(index)
         self._calls.append(call)
         if index is not None:
