@@ -430,3 +430,23 @@ def test_a_reply_with_more_calls_than_the_cap_fails_and_runs_none(env: Env) -> N
     assert env.payloads(session) == [{"role": "user", "content": "hi"}]
     assert len(env.model.requests) == before + 1
     env.next_message_works(session)
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["in-a-stream", "as-the-body"])
+def test_an_error_list_answered_with_200_is_told_in_the_provider_s_words(
+    env: Env, streamed: bool
+) -> None:
+    """Gemini words its errors as a list of error objects; with a 200, in a stream or as
+    the whole body, it was 'a stream line that is not a JSON object'."""
+    session = new_session()
+    said = [
+        {"error": {"code": 503, "message": "The model is overloaded.", "status": "UNAVAILABLE"}}
+    ]
+    reply = (
+        Replay([chunk({"role": "assistant", "content": "Let"}), sse(said)])
+        if streamed
+        else Replay(body=said)
+    )
+    failed(env.turn("hi", session, reply), "reported an error: The model is overloaded.")
+    assert env.payloads(session) == [{"role": "user", "content": "hi"}]
+    env.next_message_works(session)

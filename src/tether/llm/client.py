@@ -14,7 +14,7 @@ from tether.llm.capabilities import capabilities_for
 from tether.llm.errors import provider_message, unreachable
 from tether.llm.reply import AssistantReply, IncompleteReply, ModelError, RequestedCall
 from tether.llm.sse import MAX_EVENT_BYTES, Event, take_events
-from tether.llm.stream import StreamAssembler, event_chunk, whole_body_chunks
+from tether.llm.stream import StreamAssembler, event_chunk, not_a_chunk, whole_body_chunks
 from tether.llm.wire import request_messages
 from tether.security.secret_text import masked_text
 
@@ -198,7 +198,7 @@ class OpenAIChatModel:
 
         def take(chunk: object) -> None:
             if not isinstance(chunk, dict):
-                raise ModelError("the model provider sent a stream line that is not a JSON object")
+                raise not_a_chunk(chunk)
             added = assembler.feed(chunk)
             if added.reasoning and on_reasoning is not None:
                 on_reasoning(added.reasoning)

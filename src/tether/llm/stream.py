@@ -314,6 +314,14 @@ def event_chunk(event: Event) -> Any:
     raise reported_error(body)
 
 
+def not_a_chunk(value: Any) -> ModelError:
+    """What a stream line that is JSON but no object stands for: an error in the
+    provider's words when it holds one (Gemini reports errors as a list of objects)."""
+    if describe_error(value):
+        return reported_error(value)
+    return ModelError("the model provider sent a stream line that is not a JSON object")
+
+
 def reported_error(body: Any) -> ModelError:
     """An error the provider reported in its stream, in its own words; when it gave no
     message, its body as sent (both bounded, anything shaped like a credential masked)."""
