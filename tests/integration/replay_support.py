@@ -35,8 +35,9 @@ class Replay:
     character or a JSON escape). ``done`` appends ``data: [DONE]``. ``cut_short`` promises
     more bytes than are sent and hangs up (a connection cut). ``stall`` waits for the
     server's ``release`` event after the pieces (a stream that stops moving).
-    ``keep_alive`` is sent after the pieces every 50 ms until the client hangs up or the
-    server's ``release`` (a stream that never ends, and never goes quiet). A ``status``
+    ``keep_alive`` is sent after the pieces (or the body) every 50 ms until the client
+    hangs up or the server's ``release`` (a stream that never ends, and never goes quiet).
+    A ``status``
     other than 200, or a ``body``, answers with them and ``headers`` instead of a stream.
     """
 
@@ -135,6 +136,10 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.stall:
             srv.stalled.set()
             srv.release.wait(60)
+        self._keep_alive(reply)
+
+    def _keep_alive(self, reply: Replay) -> None:
+        srv: Any = self.server
         while reply.keep_alive and not srv.release.wait(0.05) and self._write([reply.keep_alive]):
             pass
 
@@ -142,11 +147,13 @@ class _Handler(BaseHTTPRequestHandler):
         raw = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
         self.send_response(reply.status)
         headers = {"Content-Type": "application/json", **reply.headers}
-        headers["Content-Length"] = str(len(raw))
+        if not reply.keep_alive:
+            headers["Content-Length"] = str(len(raw))
         for name, value in headers.items():
             self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(raw)
+        self._write([raw])
+        self._keep_alive(reply)
 
     def _write(self, pieces: Iterable[bytes]) -> bool:
         """Whether the client took them all (it hangs up on a reply it gave up on)."""

@@ -450,3 +450,18 @@ def test_an_error_list_answered_with_200_is_told_in_the_provider_s_words(
     failed(env.turn("hi", session, reply), "reported an error: The model is overloaded.")
     assert env.payloads(session) == [{"role": "user", "content": "hi"}]
     env.next_message_works(session)
+
+
+def test_an_error_answer_whose_body_never_ends_is_cut_and_told(env: Env) -> None:
+    """The SDK reads an error answer's body whole before it raises: one that never ended
+    held the turn, and the server held all of it."""
+    session = new_session()
+    endless = Replay(
+        status=400,
+        body=b'{"error": {"message": "bad request"}} ',
+        headers={"Content-Type": "text/plain"},
+        keep_alive=b"x" * 65_536,
+    )
+    failed(env.turn("hi", session, endless), "answered 400: {")
+    assert env.payloads(session) == [{"role": "user", "content": "hi"}]
+    env.next_message_works(session)

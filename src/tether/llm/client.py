@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tether import late_imports
+from tether.llm.bounded_http import bounded_http_client
 from tether.llm.capabilities import capabilities_for
 from tether.llm.errors import provider_message, unreachable
 from tether.llm.reply import AssistantReply, IncompleteReply, ModelError, RequestedCall
@@ -86,7 +87,7 @@ class OpenAIChatModel:
         if self._client is None:  # the first of the requests that waited makes it
             from openai import AsyncOpenAI
 
-            self._client = AsyncOpenAI(**self._options)
+            self._client = AsyncOpenAI(**self._options, http_client=bounded_http_client())
             self._options.clear()  # the key lives in the client only
         return self._client
 
