@@ -149,6 +149,43 @@ def test_a_stream_followed_on_another_node_ends_with_the_call(cluster: Cluster) 
     assert cluster.stack(2).wait_task(task_id)["result"]["status"] == "completed"
 
 
+def test_done_has_one_id_on_every_node_and_a_resume_after_it_is_204(cluster: Cluster) -> None:
+    """A follower on another node that resumed past the end (an id it was never given)
+    was sent ``done`` numbered one past its own id; resumed with that, the next node
+    sent ``done`` again one higher, for ever. ``done`` is one past the last chunk now,
+    and a resume after it is 204, which stops a browser's EventSource."""
+    gate = f"g-{uuid.uuid4().hex[:6]}"
+    session, task_id, call_id, _ = _call_on_a(cluster, gated(gate, "echo one", "echo two"))
+    path = f"/api/tool-calls/{session}/{call_id}/stream"
+    node_b, node_c = cluster.nodes[1], cluster.nodes[2]
+    with httpx.stream(
+        "GET", node_b.base_url + path, headers=_auth(node_b, 10**9), timeout=20
+    ) as resp:
+        (cluster.nodes[0].home / "workspace" / gate).touch()
+        past_the_end = list(sse_events(resp.iter_lines()))
+    whole = _events(node_c, path, None)
+    done = whole[-1]
+    assert done.data["type"] == "done" and done.id == whole[-2].id + 1  # type: ignore[operator]
+    assert [(e.id, e.data) for e in past_the_end] == [(done.id, done.data)]
+    for node in cluster.nodes:
+        resp = httpx.get(node.base_url + path, headers=_auth(node, done.id), timeout=20)
+        assert (resp.status_code, resp.content) == (204, b"")
+    assert cluster.stack(2).wait_task(task_id)["result"]["status"] == "completed"
+
+
+def _auth(node: Any, last_id: int | None) -> dict[str, str]:
+    headers = {"Authorization": f"Bearer {node.token}"}
+    if last_id is not None:
+        headers["Last-Event-ID"] = str(last_id)
+    return headers
+
+
+def _events(node: Any, path: str, last_id: int | None) -> list[Any]:
+    with httpx.stream("GET", node.base_url + path, headers=_auth(node, last_id), timeout=20) as r:
+        assert r.status_code == 200
+        return list(sse_events(r.iter_lines()))
+
+
 def test_an_owner_that_does_not_answer_gives_503_and_the_request_is_dropped(
     cluster: Cluster,
 ) -> None:

@@ -136,6 +136,35 @@ def test_a_late_subscriber_gets_a_replay_and_last_event_id_resumes(stack: Stack)
         assert [e.data["type"] for e in events] == ["done"]
 
 
+def test_a_stream_resumed_after_its_done_says_no_content_and_done_keeps_its_id(
+    stack: Stack,
+) -> None:
+    """A browser's EventSource reconnects whenever the server closes the stream, with
+    the last id it saw: ``done``'s own. That resume was sent ``done`` again, numbered one
+    higher, so the browser reconnected for ever. Now it is a 204 (an EventSource stops
+    on it), and ``done`` has one id however the stream was resumed."""
+    gate = f"g-{uuid.uuid4().hex[:8]}"
+    session, task_id, call = stack.start_shell(gated(gate, "echo a", "echo b; echo c >&2"))
+    call_id = call["tool_call_id"]
+    open_gate(stack, gate)
+    stack.wait_task(task_id)
+    whole = _all_events(stack, session, call_id)
+    last_chunk = whole[-2].id
+    assert last_chunk is not None
+    done = whole[-1]
+    assert done.data["type"] == "done" and done.id == last_chunk + 1
+    for after in range(0, last_chunk + 1):
+        resumed = _all_events(stack, session, call_id, last=after)
+        assert [(e.id, e.data) for e in resumed] == [(e.id, e.data) for e in whole[after:]]
+    for beyond in (done.id + 1, 10**9):
+        events = _all_events(stack, session, call_id, last=beyond)
+        assert [(e.id, e.data) for e in events] == [(done.id, done.data)]
+    for _ in range(3):  # the same answer each time: nothing to drift
+        with _stream(stack, session, call_id, done.id) as resp:
+            assert resp.status_code == 204
+            assert resp.read() == b""
+
+
 # ------------------------------------------------------------------ cancel
 
 

@@ -6,12 +6,13 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Header, Query
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tether.api.deps import ServicesDep
 from tether.api.sse import SSE_HEADERS, sse_event
 from tether.api.valid_json import ValidTextRoute
+from tether.services import Services
 from tether.store.records import OutputChunk
 from tether.toolcalls.call import CallInfo
 from tether.waits import until_set
@@ -187,25 +188,29 @@ async def get_output(
 _LAST_SEQ = 2**31 - 1
 
 
-@router.get("/{session_id}/{tool_call_id}/stream")
+@router.get("/{session_id}/{tool_call_id}/stream", response_model=None)
 async def stream_output(
     session_id: str,
     tool_call_id: str,
     services: ServicesDep,
     # An id this stream gave (a chunk's number): ASCII digits.
     last_event_id: Annotated[str | None, Header(pattern=r"^[0-9]{1,18}$")] = None,
-) -> StreamingResponse:
-    """SSE: the output from the start (or after ``Last-Event-ID``), live, then ``done``."""
-    await services.calls.ensure_known(session_id, tool_call_id)
+) -> Response:
+    """SSE: the output from the start (or after ``Last-Event-ID``), live, then ``done``,
+    numbered one past the last chunk. Resumed after ``done`` itself: 204, nothing more
+    (an EventSource stops reconnecting on a 204)."""
+    final = await services.calls.final_seq(session_id, tool_call_id)
     # Past the store's column (a 32-bit integer) no chunk can follow it anyway.
     after = min(int(last_event_id), _LAST_SEQ) if last_event_id else 0
+    if final is not None and after == final + 1:
+        return Response(status_code=204, headers=SSE_HEADERS)
 
     async def frames() -> AsyncIterator[str]:
         follow = services.calls.follow(session_id, tool_call_id, after)
-        last = after
+        sent = 0
         async for item in follow:
             if isinstance(item, OutputChunk):
-                last = item.seq
+                sent = item.seq
                 # QwenPaw's frame ("chunk" with a text block), plus which stream it was.
                 frame = {
                     "type": "chunk",
@@ -215,11 +220,20 @@ async def stream_output(
                 }
                 yield sse_event(frame, event_id=item.seq)
             else:
-                yield sse_event(
-                    {"type": "done", "end_state": item.end_state, "status": item.status},
-                    event_id=last + 1,
-                )
+                done = {"type": "done", "end_state": item.end_state, "status": item.status}
+                yield sse_event(done, event_id=await _done_id(services, item, after, sent))
 
     return StreamingResponse(
         until_set(services.exiting, frames()), media_type="text/event-stream", headers=SSE_HEADERS
     )
+
+
+async def _done_id(services: Services, info: CallInfo, after: int, sent: int) -> int:
+    """``done``'s event id: one past the call's last chunk whatever id the client resumed
+    after, so a resume with it is told there is nothing more (it was sent ``done`` again,
+    one id higher each time, for ever). ``sent``: the last chunk sent (0: none)."""
+    final = await services.calls.final_seq(info.session_id, info.tool_call_id)
+    if final is None:  # not ended as the store sees it (done follows the end: never)
+        return max(after, sent) + 1
+    # Past the store's last only if a chunk only Redis had was sent (its node died).
+    return max(final, sent) + 1

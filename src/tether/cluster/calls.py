@@ -62,8 +62,12 @@ class ClusterCalls:
     async def info(self, session_id: str, call_id: str) -> CallInfo:
         return await self._local.info(session_id, call_id)
 
-    async def ensure_known(self, session_id: str, call_id: str) -> None:
-        await self._local.ensure_known(session_id, call_id)
+    async def final_seq(self, session_id: str, call_id: str) -> int | None:
+        """The number of the call's last output chunk once it has ended; None while it
+        runs, here or on another node (ToolCallNotFound if the session has no such call)."""
+        if await self._elsewhere(session_id, call_id) is not None:
+            return None
+        return await self._local.final_seq(session_id, call_id)
 
     async def output(self, session_id: str, call_id: str) -> CallOutput:
         """The output so far."""

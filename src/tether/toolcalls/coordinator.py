@@ -137,9 +137,10 @@ class ToolCallCoordinator:
         """Any call of the session, live or ended (ToolCallNotFound otherwise)."""
         return await self._index.info(session_id, call_id)
 
-    async def ensure_known(self, session_id: str, call_id: str) -> None:
-        """Raise ToolCallNotFound unless the call exists in this session."""
-        await self._index.info(session_id, call_id)
+    async def final_seq(self, session_id: str, call_id: str) -> int | None:
+        """The number of the call's last output chunk once it has ended; None while it
+        runs (ToolCallNotFound if the session has no such call)."""
+        return await self._reader.final_seq(session_id, call_id)
 
     async def output(self, session_id: str, call_id: str) -> CallOutput:
         """The output so far of a live or finished call."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from tether.store.records import OutputChunk
-from tether.store.toolcalls import ToolCallRepository
+from tether.store.toolcalls import UNFINISHED, ToolCallRepository
 from tether.toolcalls.call import CallInfo, CallOutput
 from tether.toolcalls.errors import ToolCallNotFound
 from tether.toolcalls.index import CallIndex
@@ -31,6 +31,18 @@ class OutputReader:
             raise ToolCallNotFound(call_id)
         chunks = await self._repo.read_output(call_id)
         return CallOutput([c.text for c in chunks], True, record.end_state)
+
+    async def final_seq(self, session_id: str, call_id: str) -> int | None:
+        """The number of the call's last chunk once it has ended (0: it printed nothing);
+        None while it runs. ToolCallNotFound if the session has no such call."""
+        if self._index.get(session_id, call_id) is not None:
+            return None  # a call leaves the index before it reads as ended
+        record = await self._repo.get(session_id, call_id)
+        if record is None:
+            raise ToolCallNotFound(call_id)
+        if record.status in UNFINISHED:
+            return None
+        return await self._repo.last_output_seq(call_id)
 
     async def _chunks_since(self, call: LiveCall, seq: int) -> list[OutputChunk]:
         if seq + 1 >= call.buffer.first_seq_in_memory:
