@@ -45,11 +45,18 @@ class OutputReader:
         return await self._repo.last_output_seq(call_id)
 
     async def _chunks_since(self, call: LiveCall, seq: int) -> list[OutputChunk]:
-        if seq + 1 >= call.buffer.first_seq_in_memory:
-            return call.buffer.since(seq)
-        stored = await self._repo.read_output(call.call_id, seq)
-        last = stored[-1].seq if stored else seq
-        return stored + call.buffer.since(last)
+        """The chunks after ``seq``: what memory let go of from the store, the rest from
+        memory. While the store is read, the flusher may store more chunks and memory let
+        go of them, past what the read saw: the store is read again until memory holds
+        the next chunk, so none falls between the two."""
+        chunks: list[OutputChunk] = []
+        while seq + 1 < call.buffer.first_seq_in_memory:
+            stored = await self._repo.read_output(call.call_id, seq)
+            if not stored:
+                break  # cannot be: memory lets go only of chunks already stored
+            chunks += stored
+            seq = stored[-1].seq
+        return chunks + call.buffer.since(seq)
 
     async def follow(
         self, session_id: str, call_id: str, after_seq: int
