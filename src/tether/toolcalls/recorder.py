@@ -157,6 +157,7 @@ class CallRecorder:
                 end_state=end_state,
                 end_reason=summary or None,
                 force_cancelled=call.force_cancelled,
+                offload_reason=call.offload_reason,
                 result=model_text,
                 finished_at=call.finished_at,
                 resources=call.resources,

@@ -124,6 +124,9 @@ class CallRunner:
         if not call.work.done():
             self._tasks.spawn(self._finish_in_background(call, observer, watcher, flusher))
             return CallOutcome(end_state=None, offloaded=True, model_text=describe_offload(call))
+        # The turn takes the result itself: a move to the background asked as the tool
+        # returned (its write under way meanwhile) did not happen, whatever it stored.
+        call.offload_reason = None
         return await self._conclude(call, observer, watcher, flusher)
 
     def leaves(self, call: LiveCall) -> bool:
