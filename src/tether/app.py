@@ -63,7 +63,7 @@ def create_app(
     # With the keeper and TETHER_ON_SHUTDOWN=detach, calls and their tasks (and the cron
     # runs waiting on them) are left running and unfinished at an exit, for the next
     # start to adopt and resume.
-    detach = settings.keeper and settings.on_shutdown == "detach"
+    detach = settings.detaches_at_exit
 
     def begin_exit() -> None:
         """The server was asked to exit (its first SIGINT or SIGTERM): from now on a

@@ -216,6 +216,12 @@ class Settings(BaseSettings):
         return parse_level(value)
 
     @property
+    def detaches_at_exit(self) -> bool:
+        """Whether a graceful stop leaves calls running and turns unfinished, for the
+        next start to adopt and resume (the keeper with ``on_shutdown=detach``)."""
+        return self.keeper and self.on_shutdown == "detach"
+
+    @property
     def resolved_workspace(self) -> Path:
         """The workspace directory, defaulting to ``home/workspace``."""
         return self.workspace or self.home / "workspace"

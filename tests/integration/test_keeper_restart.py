@@ -4,6 +4,7 @@ its stream resumes with no gap and no duplicate, and the task completes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import socket
@@ -14,10 +15,12 @@ import psutil
 import pytest
 from core_support import (
     Stack,
+    chat_body,
     keeper_stack,
     marked,
     new_session,
     shell_call,
+    sse_events,
     start_server,
     tether_status,
     wait_for,
@@ -121,6 +124,55 @@ def test_an_open_stream_ends_at_a_graceful_stop_instead_of_holding_it(stack: Sta
     server.start()
     check_resumed(stack, session, call_id, before, gate)
     check_task(stack, task)
+
+
+def test_chat_streams_open_at_a_graceful_stop_end_with_a_frame_saying_the_turn_goes_on(
+    stack: Stack,
+) -> None:
+    """A chat stream open at Ctrl-C ended without its final frame: a client could not
+    tell a server going away from a cut connection. Now its last frame says the server
+    exits and the turn goes on after the restart (it does)."""
+    gate = f"gate-{time.monotonic_ns()}"
+    ticker = shell_call(TICKER.format(gate=gate), timeout=120)
+    stack.model.script(ticker, ticker, {"text": "done"}, {"text": "done"})
+    server, proc = stack.server, stack.server.proc
+    assert proc is not None
+    with contextlib.ExitStack() as streams:
+        opened = {}
+        for form in ("qwenpaw", "tether"):
+            session = new_session()
+            resp = streams.enter_context(
+                server._client.stream(
+                    "POST",
+                    f"/api/console/chat?events={form}",
+                    json=chat_body("tick", session),
+                    headers={"Authorization": f"Bearer {server.token}"},
+                )
+            )
+            assert resp.status_code == 200
+            opened[form] = sse_events(resp.iter_lines())
+            stack.wait_call(session)  # the turn is under way, its call running
+        runtime_first, tether_first = next(opened["qwenpaw"]), next(opened["tether"])
+        proc.send_signal(signal.SIGINT)
+        runtime = [runtime_first, *opened["qwenpaw"]]
+        tether = [tether_first, *opened["tether"]]
+    proc.wait(15)
+    runtime_task, tether_task = runtime_first.data["task_id"], tether_first.data["task_id"]
+    # QwenPaw's form: the response, failed with code server_exiting, ends the frames.
+    last = runtime[-1].data
+    assert (last["object"], last["status"]) == ("response", "failed")
+    assert last["error"]["code"] == "server_exiting"
+    assert runtime_task in last["error"]["message"] and "goes on" in last["error"]["message"]
+    numbers = [e.data["sequence_number"] for e in runtime]
+    assert numbers == list(range(1, len(numbers) + 1))
+    # Tether's form: its own last event.
+    ending = tether[-1].data
+    assert ending["type"] == "server_exiting" and ending["task_id"] == tether_task
+    assert ending["turn"] == "continues" and tether_task in ending["message"]
+    server.start()
+    (stack.workspace / gate).touch()
+    for task in (runtime_task, tether_task):
+        check_task(stack, task)
 
 
 def test_a_call_ended_for_its_node_meanwhile_is_killed_not_adopted(stack: Stack) -> None:

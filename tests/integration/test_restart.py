@@ -8,6 +8,7 @@ test_keeper_restart.py."""
 
 from __future__ import annotations
 
+import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,10 +17,13 @@ import psutil
 import pytest
 from core_support import (
     Stack,
+    chat_body,
     new_session,
     orphan_pid,
     orphaning_command,
     process_gone,
+    shell_call,
+    sse_events,
     stack_for_module,
     wait_for,
 )
@@ -92,6 +96,37 @@ def test_graceful_restart(stack: Stack) -> None:
     assert process_gone(pid)
     info = _check_after_restart(stack, session, first, second)
     assert info["extra"].get("end_reason") == "server shutdown"
+
+
+def test_a_chat_stream_open_at_a_graceful_stop_ends_saying_the_turn_is_stopped(
+    stack: Stack,
+) -> None:
+    """Without the keeper a graceful stop stops the turn: a chat stream open then ends
+    with a frame saying so, where it ended without a final frame."""
+    session = new_session()
+    stack.model.script(shell_call("sleep 300"), {"text": "done"})
+    server, proc = stack.server, stack.server.proc
+    assert proc is not None
+    with server._client.stream(
+        "POST",
+        "/api/console/chat?events=tether",
+        json=chat_body("sleep", session),
+        headers={"Authorization": f"Bearer {server.token}"},
+    ) as resp:
+        events = sse_events(resp.iter_lines())
+        task_id = next(events).data["task_id"]
+        stack.wait_call(session)
+        proc.send_signal(signal.SIGINT)
+        ending = list(events)[-1].data
+    proc.wait(15)
+    server.start()
+    assert ending == {
+        "type": "server_exiting",
+        "task_id": task_id,
+        "turn": "stopped",
+        "message": "The server is shutting down: this turn is stopped.",
+    }
+    assert stack.task(task_id)["status"] == "finished"
 
 
 def test_crash_and_restart(stack: Stack) -> None:

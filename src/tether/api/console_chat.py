@@ -6,6 +6,7 @@ The chats themselves (list, create, history, delete) are in ``api/chats.py``.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
@@ -193,18 +194,45 @@ async def chat_stream(
         Query(description="qwenpaw: QwenPaw's runtime frames; tether: Tether's events."),
     ] = "qwenpaw",
 ) -> StreamingResponse:
-    """Run a turn and stream it (SSE) until it ends."""
+    """Run a turn and stream it (SSE) until it ends, or until the server exits: then a
+    last frame says so (the turn goes on after a restart, or is stopped)."""
     submitted = await _submit(body, services, attended=True)
     feed = services.tasks.follow(submitted.task_id)
-    source = feed if feed is not None else _nothing()
+    # Ended at the exit, so an open stream does not hold it for uvicorn's grace.
+    source = until_set(services.exiting, feed if feed is not None else _nothing())
+    note = _ExitNote(services, submitted.task_id)
     frames = (
-        _tether_frames(submitted, source)
+        _tether_frames(submitted, source, note)
         if events == "tether"
-        else _runtime_frames(submitted, source)
+        else _runtime_frames(submitted, source, note)
     )
-    return StreamingResponse(
-        until_set(services.exiting, frames), media_type="text/event-stream", headers=SSE_HEADERS
-    )
+    return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+@dataclass(frozen=True)
+class _ExitNote:
+    """What a stream cut by the server's exit tells its client of the turn."""
+
+    services: Services
+    task_id: str
+
+    @property
+    def cut(self) -> bool:
+        """Whether the stream ended because the server exits."""
+        return self.services.exiting.is_set()
+
+    @property
+    def turn_goes_on(self) -> bool:
+        return self.services.settings.detaches_at_exit
+
+    @property
+    def message(self) -> str:
+        if self.turn_goes_on:
+            return (
+                "The server is restarting: this turn goes on once it is back "
+                f"(GET /api/console/chat/task/{self.task_id} says how it ends)."
+            )
+        return "The server is shutting down: this turn is stopped."
 
 
 async def _nothing() -> AsyncIterator[list[dict[str, Any]]]:
@@ -213,15 +241,26 @@ async def _nothing() -> AsyncIterator[list[dict[str, Any]]]:
 
 
 async def _tether_frames(
-    submitted: TaskSubmitted, feed: AsyncIterator[list[dict[str, Any]]]
+    submitted: TaskSubmitted, feed: AsyncIterator[list[dict[str, Any]]], exiting: _ExitNote
 ) -> AsyncIterator[str]:
     yield sse_event({"type": "task", **submitted.model_dump()})
+    ended = False
     async for batch in feed:
+        ended = ended or any(event["type"] == "final" for event in batch)
         yield "".join(sse_event(event) for event in batch)  # one write per batch
+    if not ended and exiting.cut:
+        yield sse_event(
+            {
+                "type": "server_exiting",
+                "task_id": submitted.task_id,
+                "turn": "continues" if exiting.turn_goes_on else "stopped",
+                "message": exiting.message,
+            }
+        )
 
 
 async def _runtime_frames(
-    submitted: TaskSubmitted, feed: AsyncIterator[list[dict[str, Any]]]
+    submitted: TaskSubmitted, feed: AsyncIterator[list[dict[str, Any]]], exiting: _ExitNote
 ) -> AsyncIterator[str]:
     stream = RuntimeStream(submitted.session_id, submitted.task_id)
     for frame in stream.start():
@@ -229,3 +268,5 @@ async def _runtime_frames(
     async for batch in feed:
         if written := "".join(sse_event(f) for event in batch for f in stream.feed(event)):
             yield written
+    if not stream.ended and exiting.cut:
+        yield "".join(sse_event(f) for f in stream.cut_short(exiting.message))

@@ -186,13 +186,23 @@ class RuntimeStream:
             self._complete(message, final),
         ]
 
-    def _final(self, result: dict[str, Any]) -> list[Frame]:
+    @property
+    def ended(self) -> bool:
+        """Whether the response has its final frame."""
+        return "completed_at" in self.response
+
+    def cut_short(self, message: str) -> list[Frame]:
+        """The last frames of a stream that ends before its turn (the server exits): the
+        response ``failed`` with error code ``server_exiting`` and ``message``."""
+        return self._final({"status": "failed", "error": message}, code="server_exiting")
+
+    def _final(self, result: dict[str, Any], code: str = "error") -> list[Frame]:
         frames = self._close_text(None)
         status = _END_STATUS.get(str(result.get("status")), "failed")
         self.response["status"] = status
         self.response["completed_at"] = _now()
         if status == "failed":
             message = str(result.get("error") or "the turn failed")
-            self.response["error"] = {"code": "error", "message": message}
+            self.response["error"] = {"code": code, "message": message}
         frames.append(self._emit(self.response))
         return frames

@@ -344,6 +344,9 @@ function onEvent(event, turn) {
         turn.error = event.result.error || event.result.status;
       }
       break;
+    case "server_exiting": // the stream ends before the turn: say why
+      turn.error = event.message;
+      break;
     default:
       break;
   }
