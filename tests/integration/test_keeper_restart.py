@@ -175,6 +175,35 @@ def test_chat_streams_open_at_a_graceful_stop_end_with_a_frame_saying_the_turn_g
         check_task(stack, task)
 
 
+def test_a_call_adopted_after_a_restart_can_be_moved_to_the_background(stack: Stack) -> None:
+    """The resumed turn waited on an adopted call even once a person moved it to the
+    background (answered 202), and its record said ``offload_reason: user`` for a
+    result the turn then took directly. Now the turn goes on without it, as for a call
+    the server started itself, and its result comes later."""
+    gate = f"gate-{time.monotonic_ns()}"
+    session, task, call_id = start_ticker(stack, gate)
+    stack.server.restart()
+    assert stack.call(session, call_id)["status"] == "running"
+    resp = stack.api("POST", f"/api/tool-calls/{session}/{call_id}/offload")
+    assert resp.status_code == 202, resp.text
+    resumed = stack.wait_task(task)
+    assert resumed["result"]["status"] == "completed", resumed
+    told = [m["content"] for m in resumed["messages"] if m["role"] == "tool"]
+    assert told and "moved to the background" in told[-1]
+    info = stack.call(session, call_id)
+    assert (info["status"], info["offload_reason"]) == ("offloaded", "user")
+    (stack.workspace / gate).touch()
+    info = stack.wait_completed(session, call_id)
+    assert (info["end_state"], info["offload_reason"]) == ("success", "user")
+
+    def woken() -> dict[str, object] | None:
+        last = stack.messages(session)[-1]
+        return last if last["kind"] == "assistant" and last["task_id"] != task else None
+
+    answer = wait_for(woken, what="the session woken by the background result")
+    assert stack.wait_task(str(answer["task_id"]))["trigger"] == "background_result"
+
+
 def test_a_call_ended_for_its_node_meanwhile_is_killed_not_adopted(stack: Stack) -> None:
     gate = f"gate-{time.monotonic_ns()}"
     session, task_id, call_id = start_ticker(stack, gate)

@@ -108,19 +108,28 @@ class CallRunner:
         call.work = asyncio.ensure_future(tool.run(call.invocation.arguments, ctx))
         watcher = self._tasks.spawn(self._actions.watch_deadlines(call))
         flusher = self._tasks.spawn(self._recorder.flush_output(call))
-        released = asyncio.create_task(call.released.wait())
         try:
-            await asyncio.wait({call.work, released}, return_when=asyncio.FIRST_COMPLETED)
+            await _until_done_or_released(call)
         except asyncio.CancelledError:
             # The turn was stopped: stop the call too and record it, then let the
             # cancellation go on.
-            released.cancel()
             if self.leaves(call):
                 raise  # it runs on; the next start adopts it
             reason = "server shutdown" if self.closing else model_texts.TASK_STOPPED
             await asyncio.shield(self.stop_and_finish(call, reason, observer))
             raise
-        released.cancel()
+        return await self._settle(call, observer, watcher, flusher)
+
+    async def _settle(
+        self,
+        call: LiveCall,
+        observer: CallObserver | None,
+        watcher: asyncio.Task[Any],
+        flusher: asyncio.Task[Any],
+    ) -> CallOutcome:
+        """What the turn waiting on the call gets once its work ended or it was moved to
+        the background: its result, or word that it runs on in the background."""
+        assert call.work is not None
         if not call.work.done():
             self._tasks.spawn(self._finish_in_background(call, observer, watcher, flusher))
             return CallOutcome(end_state=None, offloaded=True, model_text=describe_offload(call))
@@ -163,12 +172,13 @@ class CallRunner:
     async def _conclude_when_done(
         self, call: LiveCall, watcher: asyncio.Task[Any], flusher: asyncio.Task[Any]
     ) -> CallOutcome:
-        assert call.work is not None
-        # asyncio.wait never raises the work's error; what it may raise is our own
+        # A resumed turn waits on this, so a move to the background lets it go on, as
+        # for a call this server started (the move was answered 202 and did nothing).
+        # The wait never raises the work's error; what it may raise is our own
         # cancellation (a detaching shutdown), which must end this task, not conclude a
         # call whose work has not ended (work.exception() would raise InvalidStateError).
-        await asyncio.wait({call.work})
-        return await self._conclude(call, None, watcher, flusher)
+        await _until_done_or_released(call)
+        return await self._settle(call, None, watcher, flusher)
 
     async def _conclude(
         self,
@@ -221,6 +231,16 @@ class CallRunner:
                 await asyncio.wait({call.work})
         if not call.finished.is_set():
             await self._recorder.finish(call, "cancelled", reason, observer)
+
+
+async def _until_done_or_released(call: LiveCall) -> None:
+    """Wait until the call's work ends or the call is moved to the background."""
+    assert call.work is not None
+    released = asyncio.create_task(call.released.wait())
+    try:
+        await asyncio.wait({call.work, released}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        released.cancel()
 
 
 def _lost(work: asyncio.Task[Any]) -> bool:
