@@ -54,11 +54,16 @@ class CallActions:
             raise ToolCallConflict(
                 f"only a running call can be offloaded; this one is {call.status}"
             )
+        if call.ending.locked():
+            raise ToolCallConflict("the call has ended; its result goes to the turn")
         await self.offload_call(call, "user")
         return live_info(call)
 
     async def offload_call(self, call: LiveCall, reason: str) -> None:
-        """Move ``call`` to the background, unless it has already moved or ended."""
+        """Move ``call`` to the background, unless it has already moved or ended (or its
+        end is being recorded: the turn takes that result itself)."""
+        if call.ending.locked():
+            return
         call.offload_reason = reason
         try:
             await self._recorder.transition(call, "offloaded")

@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from coordinator_parts import no_delivery, small_config
+from test_toolcalls_stop_while_ending import Launcher, RecordingStore
 
 from tether.toolcalls.call import CallInfo, Invocation
 from tether.toolcalls.coordinator import ToolCallCoordinator
+from tether.toolcalls.errors import ToolCallConflict
 from tether.tools.base import RunContext, Tool, ToolResult
 
 
@@ -95,3 +97,43 @@ async def test_an_offload_asked_as_the_tool_returns_leaves_no_offload_reason(
     assert store.row["status"] == "completed"
     assert store.row["offload_reason"] is None
     assert observer.info is not None and observer.info.offload_reason is None
+
+
+async def test_an_offload_while_the_end_is_recorded_is_refused(tmp_path: Path) -> None:
+    """Once the tool has returned and its end is being recorded (the tree's use being
+    measured), the turn takes the result: a move to the background then was answered
+    202 and left ``offload_reason: "user"`` on that result."""
+    launcher = Launcher()
+    store = RecordingStore()
+    coordinator = ToolCallCoordinator(
+        store,  # type: ignore[arg-type]
+        small_config(),
+        tmp_path,
+        (),
+        no_delivery,
+        launcher=launcher,
+    )
+
+    async def run(args: Mapping[str, Any], ctx: RunContext) -> ToolResult:
+        process = await ctx.launch(("/bin/true",), tmp_path, {})
+        await process.wait()
+        return ToolResult(summary="exit code 0")
+
+    tool = Tool("held", "", {"type": "object"}, run, timeout_of=lambda _args: 60.0)
+    inv = Invocation("c1", "s", "t1", "default", "held", {})
+    call = asyncio.ensure_future(coordinator.run(inv, tool))
+    while not coordinator.live_count():
+        await asyncio.sleep(0.001)
+    launcher.process.done.set()  # the command exits 0
+    await asyncio.wait_for(launcher.process.measuring.wait(), 5)  # its end being recorded
+    refused: ToolCallConflict | None = None
+    try:
+        await coordinator.offload("s", "c1")
+    except ToolCallConflict as exc:
+        refused = exc
+    launcher.process.may_measure.set()
+    outcome = await asyncio.wait_for(call, 5)
+
+    assert refused is not None, "the move to the background was accepted"
+    assert not outcome.offloaded and outcome.end_state == "success"
+    assert store.ended["c1"]["offload_reason"] is None
