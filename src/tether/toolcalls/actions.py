@@ -56,13 +56,18 @@ class CallActions:
             )
         if call.ending.locked():
             raise ToolCallConflict("the call has ended; its result goes to the turn")
+        if call.stop_reason is not None:
+            raise ToolCallConflict(
+                f"the call is being stopped ({call.stop_reason}); its end goes to the turn"
+            )
         await self.offload_call(call, "user")
         return live_info(call)
 
     async def offload_call(self, call: LiveCall, reason: str) -> None:
-        """Move ``call`` to the background, unless it has already moved or ended (or its
-        end is being recorded: the turn takes that result itself)."""
-        if call.ending.locked():
+        """Move ``call`` to the background, unless it has already moved or ended, or is
+        ending (its end being recorded, or its tree stopped): the turn, told it still
+        runs, would get word of that end next."""
+        if call.ending.locked() or call.stop_reason is not None:
             return
         call.offload_reason = reason
         try:

@@ -36,7 +36,7 @@ class GracefulLauncher:
         self.stopped.set()
 
 
-async def _start(tmp_path: Path, timeout: float) -> tuple[Any, GracefulLauncher, Any]:
+async def start_held(tmp_path: Path, timeout: float) -> tuple[Any, GracefulLauncher, Any]:
     launcher = GracefulLauncher()
     store: Any = SlowWritingStore()
     coordinator = ToolCallCoordinator(
@@ -59,7 +59,7 @@ async def _start(tmp_path: Path, timeout: float) -> tuple[Any, GracefulLauncher,
 async def test_an_extend_after_the_kill_deadline_fired_is_refused(
     tmp_path: Path, target: str
 ) -> None:
-    coordinator, launcher, call = await _start(tmp_path, timeout=0.05)
+    coordinator, launcher, call = await start_held(tmp_path, timeout=0.05)
     await asyncio.wait_for(launcher.stopped.wait(), 5)  # the deadline fired
     with pytest.raises(ToolCallConflict, match="kill deadline passed"):
         await coordinator.extend("s", "c1", target, 600)
@@ -71,7 +71,7 @@ async def test_an_extend_after_the_kill_deadline_fired_is_refused(
 
 
 async def test_an_extend_during_a_graceful_cancel_is_refused(tmp_path: Path) -> None:
-    coordinator, launcher, call = await _start(tmp_path, timeout=60)
+    coordinator, launcher, call = await start_held(tmp_path, timeout=60)
     while coordinator.live_count() == 0 or (await coordinator.info("s", "c1")).status != "running":
         await asyncio.sleep(0.001)
     await coordinator.cancel("s", "c1", force=False)
