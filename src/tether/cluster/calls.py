@@ -8,6 +8,7 @@ this node's, and each method is the coordinator's own.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
 # How long one wait on another node's output stream lasts before the store is asked
 # whether the call ended without a word on the stream (its node died, say).
 _BLOCK_MS = 1000
+# How long a reader waits for the owner to save chunks the stream lacks (it saves its
+# output every 0.2 s) before it reads the store again.
+_STORE_BEHIND_SECONDS = 0.05
 
 
 class ClusterCalls:
@@ -158,11 +162,17 @@ class ClusterCalls:
         while True:
             read = await self._streams.read(record.id, seq, _BLOCK_MS)
             if read.chunks and read.chunks[0].seq > seq + 1:
-                # The stream let go of entries the store has by now.
+                # The stream let go of entries (or never had them: Redis was away), which
+                # the store has, or will once the owner saves its next batch. Asked
+                # before the read: an end is stored with the last of the output.
+                ended = await self._has_ended(record)
                 for chunk in await self._repo.read_output(record.id, seq):
                     if chunk.seq < read.chunks[0].seq:
                         seq = chunk.seq
                         yield chunk
+                if seq + 1 < read.chunks[0].seq and not ended:
+                    await asyncio.sleep(_STORE_BEHIND_SECONDS)  # then read both again
+                    continue
             for chunk in read.chunks:
                 seq = chunk.seq
                 yield chunk
