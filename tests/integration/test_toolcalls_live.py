@@ -125,6 +125,17 @@ def test_a_late_subscriber_gets_a_replay_and_last_event_id_resumes(stack: Stack)
     assert [(e.id, e.data) for e in again] == [(e.id, e.data) for e in replay]
     resumed = _all_events(stack, session, call_id, last=1)
     assert [(e.id, e.data) for e in resumed] == [(e.id, e.data) for e in replay[1:]]
+    # An empty id (some client libraries send the header with the empty id a stream
+    # starts with) is the start.
+    empty = {"Last-Event-ID": ""}
+    with stack.server._client.stream(
+        "GET",
+        f"/api/tool-calls/{session}/{call_id}/stream",
+        headers={"Authorization": f"Bearer {stack.server.token}", **empty},
+    ) as resp:
+        assert resp.status_code == 200
+        from_start = list(sse_events(resp.iter_lines()))
+    assert [(e.id, e.data) for e in from_start] == [(e.id, e.data) for e in replay]
     # An id this stream never gave is refused, never a 500.
     for forged in ("9" * 5000, "\u00b2", "-1", "1.5", "0x10"):
         headers = {"Last-Event-ID": forged.encode("latin-1")}

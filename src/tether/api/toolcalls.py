@@ -193,8 +193,9 @@ async def stream_output(
     session_id: str,
     tool_call_id: str,
     services: ServicesDep,
-    # An id this stream gave (a chunk's number): ASCII digits.
-    last_event_id: Annotated[str | None, Header(pattern=r"^[0-9]{1,18}$")] = None,
+    # An id this stream gave (a chunk's number): ASCII digits. Empty: the start (some
+    # clients send the empty id a stream begins with).
+    last_event_id: Annotated[str | None, Header(pattern=r"^[0-9]{0,18}$")] = None,
 ) -> Response:
     """SSE: the output from the start (or after ``Last-Event-ID``), live, then ``done``,
     numbered one past the last chunk. Resumed after ``done`` itself: 204, nothing more
