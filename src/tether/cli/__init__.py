@@ -49,7 +49,7 @@ def main() -> None:
 )
 def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> None:
     """Start the server (SQLite under TETHER_HOME; no other service needed)."""
-    from tether import logs
+    from tether import home_access, logs
     from tether.cli.settings import load_settings
     from tether.keeper import home_lock
     from tether.security.perimeter import LOOPBACK_NAMES
@@ -66,6 +66,9 @@ def serve(host: str | None, port: int | None, log_level: str, no_auth: bool) -> 
         raise click.UsageError("--no-auth is only allowed on a loopback address (127.0.0.1, ::1)")
     log_level = log_level.lower()
     logs.configure(log_level)
+    refused = home_access.refusal(settings.home)
+    if refused is not None:
+        raise click.ClickException(refused)
     # The home is held from here on: a second server started at the same moment is
     # told so, instead of failing on the schema the first one is making.
     try:
