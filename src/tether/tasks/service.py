@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from typing import Any
@@ -15,6 +16,7 @@ from tether.keeper.adoption import Adoption
 from tether.model_texts import TASK_STOPPED
 from tether.store.records import TaskRecord
 from tether.store.store import Store
+from tether.store.until_stored import until_stored
 from tether.tasks import resume
 from tether.tasks.finished import finished_event, record_finished_event
 from tether.tasks.runs import Running, TaskNotFound, TaskView, TooManyTasks, new_task_id
@@ -137,7 +139,10 @@ class TaskService:
                 if run.stop_reason is None:
                     raise
                 result = {"status": "cancelled", "error": run.stop_reason}
-            await self._store.tasks.finish(run.task_id, result)
+            await until_stored(
+                functools.partial(self._store.tasks.finish, run.task_id, result),
+                f"the result of task {run.task_id}",
+            )
             run.feed.emit({"type": "final", "task_id": run.task_id, "result": result})
             event = finished_event(run.task_id, run.session_id, run.trigger, result)
             self._notify("task.finished", event)

@@ -9,6 +9,7 @@ from typing import Any
 
 from tether.store.records import ToolCallRecord
 from tether.store.toolcalls import ToolCallRepository
+from tether.store.until_stored import until_stored
 from tether.toolcalls import deadlines as dl
 from tether.toolcalls.call import CallObserver, CallOutcome, Invocation
 from tether.toolcalls.config import CoordinatorConfig
@@ -150,7 +151,8 @@ class CallRecorder:
         model_text = describe_end(call, summary, where, limit)
         async with call.persist_lock:  # the rest of the output and the end: one write
             pending = call.buffer.unpersisted()
-            await self._repo.record_end(
+            record_end = functools.partial(
+                self._repo.record_end,
                 call.call_id,
                 output=pending,
                 session_id=call.session_id,
@@ -162,6 +164,7 @@ class CallRecorder:
                 finished_at=call.finished_at,
                 resources=call.resources,
             )
+            await until_stored(record_end, f"the end of call {call.call_id}")
             if pending:
                 call.buffer.mark_persisted(pending[-1].seq)
         self._index.forget(call)
