@@ -94,21 +94,51 @@ def read_file(path: Path, limit: int, offset: int = 0, most: int | None = None) 
         os.close(fd)
 
 
-def write_atomically(path: Path, data: dict[str, Any]) -> None:
+def write_atomically(path: Path, data: dict[str, Any], room: Path | None = None) -> None:
     """Write JSON to ``path`` so a reader sees the old file or the new, never a part:
-    a temporary file in the same directory, renamed over it.
+    a temporary file in the same directory, renamed over it. ``room``, when given and
+    there, is that file: one made earlier by :func:`make_room`, written over, so the
+    write needs no more of the disk than it already has (it may be full by now).
 
     Not fsync'd: the failures this guards against are processes dying (the server, the
     runner), after which the page cache still holds the file; a power loss ends every
     call anyway. An fsync costs ~10 ms here, which a call's start cannot afford.
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     body = json.dumps(data).encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+    tmp, fd = _open_for_writing(path, room)
     try:
-        written = 0
-        while written < len(body):
-            written += os.write(fd, body[written:])
+        try:
+            written = 0
+            while written < len(body):
+                written += os.write(fd, body[written:])
+            os.ftruncate(fd, len(body))  # what is left of the room
+        finally:
+            os.close(fd)
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a part, or the room it could not fill
+        raise
+
+
+def _open_for_writing(path: Path, room: Path | None) -> tuple[Path, int]:
+    """The file :func:`write_atomically` writes before renaming it to ``path``, open."""
+    flags = os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW
+    if room is not None:
+        try:
+            return room, os.open(room, flags)
+        except FileNotFoundError:
+            pass  # none was kept (a call started by an older runner)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    return tmp, os.open(tmp, flags | os.O_CREAT | os.O_TRUNC, 0o666)
+
+
+def make_room(path: Path, size: int) -> None:
+    """Take ``size`` bytes of the disk now, as the file ``path``, for
+    :func:`write_atomically` to write into later."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        view = memoryview(b" " * size)
+        while view:
+            view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
-    tmp.replace(path)

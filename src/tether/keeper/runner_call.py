@@ -21,7 +21,15 @@ from typing import Any
 from tether.keeper import layout, records
 from tether.keeper.call_descriptors import CallDescriptors
 from tether.keeper.identity import identify
-from tether.keeper.status import CallEnd, CallSpec, StoppedBy, write_end, write_spec
+from tether.keeper.output_file import OutputFile
+from tether.keeper.status import (
+    CallEnd,
+    CallSpec,
+    StoppedBy,
+    keep_room_for_end,
+    write_end,
+    write_spec,
+)
 from tether.keeper.stopper import TreeStopper
 from tether.sandbox import syscall_filter
 from tether.sandbox.limits import Resources
@@ -53,10 +61,13 @@ class RunningCall:
         self._proc, self._on_output, self._on_end = proc, on_output, on_end
         self._loop = asyncio.get_running_loop()
         self._fds = CallDescriptors(self._loop)
-        self._out = self._fds.adopt(
-            os.open(directory / layout.OUTPUT_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._out = OutputFile(
+            self._fds.adopt(
+                os.open(
+                    directory / layout.OUTPUT_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600
+                )
+            )
         )
-        self.position = 0
         self._kept = 0
         self.dropped = 0
         self._pending: dict[int, bytes] = {}
@@ -93,6 +104,11 @@ class RunningCall:
     @property
     def call_id(self) -> str:
         return self.spec.call_id
+
+    @property
+    def position(self) -> int:
+        """The position past the last record in the output file."""
+        return self._out.position
 
     def measure(self, tree: LimitedTree) -> None:
         """Follow what the tree (started in ``tree``'s group) uses, and enforce the
@@ -147,14 +163,8 @@ class RunningCall:
         self._append(stream, data)
 
     def _append(self, stream: str, data: bytes) -> None:
-        if not data:
-            return
-        record = records.encode(stream, data)
-        view = memoryview(record)
-        while view:
-            view = view[os.write(self._out, view) :]
-        self.position += len(record)
-        self._on_output(self.call_id, self.position)
+        if self._out.append(stream, data):
+            self._on_output(self.call_id, self.position)
 
     # ------------------------------------------------------------------ deadline
 
@@ -249,6 +259,10 @@ class RunningCall:
         for timer in (self._deadline, self._drain):
             if timer is not None:
                 timer.cancel()
+        try:
+            self._out.settle()
+        except OSError:
+            log.exception("call %s: noting the output lost failed", self.call_id)
         self._fds.close_all()
         if self._tree is None:
             self._record_end(None)
@@ -292,7 +306,7 @@ class RunningCall:
             ended_at=time.time(),
             stopped_by=self.stopped_by,
             output_end=self.position,
-            dropped_bytes=self.dropped,
+            dropped_bytes=self.dropped + self._out.lost,
             resources=resources,
         )
 
@@ -365,6 +379,7 @@ def spawn(
     directory.mkdir(parents=True, exist_ok=True)
     # The file exists before the call does: anyone following it never sees it missing.
     (directory / layout.OUTPUT_NAME).touch(mode=0o600)
+    keep_room_for_end(directory)
     env = {**env, MARKER_VAR: marker}
     wrapped = argv if tree is None else tree.command(argv)
     with syscall_filter.attached(wrapped, program) as (command, fds):

@@ -72,9 +72,25 @@ def write_spec(directory: Path, spec: CallSpec) -> None:
     layout.write_atomically(directory / layout.SPEC_NAME, asdict(spec))
 
 
+#: Room kept for a call's end from its start, so the end is recorded on a disk that has
+#: filled meanwhile: several times what an end takes (its ``resources`` included), and
+#: one block of the disk, which the file keeps once cut to the end's size (a larger
+#: room would give blocks back, to be taken by whatever writes next).
+END_ROOM = 4096
+
+
+def _room(directory: Path) -> Path:
+    return directory / f".{layout.STATUS_NAME}.room"
+
+
+def keep_room_for_end(directory: Path) -> None:
+    """At a call's start: take the disk its end will be written on."""
+    layout.make_room(_room(directory), END_ROOM)
+
+
 def write_end(directory: Path, end: CallEnd) -> None:
-    """Record a call's end; written once, atomically."""
-    layout.write_atomically(directory / layout.STATUS_NAME, asdict(end))
+    """Record a call's end; written once, atomically (into its room, if it was kept)."""
+    layout.write_atomically(directory / layout.STATUS_NAME, asdict(end), _room(directory))
 
 
 #: Far more than a spec or an end holds (a spec carries the command and its cwd); a

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +15,30 @@ from tether.config import Settings
 from tether.keeper import client, layout, records
 from tether.keeper.client import KeeperClient
 from tether.keeper.identity import ProcessIdentity
+from tether.sandbox import enforcers
 from tether.sandbox.service import Sandbox
 from tether.sandbox.setup import sandbox_for
 from tether.toolcalls.launcher import MARKER_VAR
 
 MARKER_PREFIX = f"keeper-test-{os.getpid()}"
 SH = "/bin/sh"
+
+
+@contextlib.contextmanager
+def live_runner(home: Path) -> Iterator[Path]:
+    """A runner for ``home``; afterwards it and all marked processes are gone (the
+    runner outlives its clients by design, so it must be stopped)."""
+    identity = client.ensure_runner(home)
+    yield home
+    client.stop_runner(home)
+    assert not identity.is_alive(), "the runner survived its fixture"
+    # A runner killed by the test left its limits groups; cgroup directories outlive
+    # the test's home.
+    enforcers.choose(enforcers.runner_tag(home)).close()
+    leftovers = marked_processes()
+    for proc in leftovers:
+        proc.kill()
+    assert not leftovers, f"processes left running: {leftovers}"
 
 
 def start_fields(call_id: str, command: str, **extra: Any) -> dict[str, Any]:
