@@ -9,7 +9,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from tether import __version__
+from tether import __version__, loop_errors
 from tether.api import (
     approvals,
     chats,
@@ -52,6 +52,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        loop_errors.install(asyncio.get_running_loop())
         # One server per home: a second one would adopt, reap and resume the same calls.
         lock = home_lock.hold(settings.home)
         try:

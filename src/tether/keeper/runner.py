@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tether import __version__, heap
+from tether import __version__, heap, loop_errors
 from tether.keeper import layout, listening, peers, protocol
 from tether.keeper.identity import identify
 from tether.keeper.idle import IdleExit
@@ -381,6 +381,7 @@ def serve(home: Path, ready_fd: int | None = None, idle_exit: float | None = Non
 
 
 async def _serve(runner: Runner, ready_fd: int | None) -> None:
+    loop_errors.install(asyncio.get_running_loop())
     home = runner.home
     sock = layout.socket_path(home)
     await listening.listen(runner, sock)
