@@ -91,16 +91,28 @@ class Database:
 
     async def migrate(self) -> None:
         """Bring the schema to the newest revision (``tether db upgrade``)."""
-        self._make_parent_directory()
-        async with self.engine.begin() as conn:
+        async with self._schema_transaction() as conn:
             await conn.run_sync(schema.upgrade)
 
     async def open_checked(self) -> None:
         """Create the schema in an empty database; raise `schema.SchemaError` if an
         existing one is at another revision than this code's."""
+        async with self._schema_transaction() as conn:
+            await conn.run_sync(schema.ensure_current)
+
+    @asynccontextmanager
+    async def _schema_transaction(self) -> AsyncIterator[AsyncConnection]:
+        """One transaction for a change of schema: it commits whole or not at all.
+
+        On SQLite that takes an explicit BEGIN: Python's driver opens a transaction only
+        before a change of rows, so each CREATE or ALTER was committed by itself. A
+        first start (or an upgrade) killed half-way left tables without a revision,
+        which no start nor `tether db upgrade` could go on from."""
         self._make_parent_directory()
         async with self.engine.begin() as conn:
-            await conn.run_sync(schema.ensure_current)
+            if self.is_sqlite:
+                await conn.exec_driver_sql("BEGIN IMMEDIATE")
+            yield conn
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:

@@ -1,7 +1,8 @@
 """The schema's version: Alembic revisions, and the bridge from the hand-rolled list.
 
 Every function here takes a sync connection inside the caller's transaction (the async
-engine runs them through ``run_sync``), so an upgrade commits whole or not at all.
+engine runs them through ``run_sync``), so an upgrade commits whole or not at all (on
+SQLite that transaction is opened explicitly: see ``Database._schema_transaction``).
 
 Every start checks the schema, and nearly always finds it at ``HEAD_REVISION``: that
 check reads one row. Alembic (about 0.1 s to import, and its walk over the revision
