@@ -113,7 +113,7 @@ async def _adopt_one(
         # One that ended while no server was up has no deadline left to enforce: past it
         # by now, it would be recorded as killed at its deadline whatever its end. Its
         # status file says whether the runner killed it at its deadline.
-        kill_at = spec.kill_at if found.fate == "running" else None
+        kill_at = found.kill_at if found.fate == "running" else None
         outcome = await coordinator.adopt(record, process, kill_at)
         adoption.adopted.add(found.call_id)
         if record.status == "running":  # a turn waits on it (offloaded: delivered as such)

@@ -7,6 +7,7 @@ database which ids it knows); used at start-up (adoption) and by ``tether status
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,9 @@ class Found:
     problem: str | None = None
     #: The pid the runner lists for the call, if the runner still runs it.
     runner_pid: int | None = None
+    #: When the call is to be killed (epoch seconds; None: never): the runner's own
+    #: count when it gives one, else the spec's ``kill_at``. Only for ``running``.
+    kill_at: float | None = None
 
 
 def survey(
@@ -125,7 +129,7 @@ def _classify(
                     f"{directory / layout.SPEC_NAME} says {spec.pid}",
                     runner_pid,
                 )
-            return Found(call_id, "running", record, spec, None)
+            return Found(call_id, "running", record, spec, None, kill_at=_kill_at(spec, listed))
         end = read_end(directory)
     except CorruptFile as exc:
         return _lost(record, None, str(exc), runner_pid)
@@ -137,6 +141,20 @@ def _classify(
             "was never written): its exit status is lost",
         )
     return Found(call_id, "ended", record, spec, end)
+
+
+def _kill_at(spec: CallSpec, listed: Mapping[str, Any] | None) -> float | None:
+    """The deadline of a running call, on this moment's wall clock. ``kill_at`` was
+    fixed on the wall clock of the call's start; a step of that clock since (an NTP
+    correction, a suspended VM resumed) moved it, but not the runner's timer, which
+    counts on the monotonic clock: the runner's count (``kill_in``; a runner of an
+    older version lists none) is what will happen."""
+    if listed is None or "kill_in" not in listed:
+        return spec.kill_at
+    kill_in = listed["kill_in"]
+    if kill_in is None:
+        return None
+    return time.time() + float(kill_in)
 
 
 def _lost(

@@ -206,6 +206,7 @@ class Runner:
                 "create_time": c.spec.create_time,
                 "started_at": c.spec.started_at,
                 "kill_at": c.spec.kill_at,
+                "kill_in": c.kill_in(),
                 "output_end": c.position,
             }
             for c in self.calls.values()

@@ -174,6 +174,14 @@ class RunningCall:
         write_spec(self.directory, self.spec)
         self._arm_deadline()
 
+    def kill_in(self) -> float | None:
+        """Seconds until the runner stops the call for its deadline (None: it has
+        none), by the loop's clock: what the timer will do, whatever the wall clock
+        did since ``kill_at`` was set."""
+        if self._deadline is None or self._deadline.cancelled():
+            return None
+        return max(0.0, self._deadline.when() - self._loop.time())
+
     def _arm_deadline(self) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
