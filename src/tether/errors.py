@@ -39,6 +39,12 @@ class NotAnswering(TetherError):
     """Another node that must carry the request out did not answer in time (HTTP 503)."""
 
 
+class OutOfStorage(TetherError):
+    """The server's storage refuses the write: its disk is full, or its database is
+    read-only (HTTP 507). Nothing of the request was kept; it may succeed once the
+    operator has made room."""
+
+
 class Invalid(TetherError, ValueError):
     """The input is wrong in a way the request schema alone cannot see (HTTP 422).
 
@@ -65,4 +71,5 @@ KINDS: dict[str, type[TetherError]] = {
     "invalid": Invalid,
     "unavailable": Unavailable,
     "not_answering": NotAnswering,
+    "out_of_storage": OutOfStorage,
 }

@@ -10,7 +10,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from core_support import AppServer, FakeModel, Stack, open_gate, wait_for
+from core_support import AppServer, FakeModel, Stack, chat_body, new_session, open_gate, wait_for
 from helpers import register_mock_provider
 
 from disk_support import fill, needs_root, small_disk
@@ -81,3 +81,22 @@ def test_a_task_that_ended_on_a_full_disk_finishes_once_there_is_room(
     assert stack.live_calls(session) == []
     stored = stack.call(session, call["tool_call_id"])
     assert stored["end_state"] == "success", stored
+
+
+def test_a_write_on_a_full_disk_is_refused_with_507_and_kept_once_there_is_room(
+    stack: Stack, disk: Path
+) -> None:
+    """The database's refusal was a fault of the server: 500 "Internal Server Error",
+    and a traceback in the log for each request."""
+    filler = _fill_for_the_database(disk, stack.server.home / "tether.db")
+    session = new_session()
+    refused = stack.api("POST", "/api/console/chat/task", json=chat_body("hi", session))
+    assert refused.status_code == 507, refused.text
+    assert "database or disk is full" in refused.json()["detail"]
+    assert "Traceback" not in stack.server.logs_tail()
+    # Nothing of it was kept: no session, no message.
+    assert stack.api("GET", f"/api/chats/{session}/messages").status_code == 404
+
+    filler.unlink()
+    stack.model.script({"text": "hello"})
+    assert stack.wait_task(stack.submit("hi", session))["result"]["status"] == "completed"

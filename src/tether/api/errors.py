@@ -21,6 +21,7 @@ from tether.errors import (
     Invalid,
     NotAnswering,
     NotFound,
+    OutOfStorage,
     TetherError,
     Unavailable,
 )
@@ -33,6 +34,7 @@ _STATUS: tuple[tuple[type[TetherError], int], ...] = (
     (Invalid, 422),
     (Unavailable, 502),
     (NotAnswering, 503),
+    (OutOfStorage, 507),
 )
 
 

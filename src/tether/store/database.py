@@ -19,7 +19,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.sql.base import Executable
 
-from tether.errors import Invalid
+from tether.errors import Invalid, OutOfStorage
 from tether.store import schema
 from tether.store.group_commit import GroupCommit, Then, nothing
 from tether.store.sqlite_driver import OneHopDBAPI
@@ -42,14 +42,35 @@ class UnstorableValue(Invalid):
     """A value the database cannot hold (PostgreSQL: text with a NUL character)."""
 
 
+# A database that cannot write: SQLite's primary result codes FULL, READONLY and
+# CANTOPEN (its extended codes keep the primary one in the low byte); PostgreSQL's
+# disk_full and out_of_memory.
+_SQLITE_UNWRITABLE = frozenset({13, 8, 14})
+_UNWRITABLE_STATES = frozenset({"53100", "53200"})
+
+
+class StoreUnwritable(OutOfStorage):
+    """The database refused a write for want of room or of permission."""
+
+
 @contextmanager
-def _unstorable_as_value_error() -> Iterator[None]:
+def _store_errors_by_kind() -> Iterator[None]:
+    """A refusal that is the value's fault, or the storage's, as that kind of error
+    (a 422, a 507) rather than a fault of the server (a 500 and a traceback)."""
     try:
         yield
     except sa.exc.DBAPIError as exc:
         if getattr(exc.orig, "sqlstate", None) in _UNSTORABLE_STATES:
             raise UnstorableValue(
                 "the text holds a character the database cannot store (a NUL byte?)"
+            ) from exc
+        code = getattr(exc.orig, "sqlite_errorcode", None)
+        if (isinstance(code, int) and code & 0xFF in _SQLITE_UNWRITABLE) or getattr(
+            exc.orig, "sqlstate", None
+        ) in _UNWRITABLE_STATES:
+            raise StoreUnwritable(
+                f"the database cannot be written ({exc.orig}); nothing of this request "
+                "was kept. Its disk may be full (make room), or its file read-only"
             ) from exc
         raise
 
@@ -118,7 +139,7 @@ class Database:
     async def read(self) -> AsyncIterator[AsyncConnection]:
         """A connection for queries."""
         async with self._reader.connect() as conn:
-            with _unstorable_as_value_error():
+            with _store_errors_by_kind():
                 yield conn
 
     @asynccontextmanager
@@ -132,7 +153,7 @@ class Database:
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[AsyncConnection]:
-        with _unstorable_as_value_error():
+        with _store_errors_by_kind():
             async with self._write_lock, self.engine.begin() as conn:
                 yield conn
 
