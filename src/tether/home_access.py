@@ -67,14 +67,15 @@ def problems(home: Path) -> list[str]:
     return sorted(found)
 
 
-def refusal(home: Path) -> str | None:
-    """One line refusing to start on ``home``, or None when it is usable."""
+def refusal(home: Path, doing: str = "refusing to start") -> str | None:
+    """One line saying why ``home`` cannot be used (after ``doing``), or None when it
+    can."""
     found = problems(home)
     if not found:
         return None
     more = f"; and {len(found) - _NAMED} more" if len(found) > _NAMED else ""
     return (
-        f"refusing to start: TETHER_HOME {home} holds what this user (uid {os.geteuid()}) "
+        f"{doing}: TETHER_HOME {home} holds what this user (uid {os.geteuid()}) "
         f"cannot use: {'; '.join(found[:_NAMED])}{more}. Restore the owner and modes "
         "(say, chown -R and chmod -R u+rwX on the home), or run Tether as their owner."
     )

@@ -42,12 +42,16 @@ def used_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def _serve(home: Path) -> subprocess.CompletedProcess[str]:
-    """`tether serve` on ``home``, as a user held to the modes; a runner it started
-    anyway (it did before it failed) is stopped after."""
+    return _tether(home, "serve", "--port", "0")
+
+
+def _tether(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`tether <args>` on ``home``, as a user held to the modes; a runner it started
+    anyway (`serve` did before it failed) is stopped after."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
     try:
         return subprocess.run(
-            [*_AS_ANYONE, sys.executable, "-m", "tether", "serve", "--port", "0"],
+            [*_AS_ANYONE, sys.executable, "-m", "tether", *args],
             env={**clean, "TETHER_HOME": str(home)},
             capture_output=True,
             text=True,
@@ -112,3 +116,25 @@ def test_a_usable_home_with_a_read_only_token_starts(used_home: Path, tmp_path: 
     (home / "token").chmod(0o400)
     server = start_server(home)
     server.close()
+
+
+@pytest.mark.parametrize(
+    ("args", "doing"),
+    [(["status"], "cannot show the status"), (["db", "upgrade"], "cannot upgrade the database")],
+)
+def test_the_other_commands_name_it_in_one_line_too(
+    used_home: Path, tmp_path: Path, args: list[str], doing: str
+) -> None:
+    """Both gave a 200-line SQLAlchemy traceback ("unable to open database file")."""
+    home = tmp_path / "home"
+    shutil.copytree(used_home, home)
+    (home / "tether.db").chmod(0)
+    try:
+        done = _tether(home, *args)
+    finally:
+        (home / "tether.db").chmod(0o600)
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"Error: {doing}: TETHER_HOME {home}"), lines[0]
+    assert f"{home / 'tether.db'} (mode 000" in lines[0]

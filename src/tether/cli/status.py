@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from tether import home_access
 from tether.keeper.client import RunnerInfo
 from tether.keeper.inventory import Found
 
@@ -122,6 +123,9 @@ def _require_home(settings: Settings) -> None:
         raise click.ClickException(f"no Tether home at {home} (TETHER_HOME): nothing ran there")
     if settings.database_url is None and not (home / "tether.db").is_file():
         raise click.ClickException(f"no Tether database in {home}: nothing ran there")
+    refused = home_access.refusal(home, "cannot show the status")
+    if refused is not None:
+        raise click.ClickException(refused)
 
 
 @click.command()
