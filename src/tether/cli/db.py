@@ -43,6 +43,10 @@ def upgrade() -> None:
     """Upgrade the schema to this version's (back the database up first)."""
     settings = load_settings()
     url = settings.resolved_database_url
+    if settings.database_url is None:  # the database is the home's
+        refused = home_access.refusal(settings.home, "cannot upgrade the database")
+        if refused is not None:
+            raise click.ClickException(refused)
     missing = _missing_sqlite_file(url)
     if missing is not None:
         # A mistyped TETHER_HOME made a fresh, empty database and called it up to date.
@@ -50,10 +54,6 @@ def upgrade() -> None:
             f"no database at {missing}: nothing to upgrade (`tether serve` makes one at its "
             "first start; is TETHER_HOME or TETHER_DATABASE_URL the one you meant?)"
         )
-    if settings.database_url is None:  # the database is the home's
-        refused = home_access.refusal(settings.home, "cannot upgrade the database")
-        if refused is not None:
-            raise click.ClickException(refused)
     try:
         asyncio.run(_run(url, upgrade=True))
     except (SchemaError, RuntimeError) as exc:
