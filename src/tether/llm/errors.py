@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -46,12 +48,35 @@ def provider_message(exc: Any, secrets: Iterable[str] = ()) -> str:
 
 def unreachable(base_url: str, exc: BaseException) -> str:
     """A provider that could not be reached, said with where (scheme, host and port: the
-    rest of a base URL may carry a key) and why, in the words of the error beneath the
-    SDK's ("Connection error." alone left an operator guessing which address failed)."""
-    cause = exc.__cause__ or exc
-    why = " ".join(str(cause).split()).rstrip(".") or type(cause).__name__
-    why = redact(masked_text(why, urls=[base_url]))[:_LIMIT]
+    rest of a base URL may carry a key) and why: the system's words when a system error
+    lies beneath the SDK's, else those of the error beneath it ("Connection error."
+    alone left an operator guessing which address failed, and a server out of
+    descriptors blaming the provider)."""
+    why = _system_reason(exc)
+    if why is None:
+        cause = exc.__cause__ or exc
+        why = " ".join(str(cause).split()).rstrip(".") or type(cause).__name__
+        why = redact(masked_text(why, urls=[base_url]))[:_LIMIT]
     return f"the model provider at {shown_url(base_url)} could not be reached ({why})"
+
+
+# Errors of this machine, not of the network or the provider: said as such.
+_LOCAL_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+
+
+def _system_reason(exc: BaseException) -> str | None:
+    """The system's words for the first system error in ``exc``'s chain (the SDK's
+    errors wrap the HTTP library's, which wrap the socket's), marked when it is this
+    server's own; None if there is none."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and cause.errno:
+            local = " on this server" if cause.errno in _LOCAL_ERRNOS else ""
+            return f"{os.strerror(cause.errno)}{local}"
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def _response_text(exc: Any) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import resource
 import socket
 
 import pytest
@@ -65,3 +66,21 @@ async def test_a_connection_test_of_an_unreachable_provider_names_its_address() 
     assert f"the model provider at http://127.0.0.1:{port}/… could not be reached (" in (
         result.error
     )
+
+
+async def test_an_unreachable_provider_is_said_with_the_systems_reason() -> None:
+    """The system's words when a system error lies beneath: a provider that refuses, and
+    this server out of descriptors (its own limit, not the provider's fault)."""
+    model = OpenAIChatModel(f"http://127.0.0.1:{_free_port()}/v1", "sk-unit-0123", "m", 0, 5)
+    with pytest.raises(ModelError, match=r"could not be reached \(Connection refused\)$"):
+        await model.complete([{"role": "user", "content": "hi"}], [], lambda _t: None)
+    # Now with no descriptor left for a socket (the limit below those already open):
+    # this process's own limit, not the provider's fault, and said so.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (3, hard))
+    try:
+        with pytest.raises(ModelError) as raised:
+            await model.complete([{"role": "user", "content": "hi"}], [], lambda _t: None)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert "Too many open files on this server)" in str(raised.value)
