@@ -8,7 +8,12 @@ fails the test; elsewhere the test is skipped with the reason.
 from __future__ import annotations
 
 import os
+import shutil
+import socket
+import subprocess
+import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -61,3 +66,70 @@ def drop_prefix(prefix: str) -> None:
             client.delete(*keys)
     finally:
         client.close()
+
+
+class OwnRedis:
+    """A Redis server of one test's own, which it may stop, start again and pause (the
+    shared one other tests use must never be): ``redis-server`` on a free port, keeping
+    nothing on disk, as a deployment's Redis does not need to."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def required(cls, workdir: Path) -> OwnRedis:
+        """One, started (skipped, or failed on CI, without ``redis-server``)."""
+        if shutil.which("redis-server") is None:
+            problem = "redis-server is needed to run a Redis of the test's own"
+            if on_ci():
+                pytest.fail(problem)
+            pytest.skip(problem)
+        server = cls(workdir)
+        server.start()
+        return server
+
+    def start(self) -> None:
+        """Start it (again, on the same port) and wait until it answers."""
+        import redis
+
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        args = ["--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly"]
+        self._proc = subprocess.Popen(
+            ["redis-server", *args, "no", "--dir", str(self.workdir)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        client = redis.Redis.from_url(self.url, socket_timeout=1)
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    client.ping()
+                    return
+                except redis.ConnectionError:
+                    if self._proc.poll() is not None or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.02)
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        """Kill it (a crash: what it held is gone)."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+
+    def pause(self, milliseconds: int) -> None:
+        """Hold every client's commands for ``milliseconds`` (as a stalled Redis would)."""
+        import redis
+
+        client = redis.Redis.from_url(self.url)
+        try:
+            client.client_pause(milliseconds, all=True)
+        finally:
+            client.close()

@@ -12,6 +12,8 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from tether.cluster.output_streams import StreamRead
+from tether.errors import Unavailable
 from tether.store.records import OutputChunk, ToolCallRecord
 from tether.store.toolcalls import UNFINISHED, ToolCallRepository
 from tether.toolcalls import deadlines as dl
@@ -141,26 +143,46 @@ class ClusterCalls:
 
     # ----------------------------------------------------------------- reading elsewhere
 
+    async def _live_after(
+        self, call_id: str, after_seq: int, block_ms: int | None = None
+    ) -> StreamRead | None:
+        """The call's live stream after ``after_seq``; None while Redis is away (the
+        store, which the owner writes in batches, is all there is then)."""
+        assert self._streams is not None
+        try:
+            return await self._streams.read(call_id, after_seq, block_ms)
+        except Unavailable:
+            return None
+
     async def _chunks_so_far(self, call_id: str, after_seq: int) -> AsyncIterator[OutputChunk]:
         """What the store has after ``after_seq``, then what the live stream has past it."""
         seq = after_seq
         for chunk in await self._repo.read_output(call_id, seq):
             seq = chunk.seq
             yield chunk
-        assert self._streams is not None
-        for chunk in (await self._streams.read(call_id, seq)).chunks:
+        read = await self._live_after(call_id, seq)
+        for chunk in read.chunks if read is not None else ():
             yield chunk
 
     async def _follow_elsewhere(
         self, record: ToolCallRecord, after_seq: int
     ) -> AsyncIterator[OutputChunk | CallInfo]:
-        assert self._streams is not None
         seq = after_seq
         for chunk in await self._repo.read_output(record.id, seq):
             seq = chunk.seq
             yield chunk
         while True:
-            read = await self._streams.read(record.id, seq, _BLOCK_MS)
+            read = await self._live_after(record.id, seq, _BLOCK_MS)
+            if read is None:
+                # Redis away: what the store has by now, until the call ends or Redis
+                # is back (the numbers are the same, so nothing repeats or goes missing).
+                for chunk in await self._repo.read_output(record.id, seq):
+                    seq = chunk.seq
+                    yield chunk
+                if await self._has_ended(record):
+                    break
+                await asyncio.sleep(_BLOCK_MS / 1000)
+                continue
             if read.chunks and read.chunks[0].seq > seq + 1:
                 # The stream let go of entries (or never had them: Redis was away), which
                 # the store has, or will once the owner saves its next batch. Asked

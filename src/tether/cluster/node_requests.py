@@ -62,7 +62,8 @@ class NodeRequests:
 
     async def ask(self, owner: str, action: str, args: dict[str, Any], what: str) -> Any:
         """Have ``owner`` carry out ``action`` and return its result; its error kinds are
-        raised here, and NotAnswering (naming ``what``) if it does not answer in time."""
+        raised here, NotAnswering (naming ``what``) if it does not answer in time, and
+        Unavailable if Redis does not answer."""
         request_id = uuid.uuid4().hex
         answer_key = self._link.key("answer", request_id)
         message = {
@@ -72,12 +73,16 @@ class NodeRequests:
             "answer_to": answer_key,
             "give_up_at": time.time() + self._timeout,
         }
-        client = self._link.client
-        async with client.pipeline(transaction=False) as pipe:
-            pipe.lpush(self._queue(owner), signed.sign(self._key, message))
-            pipe.expire(self._queue(owner), _QUEUE_TTL_SECONDS)
-            await pipe.execute()
-        found = await self._reply_to(answer_key)
+        with self._link.reaching(f"ask the node that holds {what}"):
+            async with self._link.client.pipeline(transaction=False) as pipe:
+                pipe.lpush(self._queue(owner), signed.sign(self._key, message))
+                pipe.expire(self._queue(owner), _QUEUE_TTL_SECONDS)
+                await pipe.execute()
+        # Asked: from here the owner may carry the request out, whether or not its
+        # answer can reach this node.
+        reading = f"hear whether the node that holds {what} carried the request out"
+        with self._link.reaching(reading):
+            found = await self._reply_to(answer_key)
         if found is None:
             raise NotAnswering(
                 f"the node that holds {what} did not answer within {self._timeout:g} s; "

@@ -126,10 +126,11 @@ class OutputStreams:
 
     async def read(self, call_id: str, after_seq: int, block_ms: int | None = None) -> StreamRead:
         """The chunks after ``after_seq``; with ``block_ms``, waiting up to that long for
-        the first (None: answer at once)."""
-        found = await self._link.client.xread(
-            {self.key(call_id): f"0-{after_seq}"}, count=1000, block=block_ms
-        )
+        the first (None: answer at once). Unavailable while Redis is away."""
+        with self._link.reaching(f"read the live output of tool call {call_id}"):
+            found = await self._link.client.xread(
+                {self.key(call_id): f"0-{after_seq}"}, count=1000, block=block_ms
+            )
         chunks: list[OutputChunk] = []
         ended = False
         for _key, entries in found or ():

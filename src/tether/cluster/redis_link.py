@@ -7,7 +7,9 @@ recover from a crash, so Redis keeps nothing on disk.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 from tether.errors import Unavailable
@@ -42,6 +44,18 @@ class RedisLink:
 
     def key(self, *parts: str) -> str:
         return ":".join((self.prefix, *parts))
+
+    @contextlib.contextmanager
+    def reaching(self, what: str) -> Iterator[None]:
+        """Raise a Redis outage inside (refused, reset, timed out: Redis is down, paused
+        or restarting) as Unavailable, saying it could not ``what``, so a person asking
+        gets a clear 502 rather than the fault a raw client error would be."""
+        from redis.exceptions import RedisError
+
+        try:
+            yield
+        except RedisError as exc:
+            raise Unavailable(f"could not {what}: Redis did not answer ({exc})") from exc
 
     async def close(self) -> None:
         await self.client.aclose()
