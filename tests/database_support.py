@@ -10,9 +10,13 @@ elsewhere, tests that need it are skipped with the reason.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hashlib
 import os
 import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,25 +38,61 @@ def on_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
-async def _query(statement: str, database: str) -> list[Any]:
+async def _connect(database: str) -> Any:
     import asyncpg
 
     user, address = _SERVER.split("@", 1)
     host, port = address.rsplit(":", 1)
-    conn: Any = await asyncpg.connect(
-        host=host, port=int(port), user=user, database=database, timeout=5
-    )
+    return await asyncpg.connect(host=host, port=int(port), user=user, database=database, timeout=5)
+
+
+async def _query(statement: str, database: str) -> list[Any]:
+    conn = await _connect(database)
     try:
         return list(await conn.fetch(statement))
     finally:
         await conn.close()
 
 
+@contextmanager
+def held_transaction(key: str, statement: str) -> Iterator[None]:
+    """Run ``statement`` in a transaction of the test's own on the database of ``key``,
+    and hold it open, with the locks it took, until the block ends (then roll it back):
+    a node that writes what it locked waits until then."""
+    taken, done = threading.Event(), threading.Event()
+
+    async def hold() -> None:
+        conn = await _connect(_database_name(key))
+        try:
+            async with conn.transaction():
+                await conn.execute(statement)
+                taken.set()
+                await asyncio.to_thread(done.wait)
+                raise _RolledBack
+        except _RolledBack:
+            pass
+        finally:
+            await conn.close()
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        holding = pool.submit(asyncio.run, hold())
+        try:
+            while not taken.wait(0.05):
+                if holding.done():
+                    holding.result()  # raises what went wrong
+            yield
+        finally:
+            done.set()
+        holding.result()
+
+
+class _RolledBack(Exception):
+    """Leaves a held transaction without committing it."""
+
+
 def _run_admin(statement: str, database: str = "postgres") -> list[Any]:
     # Tests may call this from inside a running event loop (async fixtures), so the
     # statement gets a loop of its own in a thread.
-    import concurrent.futures
-
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, _query(statement, database)).result()
 

@@ -33,7 +33,7 @@ from tether.scheduler.clock import Clock
 from tether.security.perimeter import Perimeter, PerimeterPolicy, allowed_host_names
 from tether.security.token import resolve_token
 from tether.services import Services
-from tether.startup import join_cluster, start_services
+from tether.startup import start_services
 from tether.web.routes import mount_console
 
 
@@ -79,10 +79,11 @@ def create_app(
 
     @asynccontextmanager
     async def _serving(app: FastAPI) -> AsyncIterator[None]:
-        services = await start_services(settings, factory, clock=clock, settle_heap=settle_heap)
+        services = await start_services(
+            settings, factory, clock=clock, settle_heap=settle_heap, join=True
+        )
         app.state.loop = asyncio.get_running_loop()
         app.state.services = services
-        await join_cluster(services)
         if services.bus is not None:
             services.bus.start()
         services.webhooks.start()

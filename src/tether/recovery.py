@@ -57,8 +57,8 @@ async def dead_owners(store: Store, owner: OwnerLock, lease: NodeLease) -> DeadO
     The one notion of a dead owner: its lock file is free (store/owners.py); or, where
     the lock directory is not complete (PostgreSQL: other nodes keep their files on
     other machines), no live lease carries it. A lease that ran out, or that a survivor
-    removed, proves its owner dead however the node ended; this node's own lease row
-    still names its last run's owner, which is gone since this run took the id.
+    removed, proves its owner dead however the node ended; this node's own lease row,
+    which this run took (join_cluster), is never counted.
     """
     candidates = (
         await store.tool_calls.unfinished_owners()

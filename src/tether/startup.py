@@ -74,14 +74,18 @@ async def start_services(
     gate: Gate | None = None,
     clock: Clock | None = None,
     settle_heap: bool = False,
+    join: bool = False,
 ) -> Services:
     """Open the store, build every service, load what is configured, recover.
 
     ``settle_heap``: once built and loaded, and before recovery (whose adopted calls
-    and resumed turns end in time), what exists is exempted from later collections."""
+    and resumed turns end in time), what exists is exempted from later collections.
+    ``join``: take this node's lease before recovering (see :func:`join_cluster`)."""
     services = await _build_and_load(settings, factory, gate, clock)
     if settle_heap:
         heap.settle()
+    if join:
+        await join_cluster(services)
     await recover_from_last_run(services)
     return services
 
@@ -279,7 +283,13 @@ def _build_lease(
 
 
 async def join_cluster(services: Services) -> None:
-    """Take this node's lease, keep renewing it, and log the nodes found alive."""
+    """Take this node's lease, keep renewing it, and log the nodes found alive.
+
+    Before recovery: a survivor that found this node's last run silent either ended
+    that run's rows first (then recovery finds them ended, and kills what the runner
+    still runs of them rather than adopting it), or finds the lease renewed and
+    declares nothing (see NodeLease.join). Taken after, the lease let a survivor end
+    the rows, reap the processes and fail the tasks this start had just taken up."""
     lease = services.lease
     await lease.join()
     lease.start()

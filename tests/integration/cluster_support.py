@@ -32,7 +32,10 @@ class Cluster:
     model: FakeModel
     prefix: str
     database_key: str
-    _turn: Iterator[int] = field(default_factory=lambda: itertools.cycle(range(3)))
+    _turn: Iterator[int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._turn = itertools.cycle(range(len(self.nodes)))
 
     def stack(self, index: int) -> Stack:
         return Stack(self.nodes[index], self.model)
@@ -67,8 +70,9 @@ def cluster_env(tmp_path: Path, prefix: str, **extra: str) -> dict[str, str]:
     }
 
 
-def three_nodes(tmp_path: Path, **extra: str) -> Iterator[Cluster]:
-    """Body of a fixture: three nodes up, the fake model registered; all stopped after."""
+def three_nodes(tmp_path: Path, names: tuple[str, ...] = NAMES, **extra: str) -> Iterator[Cluster]:
+    """Body of a fixture: three nodes (or those ``names``) up, the fake model registered;
+    all stopped after."""
     require_postgresql()
     require_redis()
     prefix = new_prefix()
@@ -76,7 +80,7 @@ def three_nodes(tmp_path: Path, **extra: str) -> Iterator[Cluster]:
     model = FakeModel()
     nodes: list[Any] = []
     try:
-        for name in NAMES:
+        for name in names:
             nodes.append(start_server(tmp_path / name, TETHER_NODE_ID=name, **env))
         register_mock_provider(nodes[0], model.url)
         yield Cluster(nodes, model, prefix, database_key(tmp_path))

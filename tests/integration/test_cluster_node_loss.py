@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,8 @@ import pytest
 from cluster_support import Cluster, three_nodes
 from core_support import Stack, marked, process_gone, wait_for
 from governance_support import CLOCK, audit, first_pending, pending, script, submit
+
+from database_support import held_transaction
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
@@ -148,3 +151,58 @@ def test_a_frozen_node_that_comes_back_drops_what_was_ended_for_it(cluster: Clus
     # What the survivor recorded stands: a's own stop did not overwrite it.
     assert denied_node_lost(a, session, call_id)
     assert failed_node_lost(a, task_id, session)
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[Cluster]:
+    """Nodes a and b: b is the one survivor."""
+    yield from three_nodes(tmp_path, ("node-a", "node-b"), TETHER_NODE_LEASE_SECONDS=str(LEASE))
+
+
+def waiting_on_locks(cluster: Cluster) -> int:
+    """Sessions on the shared store waiting for a lock another holds."""
+    query = (
+        "SELECT count(*) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    )
+    return int(cluster.rows(query)[0][0])
+
+
+def test_a_node_restarting_as_it_is_declared_dead_takes_up_none_of_what_was_ended(
+    pair: Cluster,
+) -> None:
+    a, b = pair.stack(0), pair.stack(1)
+    session, task_id, call = a.start_shell("echo started; sleep 300")
+    call_id = call["tool_call_id"]
+    asked = len(pair.model.requests)
+    a.server.kill()
+    # Node b declares a dead and is held in the middle of ending its rows (the test holds
+    # the call's row); node a starts again meanwhile, its runner still running the call.
+    lock = f"SELECT 1 FROM tool_calls WHERE id = '{call_id}' FOR UPDATE"
+    with held_transaction(pair.database_key, lock):
+        wait_for(lambda: waiting_on_locks(pair) == 1, DECLARED_WITHIN, "b ending a's rows")
+        restart = threading.Thread(target=a.server.start)
+        restart.start()
+        wait_for(lambda: waiting_on_locks(pair) == 2, 30, "a's start to wait on b")
+    restart.join(60)
+    assert not restart.is_alive(), "node a did not start"
+    assert declared_by([b]) == [b]
+    # What b ended stays ended, and a took none of it up: the call's tree is gone, the
+    # task stays failed, the model is not asked again, and a runs nothing.
+    wait_for(lambda: marked(call_id) == [], what="the call's tree to die")
+    for node in (a, b):
+        assert ended_node_lost(node, session, call_id)
+        assert failed_node_lost(node, task_id, session)
+    wait_for(
+        lambda: (
+            {
+                n["id"]: (n["live_calls"], n["running_tasks"])
+                for n in seen_from(a, "/api/cluster")["nodes"]
+            }
+            == {"node-a": (0, 0), "node-b": (0, 0)}
+        ),
+        15,
+        "a back in the cluster, running nothing",
+    )
+    assert len(pair.model.requests) == asked
+    assert "declared dead" not in a.server.logs_tail(100_000)

@@ -7,7 +7,9 @@ looks for leases that ran out; the one survivor whose conditional delete removes
 lease declares that node dead and runs ``on_node_lost`` for it (tether/node_loss.py ends
 that node's calls, tasks, cron runs and approvals). A node that comes back and finds its
 lease gone runs ``on_return`` before it joins again, and once more at its next renewal:
-the survivor may still have been ending its rows when the lease was found gone.
+the survivor may still have been ending its rows when the lease was found gone. A
+declaration and the node's own join never overlap (``NodeRepository.settling``): a
+restart that lands as the lease runs out waits for the survivor to end its rows.
 """
 
 from __future__ import annotations
@@ -77,8 +79,10 @@ class NodeLease:
         return node.id == self.node_id or self._clock() - node.renewed_at <= self.lease_seconds
 
     async def join(self) -> None:
-        """Take this node's lease (a restarted node takes its own back)."""
-        await self._repo.join(self.node_id, self.owner, self._version, self._clock())
+        """Take this node's lease (a restarted node takes its own back); if a survivor is
+        declaring this node dead meanwhile, once it has ended this node's rows."""
+        async with self._repo.settling(self.node_id):
+            await self._repo.join(self.node_id, self.owner, self._version, self._clock())
 
     def start(self) -> None:
         """Renew on a timer until `stop`."""
@@ -115,19 +119,26 @@ class NodeLease:
         """Declare dead the nodes whose lease ran out (the ones this node won)."""
         lost = []
         for node in await self._repo.expired(self._clock() - self.lease_seconds):
-            if node.id == self.node_id or not await self._repo.claim_dead(node):
+            if node.id == self.node_id:
                 continue
-            silent = self._clock() - node.renewed_at
-            log.warning("node %s declared dead (no renewal for %.0f s)", node.id, silent)
-            if self._on_node_lost is not None:
-                try:
-                    await self._on_node_lost(node)
-                except Exception:
-                    # Its rows stay unfinished; the next start of any node recovers them
-                    # (no live lease carries their owner).
-                    log.exception("ending the rows of lost node %s failed", node.id)
-            lost.append(node.id)
+            # The node may be taking its lease back at this moment (a restart): one of
+            # the two goes first, and the claim fails if the node renewed.
+            async with self._repo.settling(node.id):
+                if await self._repo.claim_dead(node):
+                    await self._declare_dead(node)
+                    lost.append(node.id)
         return lost
+
+    async def _declare_dead(self, node: NodeRecord) -> None:
+        silent = self._clock() - node.renewed_at
+        log.warning("node %s declared dead (no renewal for %.0f s)", node.id, silent)
+        if self._on_node_lost is not None:
+            try:
+                await self._on_node_lost(node)
+            except Exception:
+                # Its rows stay unfinished; the next start of any node recovers them
+                # (no live lease carries their owner).
+                log.exception("ending the rows of lost node %s failed", node.id)
 
     async def _renew_forever(self) -> None:
         while True:

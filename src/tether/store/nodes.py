@@ -2,17 +2,50 @@
 
 from __future__ import annotations
 
+import zlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import sqlalchemy as sa
 
 from tether.store.database import Database
 from tether.store.records import NodeRecord
 from tether.store.rows import to_record
 from tether.store.tables import nodes
+from tether.waits import to_the_end
+
+# The first key of the advisory locks taken while a node's loss is settled (the second
+# is the node id's hash); the schema's lock is a one-key lock, which never meets these.
+_SETTLING_LOCKS = 0x7E7E_0017
+
+
+def _int4(node_id: str) -> int:
+    value = zlib.crc32(node_id.encode())
+    return value - 2**32 if value >= 2**31 else value
 
 
 class NodeRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
+
+    @asynccontextmanager
+    async def settling(self, node_id: str) -> AsyncIterator[None]:
+        """Held by a survivor while it declares ``node_id`` dead and ends its rows, and by
+        that node while it takes its lease, so the two never overlap: a node that comes
+        back as it is declared dead finds its rows ended before it recovers them, never
+        in the middle. On PostgreSQL (nodes on several machines) an advisory lock; a
+        SQLite file's nodes share one machine's lock files, and nothing is taken."""
+        if self._db.is_sqlite:
+            yield
+            return
+        keys = (_SETTLING_LOCKS, _int4(node_id))
+        async with self._db.read() as conn:
+            await conn.execute(sa.select(sa.func.pg_advisory_lock(*keys)))
+            try:
+                yield
+            finally:
+                # Unlocked even when cancelled: a pooled connection would hold it for ever.
+                await to_the_end(conn.execute(sa.select(sa.func.pg_advisory_unlock(*keys))))
 
     async def join(self, node_id: str, owner: str | None, version: str, now: float) -> None:
         """Take (or take back, after a restart) the lease of ``node_id``, held by the
