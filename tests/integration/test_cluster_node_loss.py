@@ -5,8 +5,10 @@ drops what was ended for it.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import threading
 import uuid
 from collections.abc import Iterator
@@ -16,7 +18,16 @@ from typing import Any
 import pytest
 from cluster_support import Cluster, three_nodes
 from core_support import Stack, marked, process_gone, wait_for
-from governance_support import CLOCK, audit, first_pending, pending, script, submit
+from governance_support import (
+    CLOCK,
+    audit,
+    first_pending,
+    marks_dir,
+    pending,
+    script,
+    shell,
+    submit,
+)
 
 from database_support import held_transaction
 
@@ -206,3 +217,66 @@ def test_a_node_restarting_as_it_is_declared_dead_takes_up_none_of_what_was_ende
     )
     assert len(pair.model.requests) == asked
     assert "declared dead" not in a.server.logs_tail(100_000)
+
+
+def sent_unread(node: Any, path: str, body: dict[str, Any]) -> socket.socket:
+    """A POST to ``node`` written into its socket, unread (the node may be frozen): the
+    kernel holds it until the node reads it. Read the answer with :func:`answered`."""
+    payload = json.dumps(body).encode()
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+        f"Authorization: Bearer {node.token}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(payload)}\r\n\r\n"
+    )
+    sock = socket.create_connection(("127.0.0.1", node.port), timeout=30)
+    sock.sendall(head.encode() + payload)
+    return sock
+
+
+def answered(sock: socket.socket) -> tuple[int, str]:
+    """The status and body of the answer on ``sock``, once the node sent it all."""
+    with sock:
+        raw = b"".join(iter(lambda: sock.recv(65536), b""))
+    head, _, body = raw.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body.decode(errors="replace")
+
+
+def test_an_approval_given_on_a_frozen_node_after_a_survivor_denied_it_is_refused(
+    cluster: Cluster,
+) -> None:
+    a, b, c = (cluster.stack(i) for i in range(3))
+    marks = marks_dir(a)
+    script(a, shell(f"touch {marks}/ran"))
+    session = f"console:lost-{uuid.uuid4().hex[:8]}"
+    task_id = submit(a, session, "strict")
+    request = first_pending(a, session)
+    assert a.server.proc is not None
+    os.kill(a.server.proc.pid, signal.SIGSTOP)
+    try:
+        (survivor,) = wait_for(lambda: declared_by([b, c]), DECLARED_WITHIN, "a declared lost")
+        assert denied_node_lost(survivor, session, request["tool_call_id"])
+        # A person approves on node a, which reads it as it runs again: before it finds
+        # its lease gone, its call still waits there on the request.
+        keys = {k: request[k] for k in ("request_id", "session_id")}
+        approving = sent_unread(a.server, "/api/approval/approve", keys)
+    finally:
+        os.kill(a.server.proc.pid, signal.SIGCONT)
+    status, body = answered(approving)
+    # The survivor's denial stands: the person is told the request was decided, the
+    # call never runs, and nothing records it allowed.
+    assert status == 409, body
+    assert failed_node_lost(survivor, task_id, session)
+    wait_for(lambda: not pending(a, session), 15, "a's request dropped")
+    wait_for(
+        lambda: (
+            {n["id"]: n["running_tasks"] for n in seen_from(a, "/api/cluster")["nodes"]}.get(
+                "node-a"
+            )
+            == 0
+        ),
+        15,
+        "a running nothing",
+    )
+    assert not (marks / "ran").exists()
+    assert denied_node_lost(a, session, request["tool_call_id"])
+    assert [e for e in audit(a, session) if e["outcome"] == "allowed"] == []

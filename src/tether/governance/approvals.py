@@ -130,6 +130,14 @@ def _highest_severity(findings: Sequence[dict[str, str]]) -> str:
     return max(names, key=ranks.__getitem__).lower() if names else "low"
 
 
+# The store had the request decided already when a person's answer came: a survivor
+# denied it, having declared this node lost while it was frozen or cut off. That stands;
+# the call never runs.
+_DECIDED_ELSEWHERE = Admission(
+    False, "another node denied it first: this node was declared lost meanwhile", "cancel"
+)
+
+
 class ApprovalService:
     """Open, wait on, settle and list approval requests."""
 
@@ -229,7 +237,8 @@ class ApprovalService:
         """A person's decision, remembered for later calls unless ``scope`` is ``once``.
 
         Raises ApprovalNotFound, ApprovalForbidden, ApprovalDecided or CannotRemember
-        (nothing changed).
+        (nothing changed); ApprovalDecided too if the store had it decided already (a
+        survivor denied it, this node having been declared lost), and the call is denied.
         """
         entry = self._pending.get(request_id)
         if entry is None:
@@ -255,11 +264,15 @@ class ApprovalService:
         # its rule.
         entry.decided = True
         status = "approved" if approve else "denied"
+        answer = Admission(approve, reason or "", "user")
         try:
-            await self._repo.decide_approval(request_id, status, "user", reason)
+            if not await self._repo.decide_approval(request_id, status, "user", reason):
+                answer = _DECIDED_ELSEWHERE
         finally:
             # Even if recording fails, the waiting call must not hang on it.
-            entry.answer.set_result(Admission(approve, reason or "", "user"))
+            entry.answer.set_result(answer)
+        if answer is _DECIDED_ELSEWHERE:
+            raise ApprovalDecided()
         if rule is not None and self._memory is not None:
             await self._memory.keep(rule)
         return entry.record, rule
