@@ -49,7 +49,7 @@ def upgrade() -> None:
             raise click.ClickException(refused)
     missing = _missing_sqlite_file(url)
     if missing is not None:
-        # A mistyped TETHER_HOME made a fresh, empty database and called it up to date.
+        # A mistyped TETHER_HOME made a home with an empty database, "up to date".
         raise click.ClickException(
             f"no database at {missing}: nothing to upgrade (`tether serve` makes one at its "
             "first start; is TETHER_HOME or TETHER_DATABASE_URL the one you meant?)"
@@ -62,10 +62,11 @@ def upgrade() -> None:
 
 
 def _missing_sqlite_file(url: str) -> Path | None:
-    """The SQLite file ``url`` names, if it does not exist (None: it does, or the database
-    is not a SQLite file)."""
+    """The SQLite file ``url`` names, if neither it nor its directory exists (None: one
+    does, or the database is not a SQLite file). A home made but never started is
+    upgraded: its schema is made, as its first start would."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         return None
     path = Path(parsed.database)
-    return None if path.exists() else path
+    return None if path.exists() or path.parent.is_dir() else path
