@@ -11,39 +11,26 @@ from typing import Any
 
 import pytest
 from coordinator_parts import no_delivery, small_config
+from test_toolcalls_extend_while_starting import HeldProcess
 from test_toolcalls_limits import SlowWritingStore
 
-from tether.sandbox.limits import Resources
 from tether.toolcalls.call import CallOutcome, Invocation
 from tether.toolcalls.coordinator import ToolCallCoordinator
-from tether.toolcalls.launcher import EndCause, LaunchedProcess, LaunchSpec, OutputSink
+from tether.toolcalls.launcher import EndCause, LaunchedProcess, LaunchSpec
 from tether.tools.base import RunContext, Tool, ToolResult
 from tether.tools.shell import describe_exit
 
 
-class EndingProcess:
+class EndingProcess(HeldProcess):
     """A tree that ends with ``code`` when told to, its launcher saying why."""
 
     def __init__(self, code: int, cause: EndCause | None) -> None:
+        super().__init__()
         self.code, self.cause = code, cause
-        self.done = asyncio.Event()
-
-    @property
-    def pgid(self) -> int:
-        return 0
-
-    async def follow(self, sink: OutputSink) -> None:
-        await self.done.wait()
 
     async def wait(self) -> int:
         await self.done.wait()
         return self.code
-
-    async def set_kill_deadline(self, kill_after: float | None) -> None:
-        return None
-
-    async def resources(self) -> Resources | None:
-        return None
 
     def end_cause(self) -> EndCause | None:
         return self.cause if self.done.is_set() else None
