@@ -1,16 +1,20 @@
-"""What the coordinator's unit tests share: a small configuration and a delivery that
-drops background results."""
+"""What the coordinator's unit tests share: a small configuration, a delivery that
+drops background results, and a tool whose tree comes from the test's launcher."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from tether.toolcalls import deadlines
 from tether.toolcalls.call import Invocation
 from tether.toolcalls.config import CoordinatorConfig
+from tether.toolcalls.coordinator import ToolCallCoordinator
 from tether.toolcalls.live_call import LiveCall
 from tether.toolcalls.output import OutputBuffer
+from tether.tools.base import RunContext, Tool, ToolResult
 
 SMALL = CoordinatorConfig(
     offload_after=None,
@@ -42,3 +46,20 @@ def running_call(call_id: str = "c1", session_id: str = "s1") -> LiveCall:
         buffer=OutputBuffer(10_000, 1000),
         marker=f"test:{call_id}",
     )
+
+
+def coordinator_on(launcher: Any, store: Any, workdir: Path) -> ToolCallCoordinator:
+    """A coordinator of the small configuration on ``launcher`` and ``store``."""
+    return ToolCallCoordinator(store, small_config(), workdir, (), no_delivery, launcher=launcher)
+
+
+def launching_tool(workdir: Path) -> Tool:
+    """A tool that starts a tree through the call's launcher and returns "exit code 0"
+    once the tree has ended (its deadline a minute away)."""
+
+    async def run(args: Mapping[str, Any], ctx: RunContext) -> ToolResult:
+        process = await ctx.launch(("/bin/true",), workdir, {})
+        await process.wait()
+        return ToolResult(summary="exit code 0")
+
+    return Tool("held", "", {"type": "object"}, run, timeout_of=lambda _args: 60.0)

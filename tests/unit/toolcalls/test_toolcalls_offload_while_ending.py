@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from coordinator_parts import no_delivery, small_config
+from coordinator_parts import coordinator_on, launching_tool, no_delivery, small_config
 from test_toolcalls_stop_while_ending import Launcher, RecordingStore
 
 from tether.toolcalls.call import CallInfo, Invocation
@@ -105,21 +105,8 @@ async def test_an_offload_while_the_end_is_recorded_is_refused(tmp_path: Path) -
     202 and left ``offload_reason: "user"`` on that result."""
     launcher = Launcher()
     store = RecordingStore()
-    coordinator = ToolCallCoordinator(
-        store,  # type: ignore[arg-type]
-        small_config(),
-        tmp_path,
-        (),
-        no_delivery,
-        launcher=launcher,
-    )
-
-    async def run(args: Mapping[str, Any], ctx: RunContext) -> ToolResult:
-        process = await ctx.launch(("/bin/true",), tmp_path, {})
-        await process.wait()
-        return ToolResult(summary="exit code 0")
-
-    tool = Tool("held", "", {"type": "object"}, run, timeout_of=lambda _args: 60.0)
+    coordinator = coordinator_on(launcher, store, tmp_path)
+    tool = launching_tool(tmp_path)
     inv = Invocation("c1", "s", "t1", "default", "held", {})
     call = asyncio.ensure_future(coordinator.run(inv, tool))
     while not coordinator.live_count():

@@ -5,19 +5,17 @@ tree's use being measured) changes nothing: the call was recorded ``success`` ye
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from coordinator_parts import no_delivery, small_config
+from coordinator_parts import coordinator_on, launching_tool
 from test_toolcalls_extend_while_starting import HeldProcess
 from test_toolcalls_limits import SlowWritingStore
 
 from tether.sandbox.limits import Resources
 from tether.toolcalls.call import Invocation
-from tether.toolcalls.coordinator import ToolCallCoordinator
 from tether.toolcalls.launcher import LaunchedProcess, LaunchSpec
-from tether.tools.base import RunContext, Tool, ToolResult
 
 
 class MeasuredProcess(HeldProcess):
@@ -60,21 +58,8 @@ async def test_a_cancel_while_a_finished_call_is_recorded_changes_nothing(
 ) -> None:
     launcher = Launcher()
     store = RecordingStore()
-    coordinator = ToolCallCoordinator(
-        store,  # type: ignore[arg-type]
-        small_config(),
-        tmp_path,
-        (),
-        no_delivery,
-        launcher=launcher,
-    )
-
-    async def run(args: Mapping[str, Any], ctx: RunContext) -> ToolResult:
-        process = await ctx.launch(("/bin/true",), tmp_path, {})
-        await process.wait()
-        return ToolResult(summary="exit code 0")
-
-    tool = Tool("held", "", {"type": "object"}, run, timeout_of=lambda _args: 60.0)
+    coordinator = coordinator_on(launcher, store, tmp_path)
+    tool = launching_tool(tmp_path)
     call = asyncio.ensure_future(
         coordinator.run(Invocation("c1", "s", "t1", "default", "held", {}), tool)
     )
