@@ -5,6 +5,8 @@ answers throughout. The home is a small tmpfs of its own (mounting it needs root
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -100,3 +102,27 @@ def test_a_write_on_a_full_disk_is_refused_with_507_and_kept_once_there_is_room(
     filler.unlink()
     stack.model.script({"text": "hello"})
     assert stack.wait_task(stack.submit("hi", session))["result"]["status"] == "completed"
+
+
+@pytest.mark.parametrize("args", [["serve", "--port", "0"], ["db", "upgrade"], ["status"]])
+def test_a_start_on_a_full_disk_says_so_in_one_line(
+    stack: Stack, disk: Path, args: list[str]
+) -> None:
+    """SQLite cannot make its write-ahead log ("disk I/O error"): a 200-line traceback."""
+    stack.server.stop()
+    filler = fill(disk)
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", *args],
+        env=stack.server._env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    filler.unlink()
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "the database cannot be written (disk I/O error)" in lines[0], lines[0]
+    assert "disk may be full" in lines[0]
+    stack.server.start()

@@ -11,6 +11,7 @@ from sqlalchemy.engine import make_url
 from tether import home_access
 from tether.cli.settings import load_settings
 from tether.config import Settings
+from tether.errors import OutOfStorage
 from tether.store.database import Database, shown_url
 from tether.store.schema import SchemaError
 
@@ -29,7 +30,7 @@ def check_schema(settings: Settings) -> None:
     url = settings.resolved_database_url
     try:
         asyncio.run(_run(url, upgrade=False))
-    except (SchemaError, RuntimeError) as exc:
+    except (SchemaError, RuntimeError, OutOfStorage) as exc:
         raise click.ClickException(f"{shown_url(url)}: {exc}") from None
 
 
@@ -56,7 +57,7 @@ def upgrade() -> None:
         )
     try:
         asyncio.run(_run(url, upgrade=True))
-    except (SchemaError, RuntimeError) as exc:
+    except (SchemaError, RuntimeError, OutOfStorage) as exc:
         raise click.ClickException(f"{shown_url(url)}: {exc}") from None
     click.echo(f"{shown_url(url)}: schema is up to date")
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tether import home_access
+from tether.errors import OutOfStorage
 from tether.keeper.client import RunnerInfo
 from tether.keeper.inventory import Found
 
@@ -139,7 +140,7 @@ def status() -> None:
     _require_home(settings)
     try:
         found, runner = asyncio.run(_survey())
-    except RuntimeError as exc:  # SchemaError, or the PostgreSQL driver missing
+    except (RuntimeError, OutOfStorage) as exc:  # SchemaError, the driver missing, a full disk
         raise click.ClickException(str(exc)) from None
     click.echo(_runner_line(runner, settings.keeper))
     if not found:

@@ -42,10 +42,11 @@ class UnstorableValue(Invalid):
     """A value the database cannot hold (PostgreSQL: text with a NUL character)."""
 
 
-# A database that cannot write: SQLite's primary result codes FULL, READONLY and
-# CANTOPEN (its extended codes keep the primary one in the low byte); PostgreSQL's
-# disk_full and out_of_memory.
-_SQLITE_UNWRITABLE = frozenset({13, 8, 14})
+# A database that cannot write: SQLite's primary result codes FULL, READONLY, CANTOPEN
+# and IOERR (its extended codes keep the primary one in the low byte; a full disk is an
+# IOERR when the write-ahead log cannot be made); PostgreSQL's disk_full and
+# out_of_memory.
+_SQLITE_UNWRITABLE = frozenset({13, 8, 14, 10})
 _UNWRITABLE_STATES = frozenset({"53100", "53200"})
 
 
@@ -130,10 +131,11 @@ class Database:
         first start (or an upgrade) killed half-way left tables without a revision,
         which no start nor `tether db upgrade` could go on from."""
         self._make_parent_directory()
-        async with self.engine.begin() as conn:
-            if self.is_sqlite:
-                await conn.exec_driver_sql("BEGIN IMMEDIATE")
-            yield conn
+        with _store_errors_by_kind():
+            async with self.engine.begin() as conn:
+                if self.is_sqlite:
+                    await conn.exec_driver_sql("BEGIN IMMEDIATE")
+                yield conn
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
