@@ -126,3 +126,16 @@ def test_a_start_on_a_full_disk_says_so_in_one_line(
     assert "the database cannot be written (disk I/O error)" in lines[0], lines[0]
     assert "disk may be full" in lines[0]
     stack.server.start()
+
+
+def test_a_stop_on_a_full_disk_completes(stack: Stack, disk: Path) -> None:
+    """Giving up the node's lease failed, and the shutdown stopped there: "Application
+    shutdown failed" and a traceback, the database left open."""
+    filler = _fill_for_the_database(disk, stack.server.home / "tether.db")
+    stack.server.stop()
+    filler.unlink()
+    assert stack.server.proc is not None and stack.server.proc.returncode == 0
+    log = stack.server.logs_tail(1 << 20)
+    assert "shutdown failed" not in log and "Traceback" not in log, log
+    assert "the lease could not be given up: the database cannot be written" in log
+    stack.server.start()

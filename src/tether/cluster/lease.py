@@ -21,6 +21,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from tether.errors import OutOfStorage
 from tether.store.nodes import NodeRepository
 from tether.store.records import NodeRecord
 
@@ -146,14 +147,27 @@ class NodeLease:
             try:
                 await self.renew()
                 await self.sweep()
-            except Exception:
-                # A database hiccup must not end the renewals; the next one may pass.
-                log.warning("node %s: lease renewal or sweep failed", self.node_id, exc_info=True)
+            except Exception as exc:
+                # A database hiccup must not end the renewals; the next one may pass. A
+                # full disk is said in a line: a traceback every few seconds would only
+                # add to the log on it.
+                log.warning(
+                    "node %s: lease renewal or sweep failed: %s",
+                    self.node_id,
+                    exc,
+                    exc_info=not isinstance(exc, OutOfStorage),
+                )
 
     async def stop(self) -> None:
-        """Stop renewing and give the lease up."""
+        """Stop renewing and give the lease up (if the database takes it: else it runs
+        out, or this node's next start takes it back)."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        await self._repo.leave(self.node_id)
+        try:
+            await self._repo.leave(self.node_id)
+        except OutOfStorage as exc:
+            # The rest of the shutdown (the database closed, the owner's lock let go)
+            # must still happen.
+            log.warning("node %s: the lease could not be given up: %s", self.node_id, exc)
