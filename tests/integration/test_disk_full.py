@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -74,12 +75,18 @@ def test_a_task_that_ended_on_a_full_disk_finishes_once_there_is_room(
     # The runner records the end in the room it kept for it; the server cannot store it.
     ended = stack.wait_completed(session, call["tool_call_id"], timeout=30)
     assert ended["end_state"] == "success", ended
+    # The turn goes on, and cannot store the call's result for the model either.
+    wait_for(
+        lambda: f"storing the result of task {task} failed" in stack.server.logs_tail(),
+        what="the task's result to be refused",
+    )
     assert stack.task(task)["status"] != "finished"
     assert stack.api("GET", "/api/healthz").status_code == 200
 
     filler.unlink()
     finished = stack.wait_task(task, timeout=30)
-    assert finished["result"]["status"] == "completed", finished
+    assert finished["result"]["status"] == "failed", finished
+    assert "database or disk is full" in finished["result"]["error"]["message"], finished
     assert stack.live_calls(session) == []
     stored = stack.call(session, call["tool_call_id"])
     assert stored["end_state"] == "success", stored
@@ -139,3 +146,20 @@ def test_a_stop_on_a_full_disk_completes(stack: Stack, disk: Path) -> None:
     assert "shutdown failed" not in log and "Traceback" not in log, log
     assert "the lease could not be given up: the database cannot be written" in log
     stack.server.start()
+
+
+def test_a_task_stopped_on_a_full_disk_stops_and_the_server_exits(stack: Stack, disk: Path) -> None:
+    """Its end waits for room, but the stop (and an exit) wait only for its turn."""
+    _, task, call = stack.start_shell("while [ ! -e gate ]; do sleep 0.05; done")
+    directory = layout.call_dir(stack.server.home, call["tool_call_id"])
+    wait_for((directory / layout.SPEC_NAME).exists, what="the call to start under the runner")
+    filler = _fill_for_the_database(disk, stack.server.home / "tether.db")
+    stopped = stack.api("POST", f"/api/console/chat/task/{task}/stop", timeout=10)
+    assert stopped.status_code == 200, stopped.text
+    started = time.monotonic()
+    stack.server.stop(timeout=30)
+    assert time.monotonic() - started < 20
+    assert "could not be stored before the exit" in stack.server.logs_tail()
+    filler.unlink()
+    stack.server.start()
+    assert stack.wait_task(task)["status"] == "finished"

@@ -70,8 +70,8 @@ def _store_errors_by_kind() -> Iterator[None]:
             exc.orig, "sqlstate", None
         ) in _UNWRITABLE_STATES:
             raise StoreUnwritable(
-                f"the database cannot be written ({exc.orig}); nothing of this request "
-                "was kept. Its disk may be full (make room), or its file read-only"
+                f"the database cannot be written ({exc.orig}): its disk may be full (make "
+                "room), or its file read-only; nothing of this write was kept"
             ) from exc
         raise
 

@@ -34,6 +34,19 @@ class Running:
     feed: EventFeed = field(default_factory=EventFeed)
     job: asyncio.Task[None] | None = None
     stop_reason: str | None = None
+    #: Set once the turn is over and its result known: storing it may take longer (a
+    #: full disk), and a stop or an exit waits for the turn, not for the disk.
+    turn_over: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def until_turn_over(self) -> None:
+        """Wait until the turn is over, or the job has ended without one."""
+        if self.job is None:
+            return
+        over = asyncio.ensure_future(self.turn_over.wait())
+        try:
+            await asyncio.wait({self.job, over}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            over.cancel()
 
 
 def new_task_id() -> str:

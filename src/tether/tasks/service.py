@@ -12,6 +12,7 @@ from typing import Any
 from tether.agent.ports import ATTENDED, WHEN_UNATTENDED, Attendance, WhenUnattended
 from tether.agent.turn import Agent, ModelError, StepLimitReached, TurnRequest
 from tether.elsewhere import Elsewhere
+from tether.errors import OutOfStorage
 from tether.keeper.adoption import Adoption
 from tether.model_texts import TASK_STOPPED
 from tether.store.records import TaskRecord
@@ -25,6 +26,9 @@ from tether.toolcalls.coordinator import ToolCallCoordinator
 from tether.webhooks.events import Notify, ignore
 
 log = logging.getLogger(__name__)
+
+#: Seconds an exiting server gives a task whose turn is over to store its result.
+RESULT_AT_EXIT = 5.0
 
 INTERNAL_ERROR = "the turn failed on an internal error; the server log has the details"
 
@@ -139,6 +143,7 @@ class TaskService:
                 if run.stop_reason is None:
                     raise
                 result = {"status": "cancelled", "error": run.stop_reason}
+            run.turn_over.set()
             await until_stored(
                 functools.partial(self._store.tasks.finish, run.task_id, result),
                 f"the result of task {run.task_id}",
@@ -147,6 +152,7 @@ class TaskService:
             event = finished_event(run.task_id, run.session_id, run.trigger, result)
             self._notify("task.finished", event)
         finally:
+            run.turn_over.set()
             run.feed.close()
             self._running.pop(run.task_id, None)
         await self._wake_if_pending(run.session_id)
@@ -194,7 +200,7 @@ class TaskService:
         )
         try:
             outcome = await self._agent.run_turn(req, run.feed)
-        except (ModelError, StepLimitReached) as exc:
+        except (ModelError, StepLimitReached, OutOfStorage) as exc:
             log.warning("task %s failed: %s", run.task_id, exc)
             return {"status": "failed", "error": str(exc)}
         except Exception:
@@ -232,8 +238,8 @@ class TaskService:
             if run.job is not None:
                 run.job.cancel()
         await self._coordinator.stop_task(task_id, run.stop_reason)
-        if run.job is not None:
-            await asyncio.wait({run.job})
+        # Its turn, not the storing of its result: on a full disk that waits for room.
+        await run.until_turn_over()
         return True
 
     async def wait(self, task_id: str) -> dict[str, Any] | None:
@@ -347,9 +353,24 @@ class TaskService:
             if run.job is not None:
                 run.job.cancel()
         for run in runs:
-            if run.job is not None:
-                with contextlib.suppress(BaseException):
-                    await run.job
+            await self._settle(run)
+
+    async def _settle(self, run: Running) -> None:
+        """At an exit: wait for the task's turn to end, then a while for its result to
+        be stored. One the store will not take (a full disk) is left unfinished; the
+        next start's recovery ends it."""
+        if run.job is None:
+            return
+        await run.until_turn_over()
+        done, _ = await asyncio.wait({run.job}, timeout=RESULT_AT_EXIT)
+        if not done:
+            log.warning(
+                "the result of task %s could not be stored before the exit; the next start ends it",
+                run.task_id,
+            )
+            run.job.cancel()
+        with contextlib.suppress(BaseException):
+            await run.job
 
     async def _resume_all(self, dead_owners: Collection[str | None], adoption: Adoption) -> None:
         """Take up each task dead owners left unfinished: after its adopted calls end, their

@@ -207,6 +207,7 @@ class ToolCallCoordinator:
             return_exceptions=True,
         )
         self._tasks.cancel_all()
+        self._recorder.stop_storing()
 
 
 async def _follow_to_end(call: LiveCall, process: LaunchedProcess) -> ToolResult:

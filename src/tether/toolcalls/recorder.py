@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tether.store.records import ToolCallRecord
@@ -41,6 +43,7 @@ class CallRecorder:
         self._index = index
         self._config = config
         self._mirror = mirror or NoMirror()
+        self._later: set[asyncio.Task[None]] = set()
 
     def _new_buffer(self, call_id: str) -> OutputBuffer:
         config = self._config
@@ -164,15 +167,41 @@ class CallRecorder:
                 finished_at=call.finished_at,
                 resources=call.resources,
             )
-            await until_stored(record_end, f"the end of call {call.call_id}")
+            try:
+                await record_end()
+            except Exception:
+                # The call has ended all the same: what waits on it goes on. It stays
+                # listed (as ended) until its row is written: once the store takes it
+                # (a full disk), or by the next start.
+                log.exception("storing the end of call %s failed", call.call_id)
+                self._store_later(call, record_end)
+            else:
+                self._index.forget(call)
             if pending:
                 call.buffer.mark_persisted(pending[-1].seq)
-        self._index.forget(call)
         call.finished.set()
         self._mirror.ended(call.call_id, call.buffer.last_seq)
         if observer:
             observer.ended(live_info(call))
         return CallOutcome(end_state=end_state, offloaded=False, model_text=model_text)
+
+    def _store_later(self, call: LiveCall, record_end: Callable[[], Awaitable[object]]) -> None:
+        """Keep trying to record the call's end in the background (see
+        :func:`until_stored`); the call is forgotten once it is recorded."""
+
+        async def store_then_forget() -> None:
+            await until_stored(record_end, f"the end of call {call.call_id}")
+            self._index.forget(call)
+
+        task = asyncio.create_task(store_then_forget())
+        self._later.add(task)
+        task.add_done_callback(self._later.discard)
+
+    def stop_storing(self) -> None:
+        """At an exit: give up the writes still being tried (the next start's recovery
+        ends the rows they were for)."""
+        for task in list(self._later):
+            task.cancel()
 
     async def persist_output(self, call: LiveCall) -> None:
         """Write the output not yet stored."""
