@@ -11,7 +11,7 @@ from typing import Any
 
 from tether.store.records import ToolCallRecord
 from tether.store.toolcalls import ToolCallRepository
-from tether.store.until_stored import until_stored
+from tether.store.until_stored import PASSING, until_stored
 from tether.toolcalls import deadlines as dl
 from tether.toolcalls.call import CallObserver, CallOutcome, Invocation
 from tether.toolcalls.config import CoordinatorConfig
@@ -169,7 +169,7 @@ class CallRecorder:
             )
             try:
                 await record_end()
-            except Exception:
+            except PASSING:
                 # The call has ended all the same: what waits on it goes on. It stays
                 # listed (as ended) until its row is written: once the store takes it
                 # (a full disk), or by the next start.
