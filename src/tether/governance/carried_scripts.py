@@ -1,20 +1,59 @@
 """Command lines carried where the parser sees only words: in options (``env -S``,
 ``flock -c``, ``rsync -e``, ``tar --to-command``, ``ssh -o ProxyCommand=``, a git alias
 ``!cmd`` or command-valued key), in variables programs run (``GIT_SSH_COMMAND``,
-``PAGER``, ``LESSOPEN``), in awk programs (``system("cmd")``, pipes) and in GNU sed
-scripts (``e cmd``, ``s///e``). Each is parsed as the script it is (see shell_parse);
-like wrappers.py, this is parsing knowledge, and what is dangerous lives in the rule
-file.
+``PAGER``, ``LESSOPEN``, ``VIMINIT``, ``MAKEFLAGS``), in awk programs (``system("cmd")``,
+pipes), in GNU sed scripts (``e cmd``, ``s///e``), in vim's ex commands (``-c '!cmd'``,
+ex_commands.py), in makefiles and make's variables (makefiles.py), in Tcl (``exec``)
+and in the string literals of interpreter code that shells out. Each is parsed as the
+script it is (see shell_parse); like wrappers.py, this is parsing knowledge, and what
+is dangerous lives in the rule file.
+
+A program in one of these languages may also come from a file or stdin rather than the
+command line (``make -f -``, ``vim -es``, ``awk -f prog``): :func:`programs_read` says
+where a command reads one, :func:`program_scripts` what running its text runs.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from tether.governance.ex_commands import (
+    VIMS,
+    BufferCommand,
+    ex_command_scripts,
+    ex_scripts,
+    key_scripts,
+    less_command_scripts,
+    less_scripts,
+    vim_ex_mode,
+    vim_file_indices,
+    vim_program_files,
+    vim_reads_text,
+    vim_scripts,
+)
+from tether.governance.makefiles import (
+    MAKES,
+    make_scripts,
+    makefile_indices,
+    makefile_names,
+    makefile_scripts,
+    variable_value_scripts,
+)
 from tether.governance.paths import DYNAMIC
-from tether.governance.shell_words import is_assignment, is_option, positional_args, subcommand
-from tether.governance.wrappers import STRING_LITERAL
+from tether.governance.rules import in_command_set
+from tether.governance.shell_words import (
+    UNKNOWN_VARIABLE,
+    is_assignment,
+    is_option,
+    positional_args,
+    subcommand,
+)
+
+#: Files that are the command's stdin when named as a program to read.
+STDIN_FILES = frozenset({"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"})
 
 # Options whose value a command runs as a shell command line (through sh -c, or split
 # into words much as the shell would).
@@ -33,6 +72,7 @@ _SCRIPT_OPTIONS: dict[str, tuple[str, ...]] = {
         "--new-volume-script",
     ),
     "zip": ("-TT", "--unzip-command"),
+    "man": ("-P", "--pager", "-H", "--html"),
 }
 # git configuration keys (their last part, lower case) whose value git runs as a
 # shell command line; an alias runs one when its value starts with "!".
@@ -42,7 +82,8 @@ _GIT_COMMAND_KEYS = frozenset(
     | {"clean", "smudge", "process", "driver", "command", "program", "helper", "cmd"}
 )
 # Environment variables whose value programs run as a command line (git, ssh, less,
-# man, editors).
+# man, editors). Others carry options or programs in a language of their own (see
+# variable_scripts).
 _COMMAND_VARIABLES = frozenset(
     {"GIT_SSH_COMMAND", "GIT_PAGER", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_ASKPASS"}
     | {"GIT_EXTERNAL_DIFF", "GIT_PROXY_COMMAND", "SSH_ASKPASS", "PAGER", "MANPAGER"}
@@ -53,12 +94,17 @@ _COMMAND_VARIABLES = frozenset(
 def option_scripts(name: str, args: Sequence[str]) -> list[str]:
     """Command lines that ``name args...`` runs from its options: ``env -S``,
     ``flock -c``, ``rsync -e``, ``tar --to-command`` or ``--checkpoint-action=exec=``,
-    ``zip -TT``, ``ssh -o ProxyCommand=``, ``git -c alias.x='!cmd'`` (or ``git config``
-    storing such a value, to run later), and the command-valued ``VAR=cmd`` words
-    ``env`` sets."""
+    ``zip -TT``, ``man -P``, ``ssh -o ProxyCommand=``, ``git -c alias.x='!cmd'`` (or
+    ``git config`` storing such a value, to run later), vim's ``-c`` / ``+`` commands,
+    less's ``+`` commands, make's ``--eval`` and variables, and the ``VAR=value`` words
+    ``env`` sets that carry command lines (for make, any variable)."""
     scripts = _option_values(args, _SCRIPT_OPTIONS.get(name, ()))
+    scripts += vim_scripts(name, args) + less_scripts(name, args) + make_scripts(name, args)
     if name == "env":
-        scripts += [s for a in args if is_assignment(a) for s in [variable_script(a)] if s]
+        assignments = [a for a in args if is_assignment(a)]
+        scripts += [s for a in assignments for s in variable_scripts(a)]
+        if any(w in MAKES for w in (a.rsplit("/", 1)[-1] for a in positional_args(args))):
+            scripts += [s for a in assignments for s in variable_value_scripts(a)]
         for i, arg in enumerate(args):  # env -S 'cmd a' b: b is one more word of cmd
             after = i + 2 if arg == "-S" or arg == "--split-string" else i + 1
             if arg.startswith(("-S", "--split-string")) and scripts and after < len(args):
@@ -90,13 +136,38 @@ def _option_values(args: Sequence[str], names: Sequence[str]) -> list[str]:
     return values
 
 
-def variable_script(assignment: str) -> str | None:
-    """The command line in ``VAR=value`` when programs run VAR's value
-    (``GIT_SSH_COMMAND='cmd'``, ``LESSOPEN='|cmd %s'``)."""
+def variable_scripts(assignment: str) -> list[str]:
+    """The command lines in ``VAR=value`` when programs run VAR's value
+    (``GIT_SSH_COMMAND='cmd'``, ``LESSOPEN='|cmd %s'``), read it as ex commands
+    (``VIMINIT``, ``EXINIT``), as options carrying commands (``LESS='+!cmd'``,
+    ``MANOPT='-P cmd'``, ``MAKEFLAGS='--eval=...'``) or as git configuration
+    (``GIT_CONFIG_PARAMETERS``, ``GIT_CONFIG_VALUE_<n>``)."""
     var, _, value = assignment.partition("=")
-    if var not in _COMMAND_VARIABLES or not value:
-        return None
-    return value.lstrip("|") if var.startswith("LESS") else value
+    if not value:
+        return []
+    if var in _COMMAND_VARIABLES:
+        return [value.lstrip("|") if var.startswith("LESS") else value]
+    if var in ("VIMINIT", "EXINIT"):
+        return ex_command_scripts(value)
+    if var == "LESS":
+        return [s for part in value.split("+")[1:] for s in less_command_scripts(part)]
+    if var in ("MAKEFLAGS", "MFLAGS", "GNUMAKEFLAGS", "MAKEFILES"):
+        return variable_value_scripts(assignment)
+    if var == "MANOPT":
+        return option_scripts("man", _split_words(value))
+    if var == "GIT_CONFIG_PARAMETERS":
+        return _git_command_values([w for p in _split_words(value) for w in ("-c", p)])
+    if re.fullmatch(r"GIT_CONFIG_VALUE_\d+", var):
+        return [value[1:] if value.startswith("!") else value]
+    return []
+
+
+def _split_words(value: str) -> list[str]:
+    """``value`` split into words as a shell would; unknown if it does not split."""
+    try:
+        return shlex.split(value)
+    except ValueError:
+        return [DYNAMIC]
 
 
 def _ssh_command_options(args: Sequence[str]) -> list[str]:
@@ -158,7 +229,7 @@ def awk_scripts(name: str, args: Sequence[str]) -> list[str]:
         if skip:
             skip = False
         elif arg in _AWK_FILES or arg.startswith(("-f", "--file=")):
-            return []  # the program is in a file
+            return []  # the program is in a file (see programs_read)
         elif arg in _AWK_VALUES:
             skip = True
         elif arg == "--" or not is_option(arg):
@@ -166,6 +237,11 @@ def awk_scripts(name: str, args: Sequence[str]) -> list[str]:
             break
     if program is None:
         return []
+    return awk_program_scripts(program)
+
+
+def awk_program_scripts(program: str) -> list[str]:
+    """Command lines an awk program runs (see :func:`awk_scripts`)."""
     found = []
     if _AWK_SYSTEM.search(program) or _AWK_PIPE.search(program):
         found = [
@@ -208,10 +284,281 @@ def sed_scripts(name: str, args: Sequence[str]) -> list[str]:
     if not scripts:
         words = positional_args(args)
         scripts = words[:1]
+    return [found for script in scripts for found in sed_program_scripts(script)]
+
+
+def sed_program_scripts(script: str) -> list[str]:
+    """Command lines a sed script runs (see :func:`sed_scripts`)."""
     found: list[str] = []
-    for script in scripts:
-        for match in _SED_E_COMMAND.finditer(script):
-            found.append(match.group(1).strip() if match.group(1) else DYNAMIC)
-        if _SED_S_WITH_E.search(script):
-            found.append(DYNAMIC)
+    for match in _SED_E_COMMAND.finditer(script):
+        found.append(match.group(1).strip() if match.group(1) else DYNAMIC)
+    if _SED_S_WITH_E.search(script):
+        found.append(DYNAMIC)
     return found
+
+
+# ---------------------------------------------------------------- programs read
+
+# Options naming a file awk or sed reads its program from.
+_AWK_PROGRAM_FILES = frozenset({"-f", "--file", "-E", "--exec", "-i", "--include"})
+_SED_PROGRAM_FILES = frozenset({"-f", "--file"})
+
+
+@dataclass(frozen=True)
+class Program:
+    """A program a command reads, in ``language``, from the file its argument at
+    ``index`` names, or from its stdin (``index`` None)."""
+
+    language: str
+    index: int | None = None
+
+
+def programs_read(name: str, args: Sequence[str]) -> list[Program]:
+    """Where ``name args...`` reads a program in a carried language: ``make -f FILE``
+    (a makefile), vim's ``-S`` / ``-u`` files (ex commands), ``awk -f`` and ``sed -f``
+    files; and stdin for ``make -f -``, vim in ex mode (ex commands) or reading keys
+    (no ``-``: its stdin is typed), ``awk -f -``. A file named ``-`` or ``/dev/stdin``
+    is the stdin."""
+    programs: list[Program]
+    if name in MAKES:
+        programs = [Program("make", i) for i in makefile_indices(args)]
+    elif name in VIMS:
+        programs = [Program(language, i) for i, language in vim_program_files(name, args)]
+        if not vim_reads_text(args):
+            programs.append(Program("ex" if vim_ex_mode(name, args) else "keys"))
+        if _runs_buffer(vim_scripts(name, args)):  # vim -c '%!sh' file: the file is run
+            programs += [Program("sh", i) for i in vim_file_indices(name, args)]
+            if vim_reads_text(args):
+                programs.append(Program("sh"))
+    elif name in _AWKS:
+        programs = [Program("awk", i) for i in _file_option_indices(args, _AWK_PROGRAM_FILES)]
+    elif name in _SEDS:
+        programs = [Program("sed", i) for i in _file_option_indices(args, _SED_PROGRAM_FILES)]
+    else:
+        return []
+    return [
+        Program(p.language) if p.index is not None and value_at(args, p.index) in STDIN_FILES else p
+        for p in programs
+    ]
+
+
+def value_at(args: Sequence[str], index: int) -> str:
+    """The value an option's word at ``index`` holds: the word itself, or what follows
+    the option in it (``-fFILE``, ``--file=FILE``)."""
+    word = args[index]
+    if not word.startswith("-") or word in STDIN_FILES:
+        return word
+    return word.split("=", 1)[1] if word.startswith("--") else word[2:]
+
+
+def _runs_buffer(scripts: list[str]) -> bool:
+    """Whether vim feeds the text it edits to a shell or interpreter (``:w !sh``,
+    ``:%!python3``), which then runs it."""
+    for script in scripts:
+        if isinstance(script, BufferCommand):
+            words = _split_words(script)
+            name = words[0].rsplit("/", 1)[-1] if words else DYNAMIC
+            if DYNAMIC in name or in_command_set(name, "shells"):
+                return True
+            if in_command_set(name, "interpreters") or name in ("source", "."):
+                return True
+    return False
+
+
+def program_file_names(name: str, args: Sequence[str]) -> list[tuple[str, str]]:
+    """(file, language) for the files ``name args...`` reads as programs, make's
+    default makefiles included (``make`` reads ./Makefile)."""
+    found = [
+        (value_at(args, p.index), p.language)
+        for p in programs_read(name, args)
+        if p.index is not None
+    ]
+    if name in MAKES and not makefile_indices(args):
+        found += [(file, "make") for file in makefile_names(args)]
+    return found
+
+
+def _file_option_indices(args: Sequence[str], options: frozenset[str]) -> list[int]:
+    """Indices of the words naming the values of ``options`` (``-f FILE``, ``-nf
+    FILE``, ``--file=FILE``, ``-fFILE``)."""
+    found = []
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        long_option = arg.startswith("--") and arg.split("=", 1)[0] in options
+        if long_option and "=" in arg:
+            found.append(i)
+        elif (arg in options or re.fullmatch(r"-[nrsuzE]+f", arg)) and i + 1 < len(args):
+            found.append(i + 1)
+        elif not arg.startswith("--") and arg[:2] in options and len(arg) > 2:
+            found.append(i)
+    return found
+
+
+def program_scripts(language: str, text: str) -> list[str]:
+    """Command lines running ``text`` as a program in ``language`` runs ("sh": the text
+    itself)."""
+    if language == "sh":
+        return [text]
+    if language == "make":
+        return makefile_scripts(text)
+    if language == "ex":
+        return ex_scripts(text)
+    if language == "keys":
+        return key_scripts(text)
+    if language == "awk":
+        return awk_program_scripts(text)
+    if language == "sed":
+        return sed_program_scripts(text)
+    return code_scripts(language, text)
+
+
+# ---------------------------------------------------------------- interpreter code
+
+# Calls through which interpreter code runs shell command strings.
+_SHELL_OUT = re.compile(
+    r"system|popen|subprocess|check_output|check_call|spawn|exec|shell_exec|passthru|`"
+    r"|getoutput|proc_open|\bqx\b|%x"
+)
+STRING_LITERAL = re.compile(r"'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"|`([^`]*)`", re.DOTALL)
+# What joins two string literals into one string ('r' + 'm', "a" . "b", 'a' .. 'b',
+# 'a' 'b'), and what makes them words of one command (a list or argument list:
+# ['rm', '-rf'], 'rm', ['-rf', '/']).
+_CONCATENATION = re.compile(r"\s*(?:\+|\.\.?)?\s*")
+_NEXT_WORD = re.compile(r"\s*,\s*\[?\s*")
+# Perl's qw(...) and Ruby's %w(...): a list of words; qx(...) and %x(...): a command.
+_WORD_LIST = re.compile(r"(?:\bqw|%[wW])\s*([(\[{<])(.*?)[)\]}>]", re.DOTALL)
+_COMMAND_QUOTE = re.compile(r"(?:\bqx|%x)\s*([(\[{<])(.*?)[)\]}>]", re.DOTALL)
+#: Interpreters of Tcl, whose exec, spawn and open "|cmd" run commands given as words.
+TCLS = frozenset({"tclsh", "wish", "expect", "expectk", "jimsh"})
+
+
+def code_scripts(name: str, code: str) -> list[str]:
+    """Command lines interpreter code may run: see :func:`shell_strings_in_code`; for
+    Tcl also the words of ``exec``, ``spawn``, ``system`` and ``open "|cmd"``."""
+    found = shell_strings_in_code(code)
+    if name in TCLS or re.match(r"tclsh|wish", name):
+        found += tcl_scripts(code)
+    return found
+
+
+def shell_strings_in_code(code: str) -> list[str]:
+    """String literals of interpreter code that shells out (``os.system('...')``).
+
+    A heuristic, not a parser for every language: when the code mentions a
+    shell-out call, each string literal in it is analysed as a shell script, and so
+    are literals joined into one (``'r' + 'm -rf ~'``) and lists of literals taken as
+    the words of one command (``subprocess.run(['rm', '-rf', '/'])``, ``qw(rm -rf /)``).
+    """
+    if not _SHELL_OUT.search(code):
+        return []
+    matches = list(STRING_LITERAL.finditer(code))
+    found = [_literal(m) for m in matches]
+    words: list[str] = []  # the words of the list being read, each joined
+    for i, match in enumerate(matches):
+        gap = code[matches[i - 1].end() : match.start()] if i else None
+        if gap is not None and _CONCATENATION.fullmatch(gap) and gap.strip(" \t"):
+            words[-1] += _literal(match)
+            found.append(words[-1])
+            continue
+        if gap is None or not _NEXT_WORD.fullmatch(gap):
+            _flush(words, found)
+            words = []
+        words.append(_literal(match))
+    _flush(words, found)
+    for match in _WORD_LIST.finditer(code):
+        found.append(" ".join(shlex.quote(w) for w in match.group(2).split()))
+    found += [match.group(2) for match in _COMMAND_QUOTE.finditer(code)]
+    return found
+
+
+def _literal(match: re.Match[str]) -> str:
+    return next(g for g in match.groups() if g is not None)
+
+
+def _flush(words: list[str], found: list[str]) -> None:
+    if len(words) > 1:
+        found.append(" ".join(shlex.quote(w) for w in words))
+
+
+# A Tcl command that runs a program: at the start of a command (line, ";", "[", "{").
+_TCL_RUNNER = re.compile(r"(?:^|(?<=[\n;\[{]))\s*(exec|spawn|system|open)\b")
+_TCL_VARIABLE = re.compile(r"\$(?:\{[^}]*\}|[A-Za-z0-9_:]+(?:\([^)]*\))?)")
+
+
+def tcl_scripts(code: str) -> list[str]:
+    """Command lines Tcl code runs: the words after ``exec`` (a program and its
+    arguments, with |, < and > as a shell's), ``spawn`` and expect's ``system``, and
+    an ``open`` of ``|cmd``. A ``[command]`` or ``$variable`` in them is only known at
+    run time."""
+    found = []
+    for match in _TCL_RUNNER.finditer(code):
+        words = _tcl_words(code, match.end())
+        while words and words[0].startswith("-"):  # exec -ignorestderr --, spawn -noecho
+            words = words[1:]
+        if match.group(1) == "open":  # open "|cmd args" mode: only the first word
+            if not words or not words[0].startswith("|"):
+                continue
+            words = [words[0][1:].strip()]
+        if words:
+            found.append(" ".join(words))
+    return found
+
+
+def _tcl_words(code: str, start: int) -> list[str]:
+    """The words of one Tcl command from ``start`` on, as shell text: a braced word
+    quoted, a substitution unknown."""
+    words: list[str] = []
+    i = start
+    while i < len(code):
+        char = code[i]
+        if char in " \t":
+            i += 1
+            continue
+        if char in "\n;]":
+            break
+        end = _tcl_word_end(code, i)
+        word = code[i:end]
+        if word.startswith("{") and word.endswith("}"):
+            inner = word[1:-1]
+            words.append(inner if inner.startswith("|") else shlex.quote(inner))
+        else:
+            if word.startswith('"') and word.endswith('"') and len(word) > 1:
+                word = word[1:-1]
+            word = _TCL_VARIABLE.sub(UNKNOWN_VARIABLE, word)
+            word = re.sub(r"\[[^\]]*\]", UNKNOWN_VARIABLE, word)
+            words.append(word)
+        i = end
+    return words
+
+
+def _tcl_word_end(code: str, i: int) -> int:
+    """Where the Tcl word starting at ``i`` ends: a braced, bracketed or quoted word at
+    its closing character, a bare one at a blank, newline, ";" or "]"."""
+    opening = code[i]
+    if opening in "{[":
+        closing = "}" if opening == "{" else "]"
+        depth = 0
+        j = i
+        while j < len(code):
+            char = code[j]
+            if char == "\\":
+                j += 2
+                continue
+            if char == opening:
+                depth += 1
+            elif char == closing:
+                depth -= 1
+                if depth == 0:
+                    return j + 1
+            j += 1
+        return len(code)
+    if opening == '"':
+        j = i + 1
+        while j < len(code) and code[j] != '"':
+            j += 2 if code[j] == "\\" else 1
+        return min(j + 1, len(code))
+    j = i
+    while j < len(code) and code[j] not in " \t\n;]":
+        j = _tcl_word_end(code, j) if code[j] == "[" else j + (2 if code[j] == "\\" else 1)
+    return min(j, len(code))

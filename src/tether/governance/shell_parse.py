@@ -27,15 +27,22 @@ from tree_sitter import Language, Node, Parser, Tree
 
 from tether.governance.carried_scripts import (
     awk_scripts,
+    code_scripts,
     option_scripts,
+    program_file_names,
+    program_scripts,
+    programs_read,
     sed_scripts,
-    variable_script,
+    variable_scripts,
 )
 from tether.governance.context import AnalysisContext
+from tether.governance.makefiles import MAKES, variable_value_scripts
 from tether.governance.paths import DYNAMIC, brace_words, expand_tilde
 from tether.governance.rules import in_command_set
 from tether.governance.shell_words import (
+    UNKNOWN_VARIABLE,
     decode_ansi_c,
+    is_option,
     normalize_name,
     positional_args,
     remove_line_continuations,
@@ -53,7 +60,6 @@ from tether.governance.wrappers import (
     inline_code,
     remote_script_of,
     script_of,
-    shell_strings_in_code,
     unwrap,
 )
 
@@ -73,9 +79,6 @@ MAX_BOUND_LOOPS = 2  # nested loops whose values are bound; deeper ones run once
 MAX_UNWRAP = 8  # sudo env nice timeout ... chains
 _SOURCE_CHARS = 200
 
-# A variable name nothing defines: substituted for DYNAMIC when a partly dynamic
-# script string is re-parsed, so the unknown part stays unknown.
-_DYNAMIC_VAR = "$__TETHER_DYNAMIC__"
 
 #: Variables whose value is known (the context's) and names a home that rules protect.
 _HOMES = frozenset({"HOME", "TETHER_HOME"})
@@ -186,6 +189,19 @@ class _Env:
     in_pipe: bool = False
     background: bool = False
     stdin_literal: str | None = None
+    #: The records whose output is the stdin here (a pipe, a process substitution, a
+    #: descriptor, a downloaded file): what ``read`` takes in comes from them.
+    stdin_records: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Source:
+    """What a descriptor reads: the output of some records, a literal text, or
+    something only known at run time (``<&$fd``)."""
+
+    records: tuple[int, ...] = ()
+    literal: str | None = None
+    unknown: bool = False
 
 
 @dataclass
@@ -209,6 +225,11 @@ class _Redirections:
     sinks: list[Node] = field(default_factory=list)
     extra_stages: list[Node] = field(default_factory=list)
     trailing: list[Node] = field(default_factory=list)
+    # Input descriptors opened (3< <(x), < file), copied (<&3, < /dev/fd/3; the source
+    # "-" closes, DYNAMIC is unknown) and given a literal (3<<EOF), by number.
+    inputs: list[tuple[str, Node | str]] = field(default_factory=list)
+    copies: list[tuple[str, str]] = field(default_factory=list)
+    literals: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -282,6 +303,14 @@ class _Walker:
         self.functions: list[str] = []
         self.downloads: dict[str, list[int]] = {}  # file -> records that downloaded it
         self.written: dict[str, str] = {}  # file -> the literal text written to it
+        self.exported: set[str] = set()  # variables given to the commands run (export)
+        # Records whose output a variable may hold (x=$(curl ...), read x < <(curl ...)),
+        # and the variables declared integers (declare -i: assigning evaluates).
+        self.taints: dict[str, tuple[int, ...]] = {}
+        self.integers: set[str] = set()
+        self.namerefs: dict[str, str] = {}  # declare -n r=x: r -> x
+        # Descriptors opened by a bare exec (exec 3< <(curl x)), for later commands.
+        self.descriptors: dict[str, _Source] = {}
         self.depth = 0
         self.out: list[SimpleCommand] = []
         self.syntax_error = False
@@ -327,7 +356,7 @@ class _Walker:
         """Analyse a script string; a partly dynamic one also counts as a dynamic command."""
         if DYNAMIC in text:
             self.out.append(SimpleCommand(None, (), source=source[:_SOURCE_CHARS], cwd=self.cwd))
-            text = text.replace(DYNAMIC, _DYNAMIC_VAR)
+            text = text.replace(DYNAMIC, UNKNOWN_VARIABLE)
         self.run_script(text, env)
 
     # ------------------------------------------------------------ dispatch
@@ -360,6 +389,35 @@ class _Walker:
         for i, child in enumerate(children):
             if child.is_named and i not in skip:
                 self.walk(child, env)
+
+    def _dropped_words(self, node: Node) -> list[_Word]:
+        """Words the grammar drops between a command and the redirection after it: a
+        lone ``-`` before a here-doc (``make -f - <<EOF`` comes as ``make -f``)."""
+        after = node.next_sibling
+        if after is None or not after.type.endswith("_redirect") or not self.sources:
+            return []
+        gap = self.sources[-1][node.end_byte : after.start_byte].decode("utf-8", "replace")
+        return [_Word(unescape_unquoted(w), w, [], False, False) for w in gap.split()]
+
+    def _is_descriptor(self, node: Node) -> bool:
+        """Whether a number the grammar took for a word is the descriptor of the
+        redirection glued to it: ``bash 0< <(curl x)`` comes as a command ``bash 0``."""
+        end = node.end_byte
+        return (
+            node.type == "number"
+            and bool(self.sources)
+            and self.sources[-1][end : end + 1] in (b"<", b">")
+        )
+
+    def _descriptor_of(self, node: Node, default: str) -> str:
+        """The descriptor a redirection node opens (``3<``, or a number the grammar left
+        in the command before it, see ``_is_descriptor``), else ``default``."""
+        number = next((c for c in node.children if c.type == "file_descriptor"), None)
+        if number is not None:
+            return _text(number)
+        source = self.sources[-1] if self.sources else b""
+        match = re.search(rb"(?:^|[\s;&|(])(\d+)$", source[: node.start_byte])
+        return match.group(1).decode() if match else default
 
     def _after_glued_brace(self, node: Node) -> bool:
         """Whether the script has a ``{`` right before ``node`` (no space between)."""
@@ -399,6 +457,39 @@ class _Walker:
 
     def _ignore(self, node: Node, env: _Env) -> None:
         return None
+
+    def _arithmetic(self, node: Node, env: _Env) -> None:
+        """``((expr))`` and ``for ((...))`` evaluate their expressions."""
+        if node.type == "c_style_for_statement" or (
+            node.children and node.children[0].type == "(("
+        ):
+            self._evaluated(c for c in node.named_children if c.type != "do_group")
+        self.walk_children(node, env)
+
+    def _test(self, node: Node, env: _Env) -> None:
+        """``[[ a -eq b ]]`` evaluates both sides as arithmetic; ``[[ -v a[x] ]]`` the
+        subscript."""
+        pending = list(node.named_children)
+        while pending:
+            child = pending.pop()
+            operators = [_text(c) for c in child.children if c.type == "test_operator"]
+            arithmetic = child.type == "binary_expression" and set(operators) & _ARITHMETIC_TESTS
+            if arithmetic or (child.type == "unary_expression" and "-v" in operators):
+                self._evaluated(c for c in child.named_children if c.type != "test_operator")
+            elif child.type in (
+                "binary_expression",
+                "unary_expression",
+                "parenthesized_expression",
+            ):
+                pending.extend(child.named_children)
+        self.walk_children(node, env)
+
+    def _unset(self, node: Node, env: _Env) -> None:
+        """``unset x``: x is empty from here on (or, assigned before, either value)."""
+        for child in node.named_children:
+            if child.type == "variable_name":
+                self._set_variable(_text(child), "")
+        self.walk_children(node, env)
 
     def _save(self) -> tuple[str | None, dict[str, str]]:
         return self.cwd, dict(self.variables)
@@ -473,6 +564,8 @@ class _Walker:
             return DYNAMIC
         if kind == "number":
             return _text(node)
+        if kind == "arithmetic_expansion":
+            self._evaluated([node])
         found = _find_substitutions(node)
         subs.extend(found)
         return DYNAMIC if found or kind == "arithmetic_expansion" else _text(node)
@@ -506,12 +599,30 @@ class _Walker:
         plain = len(named) == 1 and named[0].type == "variable_name" and node.child_count == 3
         if plain:
             return self._lookup(named)
+        self._expansion_effects(node)
         subs.extend(_find_substitutions(node))
         if named and named[0].type == "variable_name" and _text(named[0]) in _HOMES:
             # ${HOME%/}, ${TETHER_HOME:-x}: an operator on a home is judged as the home
             # itself (whatever it trims or replaces, the path most likely stays there).
             return self._lookup(named[:1])
         return DYNAMIC
+
+    def _expansion_effects(self, node: Node) -> None:
+        """What bash does to variables in ``${...}``: a subscript or an offset is
+        evaluated as arithmetic (``${a[x]}``, ``${s:x}``), so is the value ``${!x}`` or
+        ``${x@P}`` reads through; ``${x:=v}`` assigns x."""
+        tokens = [c.type for c in node.children]
+        named = node.named_children
+        variable = _text(named[0]) if named and named[0].type == "variable_name" else None
+        for child in named:
+            if child.type == "subscript":
+                self._evaluated(child.named_children[1:])
+        if ":" in tokens:
+            self._evaluated(named[1:])
+        if variable is not None and ("!" in tokens or "@" in tokens):
+            self._evaluate_names([variable])
+        if variable is not None and (":=" in tokens or "=" in tokens):
+            self._set_variable(variable, DYNAMIC)
 
     def _lookup(self, named: list[Node]) -> str:
         if not named or named[0].type != "variable_name":
@@ -535,27 +646,71 @@ class _Walker:
         name_node = node.child_by_field_name("name")
         value_node = node.child_by_field_name("value")
         value, subs = self.word(value_node) if value_node is not None else ("", [])
+        first = len(self.out)
         for sub in subs:
             self.walk_substitution(sub, (), ())
         if name_node is None:
             return
-        # arr[$(cmd)]=1: bash expands the subscript, running cmd.
+        # x=$(echo 'a[$(cmd)]'): what a substitution prints is the value.
+        printed = _stdout_literal(self.out[first:]) if subs else None
+        self._latent_substitutions(printed or "")
+        taint = (*range(first, len(self.out)), *self._tainting(value_node))
+        # arr[$(cmd)]=1: bash expands the subscript, running cmd; arr[x]=1 evaluates x.
         for sub in _find_substitutions(name_node):
             self.walk_substitution(sub, (), ())
+        if name_node.type == "subscript":
+            self._evaluated(name_node.named_children[1:])
         self._latent_substitutions(value)
         self._command_variable(f"{_text(name_node)}={value}", _text(node)[:_SOURCE_CHARS])
         name = _text(name_node)
-        # Without following control flow a variable assigned twice (if/else
-        # branches, loops, +=) could hold either value: treat it as unknown.
-        reassigned = name in self.variables and self.variables[name] != value
         appends = any(c.type == "+=" for c in node.children)
-        self.variables[name] = DYNAMIC if (appends or reassigned) else value
+        self._set_variable(name, DYNAMIC if appends else value, taint)
+
+    def _set_variable(self, name: str, value: str, taint: Iterable[int] = ()) -> None:
+        """Record an assignment. Without following control flow a variable assigned twice
+        (if/else branches, loops, +=) could hold either value: it is unknown then. The
+        records its value may come from are kept (for arithmetic, see ``_evaluated``);
+        assigning a variable declared an integer evaluates the value."""
+        reassigned = name in self.variables and self.variables[name] != value
+        self.variables[name] = DYNAMIC if reassigned else value
+        taint = tuple(taint)
+        if taint:
+            self.taints[name] = tuple(dict.fromkeys((*self.taints.get(name, ()), *taint)))
+        if name in self.integers:
+            self._evaluate_records(taint)
+        target = self.namerefs.get(name)
+        if target is not None:  # declare -n r=x; r=/: x is assigned
+            self.namerefs.pop(name)
+            self._set_variable(target, DYNAMIC, taint)
+            self.namerefs[name] = target
+
+    def _tainting(self, node: Node | None) -> tuple[int, ...]:
+        """The records whose output the variables a word reads may hold."""
+        names = _names_in(node, bare_words=False) if node is not None else set()
+        return tuple(k for name in sorted(names) for k in self.taints.get(name, ()))
+
+    def _evaluated(self, nodes: Iterable[Node]) -> None:
+        """Bash evaluates ``nodes`` as arithmetic (``((x))``, ``$((x))``, ``[[ x -eq 1
+        ]]``, ``${a[x]}``, ``let x``): a variable's value is then an expression, and
+        ``a[$(cmd)]`` in it runs cmd. Literal values were judged when assigned (see
+        ``_latent_substitutions``); output a variable may hold is marked evaluated."""
+        names: set[str] = set()
+        for node in nodes:
+            names |= _names_in(node, bare_words=True)
+        self._evaluate_names(names)
+
+    def _evaluate_names(self, names: Iterable[str]) -> None:
+        for name in sorted(names):
+            self._evaluate_records(self.taints.get(name, ()))
+
+    def _evaluate_records(self, records: Iterable[int]) -> None:
+        for k in records:
+            self._tag(k, k + 1, (), (_ARITHMETIC,))
 
     def _command_variable(self, assignment: str, source: str) -> None:
         """``GIT_SSH_COMMAND='cmd' git fetch``: a variable programs run as a command
         line is judged as the script it is."""
-        script = variable_script(assignment)
-        if script is not None:
+        for script in variable_scripts(assignment):
             self.nested_script(script, _Env(), source)
 
     def _latent_substitutions(self, value: str) -> None:
@@ -571,12 +726,29 @@ class _Walker:
                 self.walk_substitution(sub, (), ())
 
     def _declaration(self, node: Node, env: _Env) -> None:
+        keyword = node.children[0].type if node.children else ""
+        flags = "".join(_text(c)[1:] for c in node.named_children if _text(c).startswith("-"))
+        exports = keyword == "export" or "x" in flags
         for child in node.named_children:
+            name_node = (
+                child.child_by_field_name("name") if child.type != "variable_name" else child
+            )
+            name = _text(name_node) if name_node is not None and child.type != "word" else None
+            if name is not None and "i" in flags:
+                self.integers.add(name)  # declare -i n=$x: the value is evaluated
             if child.type == "variable_assignment":
                 self._assignment(child, env)
             else:
                 for sub in self.word(child)[1]:
                     self.walk_substitution(sub, (), ())
+            if name is not None and exports:
+                self.exported.add(name)
+            if name is not None and "n" in flags:
+                # declare -n r=x: $r reads x and r=v assigns x, as only run time knows
+                target = self.variables.get(name, DYNAMIC)
+                self.variables[name] = DYNAMIC
+                if DYNAMIC not in target:
+                    self.namerefs[name] = target
 
     def _function(self, node: Node, env: _Env) -> None:
         name_node = node.child_by_field_name("name")
@@ -624,6 +796,9 @@ class _Walker:
         for stage, stage_env in stages:
             start = len(self.out)
             saved = self._save()  # every stage runs in its own subshell
+            if ranges:  # its stdin is what the stage before it writes
+                upstream = tuple(range(*ranges[-1]))
+                stage_env = dataclasses.replace(stage_env, stdin_records=upstream)
             self.walk(stage, dataclasses.replace(stage_env, in_pipe=stage_env.in_pipe or piped))
             self._restore(saved)
             ranges.append((start, len(self.out)))
@@ -650,21 +825,18 @@ class _Walker:
                 rec = self.out[k]
                 if rec.stdin_args:
                     self.out[k] = dataclasses.replace(rec, args=_splice(rec.args, literal.split()))
-                elif _runs_shell_stdin(rec.name, rec.args):
-                    self.nested_script(literal, _Env(), rec.source)
+                else:
+                    self.run_stdin(rec.name, rec.args, literal, rec.source)
 
     def _redirected(self, node: Node, env: _Env) -> None:
         body = node.child_by_field_name("body")
         info = self._redirections(node.children_by_field_name("redirect"))
+        first = len(self.out)
         for sub in info.subs:
             self.walk_substitution(sub, (), ())
-        body_env = dataclasses.replace(
-            env,
-            redirects=env.redirects + tuple(info.redirects),
-            stdin_literal=info.stdin_literal
-            if info.stdin_literal is not None
-            else env.stdin_literal,
-        )
+        feeds = self._walk_feeds(info.feeds)
+        source = self._stdin_source(info, feeds, range(first, len(self.out)), [])
+        body_env = self._redirected_env(env, info, source)
         if info.extra_stages and body is not None:
             # tree-sitter-bash nests `cat <<EOF | sh` as a pipeline inside the
             # here-doc redirect; rebuild the real pipeline.
@@ -673,7 +845,9 @@ class _Walker:
         elif body is not None:
             start = len(self.out)
             self.walk(body, body_env)
-            self._feeds_and_sinks(info.feeds, info.sinks, start, len(self.out))
+            self._fed(feeds, source, start, len(self.out))
+            self._sinks(info.sinks, start, len(self.out))
+            self._open_descriptors(info, feeds, start, len(self.out))
         elif info.redirects:
             # `> file` with no command still truncates or creates the file.
             self.out.append(
@@ -695,9 +869,12 @@ class _Walker:
             self._add_file_redirect(node, info)
         elif node.type == "herestring_redirect":
             for child in node.named_children:
+                if child.type == "file_descriptor":
+                    continue
                 value, subs = self.word(child)
                 info.subs.extend(subs)
                 info.stdin_literal = value + "\n"
+                info.literals.append((self._descriptor_of(node, "0"), info.stdin_literal))
         elif node.type == "heredoc_redirect":
             self._add_heredoc(node, info)
         else:
@@ -705,15 +882,27 @@ class _Walker:
 
     def _add_file_redirect(self, node: Node, info: _Redirections) -> None:
         op = next((c.type for c in node.children if c.type in _REDIRECT_OPS), ">")
+        fd = self._descriptor_of(node, "0" if op in _READ_OPS else "1")
         for dest in node.children_by_field_name("destination"):
             target, subs = self.word(dest)
             if dest.type == "process_substitution":
                 (info.sinks if op in _WRITE_OPS else info.feeds).append(dest)
+                if op in ("<", "<>"):
+                    info.inputs.append((fd, dest))
             else:
                 info.subs.extend(subs)
+                copied = _descriptor_path(target)
+                if op in ("<", "<>"):  # < /dev/fd/3 reads descriptor 3
+                    info.inputs.append((fd, target)) if copied is None else info.copies.append(
+                        (fd, copied)
+                    )
             is_fd_dup = op in (">&", "<&") and (target.isdigit() or target == "-")
+            if op == "<&" and (is_fd_dup or DYNAMIC in target):
+                info.copies.append((fd, target if is_fd_dup else DYNAMIC))
             if not is_fd_dup:
                 info.redirects.append(Redirect(op, target))
+        if op == "<&-":
+            info.copies.append((fd, "-"))
         if any(c.type == "ERROR" for c in node.children):
             self.syntax_error = True
 
@@ -721,6 +910,7 @@ class _Walker:
         for child in node.named_children:
             if child.type == "heredoc_body":
                 info.stdin_literal = _text(child)
+                info.literals.append((self._descriptor_of(node, "0"), info.stdin_literal))
                 info.subs.extend(_find_substitutions(child))
             elif child.type in ("heredoc_start", "heredoc_end"):
                 continue
@@ -735,14 +925,17 @@ class _Walker:
 
     def _command(self, node: Node, env: _Env) -> None:
         name_node = node.child_by_field_name("name")
+        environment: list[str] = []  # FOO=1 cmd: FOO is in cmd's environment
         for child in node.children:
-            if child.type == "variable_assignment":  # FOO=1 cmd: scoped to cmd
+            if child.type == "variable_assignment":
                 for sub in self.word(child)[1]:
                     self.walk_substitution(sub, (), ())
                 var, value = child.child_by_field_name("name"), child.child_by_field_name("value")
                 if var is not None and value is not None:
                     assignment = f"{_text(var)}={self.word(value)[0]}"
+                    self._latent_substitutions(self.word(value)[0])
                     self._command_variable(assignment, _text(child)[:_SOURCE_CHARS])
+                    environment.append(assignment)
         if name_node is None:
             self.walk_children(node, env)
             return
@@ -751,7 +944,10 @@ class _Walker:
             # "coproc (cmd)", a broken part. It may run, so it is read too.
             if child.type in _COMMAND_EXTRAS:
                 self.walk(child, env)
-        read = self._words([name_node, *node.children_by_field_name("argument")])
+        arguments = [
+            n for n in node.children_by_field_name("argument") if not self._is_descriptor(n)
+        ]
+        read = self._words([name_node, *arguments]) + self._dropped_words(node)
         first = read[0]
         if self._after_glued_brace(node):
             # "{rm,-rf,/} | cat": the grammar took the "{" for a block; bash, for the
@@ -772,36 +968,118 @@ class _Walker:
             # variable's value looks known: it is judged as the worst command.
             words[0] = DYNAMIC
         chain = _unwrap_chain(words)
+        if any(link.name in MAKES for link in chain):
+            self._make_environment(environment, _text(node)[:_SOURCE_CHARS])
         sinks = self._walk_word_substitutions(chain, subs)
         info = self._redirections(c for c in node.children if c.type.endswith("_redirect"))
+        substituted = len(self.out)
         for sub in info.subs:
             self.walk_substitution(sub, (), _stdin_executors(chain))
-        cmd_env = dataclasses.replace(
-            env,
-            redirects=env.redirects + tuple(info.redirects),
-            stdin_literal=info.stdin_literal
-            if info.stdin_literal is not None
-            else env.stdin_literal,
-        )
+        feeds = self._walk_feeds(info.feeds)
+        read_fds = [fd for link in chain for a in link.args if (fd := _descriptor_path(a))]
+        source = self._stdin_source(info, feeds, range(substituted, len(self.out)), read_fds)
+        cmd_env = self._redirected_env(env, info, source)
         start = len(self.out)
         self._emit(chain, cmd_env, _text(node)[:_SOURCE_CHARS])
-        self._feeds_and_sinks(info.feeds, sinks + info.sinks, start, start + len(chain))
+        self._fed(feeds, source, start, start + len(chain))
+        self._sinks(sinks + info.sinks, start, start + len(chain))
+        self._open_descriptors(info, feeds, start, start + len(chain))
 
-    def _feeds_and_sinks(self, feeds: list[Node], sinks: list[Node], start: int, end: int) -> None:
-        """Walk the process substitutions the records ``start:end`` read as their stdin
-        (``sh < <(curl x)``: run by the shell) or write into (``curl x > >(sh)``,
-        ``curl -o >(sh) x``: the curl's output is), and tell each side what the other
-        does with the data, as a pipe would."""
+    def _make_environment(self, environment: list[str], source: str) -> None:
+        """make takes its environment as variables, which recipes put into the command
+        lines they run (``RM='rm -rf ~' make clean``): the values of those set for it
+        or exported are judged as make's command-line variables are."""
+        exported = [
+            f"{name}={self.variables[name]}"
+            for name in sorted(self.exported)
+            if DYNAMIC not in self.variables.get(name, DYNAMIC)
+        ]
+        for assignment in environment + exported:
+            for script in variable_value_scripts(assignment):
+                self.nested_script(script, _Env(), source)
+
+    def _walk_feeds(self, feeds: list[Node]) -> list[tuple[Node, int, int]]:
+        """Walk the process substitutions a command reads from (``< <(curl x)``) before
+        the command, as bash starts them first: each with the range of its records."""
+        walked = []
+        for sub in feeds:
+            first = len(self.out)
+            self.walk_substitution(sub, (), ())
+            walked.append((sub, first, len(self.out)))
+        return walked
+
+    def _stdin_source(
+        self,
+        info: _Redirections,
+        feeds: list[tuple[Node, int, int]],
+        substituted: range,
+        read_fds: list[str],
+    ) -> _Source | None:
+        """Where a command's input comes from, as its redirections say: process
+        substitutions, a file downloaded or written earlier (``< f``), a descriptor
+        opened earlier (``<&3``, ``< /dev/fd/3``, ``bash /dev/fd/3``), the output of
+        the substitutions in its here-string; else the script's stdin once a bare
+        ``exec`` redirected it. None when nothing is known of it."""
+        records = [k for _sub, first, end in feeds for k in range(first, end)]
+        records += list(substituted)
+        literal: str | None = None
+        unknown = False
+        for _fd, target in info.inputs:
+            resolved = self._resolve(target) if isinstance(target, str) else None
+            records += self.downloads.get(resolved or "", [])
+            literal = self.written.get(resolved or "", literal)
+        own_stdin = any(fd == "0" for fd, _t in info.inputs) or info.stdin_literal is not None
+        copied = [source for fd, source in info.copies if fd == "0"] + read_fds
+        if not own_stdin and not copied and "0" in self.descriptors:
+            copied = ["0"]
+        for number in copied:
+            if number == DYNAMIC:
+                unknown = True
+                continue
+            opened = self.descriptors.get(number)
+            if opened is not None:
+                records += opened.records
+                literal = opened.literal if opened.literal is not None else literal
+                unknown = unknown or opened.unknown
+        if not records and literal is None and not unknown:
+            return None
+        return _Source(tuple(dict.fromkeys(records)), literal, unknown)
+
+    @staticmethod
+    def _redirected_env(env: _Env, info: _Redirections, source: _Source | None) -> _Env:
+        literal = info.stdin_literal if info.stdin_literal is not None else env.stdin_literal
+        if literal is None and source is not None:
+            literal = source.literal  # bash < f, bash <&3: the text written or opened
+        return dataclasses.replace(
+            env,
+            redirects=env.redirects + tuple(info.redirects),
+            stdin_literal=literal,
+            stdin_records=source.records if source is not None else env.stdin_records,
+        )
+
+    def _fed(
+        self, feeds: list[tuple[Node, int, int]], source: _Source | None, start: int, end: int
+    ) -> None:
+        """Tell the records that fed the commands ``start:end`` their input what those
+        do with it, as a pipe would (``sh < <(curl x)``: the download is run); a literal
+        a process substitution prints is read as the script its reader runs. A reader
+        that runs what an unknown descriptor gives it runs what only run time knows."""
         records = self.out[start:end]
         names = tuple(r.name for r in records)
         runners = tuple(r.name for r in records if executes_stdin(r.name, r.args, r.stdin_args))
-        for sub in feeds:
-            first = len(self.out)
-            self.walk_substitution(sub, names, runners)
-            literal = _stdout_literal(self.out[first:])
-            for rec in records:
-                if literal is not None and _runs_shell_stdin(rec.name, rec.args):
-                    self.nested_script(literal, _Env(), rec.source)
+        for _sub, first, last in feeds:
+            literal = _stdout_literal(self.out[first:last])
+            for rec in records if literal is not None else ():
+                self.run_stdin(rec.name, rec.args, cast(str, literal), rec.source)
+        for k in source.records if source is not None else ():
+            self._tag(k, k + 1, names, runners)
+        if source is not None and source.unknown and runners:
+            self.out.append(SimpleCommand(None, (), source=records[0].source, cwd=self.cwd))
+
+    def _sinks(self, sinks: list[Node], start: int, end: int) -> None:
+        """Walk the process substitutions the records ``start:end`` write into
+        (``curl x > >(sh)``, ``curl -o >(sh) x``) and tag the writers with what they
+        feed."""
         for sub in sinks:
             first = len(self.out)
             self.walk_substitution(sub, (), ())
@@ -812,6 +1090,35 @@ class _Walker:
                 tuple(r.name for r in sink),
                 tuple(r.name for r in sink if executes_stdin(r.name, r.args, r.stdin_args)),
             )
+
+    def _open_descriptors(
+        self, info: _Redirections, feeds: list[tuple[Node, int, int]], start: int, end: int
+    ) -> None:
+        """A bare ``exec`` (``exec 3< <(curl x)``, ``exec < f``, ``exec 3<&0``) opens
+        descriptors for the commands after it: remember where each reads from."""
+        bare = end - start == 1 and self.out[start].name == "exec"
+        if not bare or not all(re.fullmatch(r"\{\w+\}", a) for a in self.out[start].args):
+            return
+        named = bool(self.out[start].args)  # exec {fd}< <(x): the number is only known later
+        ranges = {id(sub): range(first, last) for sub, first, last in feeds}
+        for fd, target in info.inputs:
+            if isinstance(target, str):
+                resolved = self._resolve(target) or ""
+                opened = _Source(
+                    tuple(self.downloads.get(resolved, [])), self.written.get(resolved)
+                )
+            else:
+                opened = _Source(tuple(ranges.get(id(target), ())))
+            self.descriptors[DYNAMIC if named else fd] = opened
+        for fd, text in info.literals:
+            self.descriptors[fd] = _Source(literal=text)
+        for fd, number in info.copies:
+            if number == "-":
+                self.descriptors.pop(fd, None)
+            elif number == DYNAMIC:
+                self.descriptors[fd] = _Source(unknown=True)
+            elif number in self.descriptors:
+                self.descriptors[fd] = self.descriptors[number]
 
     def _words(self, nodes: list[Node]) -> list[_Word]:
         """Each word bash reads from a command's word nodes. Nodes with nothing between
@@ -893,6 +1200,31 @@ class _Walker:
             if link.name is not None:
                 self._embedded_scripts(link, env, source)
                 self._track_cd(link)
+                self._builtin_assignments(link, env)
+
+    def _builtin_assignments(self, link: _Link, env: _Env) -> None:
+        """Variables builtins assign: ``read`` and ``mapfile`` take their input (from a
+        literal, whose substitutions are judged as an assigned value's are, or from the
+        records feeding them), ``printf -v`` its output, ``getopts`` an option; their
+        values are only known at run time. ``let`` evaluates its arguments."""
+        name = cast(str, link.name)
+        if name == "let":
+            self._evaluate_names(n for a in link.args for n in _NAME.findall(a))
+            return
+        names = _assigned_names(name, link.args)
+        if not names:
+            return
+        taint: tuple[int, ...] = ()
+        if name in _READERS:
+            number = _option_value_of(link.args, "-u")
+            opened = self.descriptors.get(number) if number is not None else None
+            taint = opened.records if opened is not None else env.stdin_records
+            literal = opened.literal if opened is not None else env.stdin_literal
+            self._latent_substitutions(literal or "")
+        else:
+            self._latent_substitutions(" ".join(link.args))
+        for variable in names:
+            self._set_variable(variable, DYNAMIC, taint)
 
     def _embedded_scripts(self, link: _Link, env: _Env, source: str) -> None:
         """Parse the scripts a command carries: bash -c, eval, ssh, python -c "os.system(...)"."""
@@ -914,13 +1246,18 @@ class _Walker:
             self.nested_script(remote, _Env(), source)
             self._restore(saved)
         code = inline_code(name, link.args)
-        if env.stdin_literal is not None and executes_stdin(name, link.args):
-            if _runs_shell_stdin(name, link.args):
-                self.nested_script(env.stdin_literal, _Env(), source)
-            else:
-                code = env.stdin_literal  # python <<EOF ... EOF
-        for embedded in shell_strings_in_code(code or ""):
+        for embedded in code_scripts(name, code) if code is not None else ():
             self.nested_script(embedded, _Env(), source)
+        if env.stdin_literal is not None:
+            self.run_stdin(name, link.args, env.stdin_literal, source)
+
+    def run_stdin(self, name: str | None, args: tuple[str, ...], text: str, source: str) -> None:
+        """Parse what ``name args...`` runs when ``text`` is its stdin: a shell's script
+        (``bash <<< 'cmd'``), an interpreter's code (``python <<EOF``), or a program in
+        a carried language (``make -f - <<< 'all:; cmd'``, ``vim -es <<< '!cmd'``)."""
+        language = _stdin_language(name, args)
+        for script in program_scripts(language, text) if language is not None else ():
+            self.nested_script(script, _Env(), source)
 
     def _track_downloads(self, link: _Link, index: int, env: _Env) -> None:
         """Remember files downloads write; tag the download when one is run as a script.
@@ -934,7 +1271,7 @@ class _Walker:
                 resolved = self._resolve(target)
                 if resolved is not None:
                     self.downloads.setdefault(resolved, []).append(index)
-        for path, runner in self._scripts_run_by(link):
+        for path, runner, _language in self._scripts_run_by(link):
             resolved = self._resolve(path)
             for k in self.downloads.get(resolved or "", []):
                 rec = self.out[k]
@@ -953,27 +1290,31 @@ class _Walker:
             if resolved is not None:
                 before = self.written.get(resolved, "") if redirect.op == ">>" else ""
                 self.written[resolved] = f"{before}{literal}\n"
-        for path, _runner in self._scripts_run_by(link):
+        for path, _runner, language in self._scripts_run_by(link):
             text = self.written.get(self._resolve(path) or "")
-            if text is not None:
-                self.nested_script(text, _Env(), rec.source)
+            for script in program_scripts(language, text) if text is not None else ():
+                self.nested_script(script, _Env(), rec.source)
 
     @staticmethod
-    def _scripts_run_by(link: _Link) -> list[tuple[str, str | None]]:
+    def _scripts_run_by(link: _Link) -> list[tuple[str, str | None, str]]:
+        """(file, the command running it, its language) for each file ``link`` runs as
+        a program: a shell's or interpreter's script, make's makefiles, vim's -S file."""
         if "/" in link.word and DYNAMIC not in link.word:
             # ./install.sh runs through its #! line: assume a shell.
-            return [(link.word, "sh")]
-        if link.name is None or inline_code(link.name, link.args) is not None:
+            return [(link.word, "sh", "sh")]
+        if link.name is None:
             return []
-        is_runner = (
-            in_command_set(link.name, "shells")
-            or in_command_set(link.name, "interpreters")
-            or link.name in ("source", ".")
-        )
+        programs = program_file_names(link.name, link.args)
+        if programs:
+            return [(file, link.name, language) for file, language in programs]
+        if inline_code(link.name, link.args) is not None:
+            return []
+        is_shell = in_command_set(link.name, "shells") or link.name in ("source", ".")
+        is_runner = is_shell or in_command_set(link.name, "interpreters")
         if not is_runner or script_of(link.name, link.args) is not None:
             return []
         files = positional_args(link.args)
-        return [(files[0], link.name)] if files else []
+        return [(files[0], link.name, "sh" if is_shell else link.name)] if files else []
 
     def _resolve(self, path: str) -> str | None:
         if DYNAMIC in path:
@@ -1002,6 +1343,85 @@ class _Walker:
             self.cwd = posixpath.normpath(target)
         elif self.cwd is not None:
             self.cwd = posixpath.normpath(posixpath.join(self.cwd, target))
+
+
+#: The name under which a record's output is marked evaluated as bash arithmetic (in
+#: ``executed_by``): ``let`` is the builtin that does it.
+_ARITHMETIC = "let"
+_ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
+_READERS = frozenset({"read", "mapfile", "readarray"})
+# Options of read, mapfile and printf that take a value (read -a takes an array name).
+_ASSIGNER_VALUES = {
+    "read": frozenset({"-d", "-i", "-n", "-N", "-p", "-t", "-u"}),
+    "mapfile": frozenset({"-d", "-n", "-O", "-s", "-u", "-C", "-c"}),
+    "readarray": frozenset({"-d", "-n", "-O", "-s", "-u", "-C", "-c"}),
+}
+
+
+def _assigned_names(name: str, args: tuple[str, ...]) -> list[str]:
+    """The variables a builtin assigns: ``read [-a array] names``, ``mapfile array``,
+    ``printf -v name``, ``getopts optstring name``."""
+    if name == "printf":
+        value = _option_value_of(args, "-v")
+        return [value] if value is not None else []
+    if name == "getopts":
+        return [args[1]] if len(args) > 1 else []
+    values = _ASSIGNER_VALUES.get(name)
+    if values is None:
+        return []
+    names: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "-a" and i + 1 < len(args):
+            names.append(args[i + 1])
+            i += 2
+            continue
+        if arg in values:
+            i += 2
+            continue
+        if not is_option(arg) and arg != "--":
+            names.append(arg)
+        i += 1
+    if name != "read":
+        names = names[-1:]
+    default = "REPLY" if name == "read" else "MAPFILE"
+    return [n.split("[", 1)[0] for n in names if DYNAMIC not in n] or [default]
+
+
+def _option_value_of(args: tuple[str, ...], option: str) -> str | None:
+    """The value of ``-u 3`` / ``-u3`` in a builtin's words."""
+    for i, arg in enumerate(args):
+        if arg == option and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(option) and len(arg) > len(option) and not arg.startswith("--"):
+            return arg[len(option) :]
+    return None
+
+
+def _names_in(node: Node, *, bare_words: bool) -> set[str]:
+    """Variable names a node reads: ``$x``, ``${x}``, and with ``bare_words`` the bare
+    names arithmetic reads (``x`` in ``((x+1))``); not those of nested commands."""
+    names: set[str] = set()
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        if current.type in _SUBSTITUTIONS:
+            continue
+        bare = bare_words and current.type == "word" and _NAME.fullmatch(_text(current))
+        if current.type == "variable_name" or bare:
+            names.add(_text(current))
+        pending.extend(current.named_children)
+    return names
+
+
+def _descriptor_path(path: str) -> str | None:
+    """The descriptor a path reads (``/dev/fd/3``, ``/proc/self/fd/3``, ``/dev/stdin``),
+    or None."""
+    if path == "/dev/stdin":
+        return "0"
+    match = re.fullmatch(r"/dev/fd/(\d+)|/proc/self/fd/(\d+)", path)
+    return (match.group(1) or match.group(2)) if match else None
 
 
 def _unwrap_chain(words: list[str]) -> list[_Link]:
@@ -1050,6 +1470,18 @@ def _stdin_executors(chain: list[_Link]) -> tuple[str | None, ...]:
     return tuple(
         link.name for link in chain if executes_stdin(link.name, link.args, link.stdin_args)
     )
+
+
+def _stdin_language(name: str | None, args: tuple[str, ...]) -> str | None:
+    """The language in which ``name args...`` runs its stdin ("sh" for a shell's
+    script, an interpreter's name for its code, a carried language: "make", "ex"...);
+    None when it does not run it."""
+    if name is None or not executes_stdin(name, args):
+        return None
+    stdin_programs = [p.language for p in programs_read(name, args) if p.index is None]
+    if stdin_programs:
+        return stdin_programs[0]
+    return "sh" if _runs_shell_stdin(name, args) else name
 
 
 def _runs_shell_stdin(name: str | None, args: tuple[str, ...]) -> bool:
@@ -1177,6 +1609,10 @@ _HANDLERS: dict[str, Callable[[_Walker, Node, _Env], None]] = {
     "process_substitution": _Walker._subshell,
     "for_statement": _Walker._for,
     "comment": _Walker._ignore,
+    "compound_statement": _Walker._arithmetic,
+    "c_style_for_statement": _Walker._arithmetic,
+    "test_command": _Walker._test,
+    "unset_command": _Walker._unset,
     "ERROR": _Walker._error,
 }
 

@@ -33,6 +33,10 @@ _ANSI_C_SIMPLE = {
     '"': '"',
     "?": "?",
 }
+# A variable name nothing defines: put for a value only known at run time in a script
+# that is parsed again, so that part stays unknown (a DYNAMIC mark in the text would
+# make the whole script a command only known at run time).
+UNKNOWN_VARIABLE = "$__TETHER_DYNAMIC__"
 _SHORT_CLUSTER = re.compile(r"^-[A-Za-z0-9]+$")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tether.governance.carried_scripts import STDIN_FILES, programs_read
 from tether.governance.paths import DYNAMIC
 from tether.governance.rules import in_command_set
 from tether.governance.shell_words import (
@@ -331,13 +332,6 @@ def remote_script_of(name: str, args: Sequence[str]) -> str | None:
     return " ".join(args[start:]) if start is not None else None
 
 
-# Calls through which interpreter code runs shell command strings.
-_SHELL_OUT = re.compile(
-    r"system|popen|subprocess|check_output|check_call|spawn|exec|shell_exec|passthru|`"
-)
-STRING_LITERAL = re.compile(r"'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"|`([^`]*)`", re.DOTALL)
-
-
 def inline_code(name: str, args: Sequence[str]) -> str | None:
     """Code given on an interpreter's command line (``python -c CODE``, ``perl -e CODE``)."""
     if not in_command_set(name, "interpreters"):
@@ -351,17 +345,6 @@ def inline_code(name: str, args: Sequence[str]) -> str | None:
         if is_code_flag:
             return args[i + 1] if i + 1 < len(args) else None
     return None
-
-
-def shell_strings_in_code(code: str) -> list[str]:
-    """String literals of interpreter code that shells out (``os.system('...')``).
-
-    A heuristic, not a parser for every language: when the code mentions a
-    shell-out call, each string literal in it is analysed as a shell script.
-    """
-    if not _SHELL_OUT.search(code):
-        return []
-    return [next(g for g in m.groups() if g is not None) for m in STRING_LITERAL.finditer(code)]
 
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -426,6 +409,9 @@ def code_arg_indices(name: str, args: Sequence[str]) -> frozenset[int]:
         return frozenset(range(len(args)))
     if name in ("source", "."):
         return frozenset({0}) if args else frozenset()
+    programs = programs_read(name, args)
+    if programs:  # make -f <(curl x), vim -S <(...), awk -f <(...)
+        return frozenset(p.index for p in programs if p.index is not None)
     if not (in_command_set(name, "shells") or in_command_set(name, "interpreters")):
         return frozenset()
     code_letters = "c" if in_command_set(name, "shells") else "ceEr"
@@ -453,11 +439,11 @@ def executes_stdin(name: str | None, args: Sequence[str], stdin_args: bool = Fal
         return True  # a dynamic command could be a shell
     if name in SCHEDULERS:  # at now <<< 'cmd': the job is its stdin, run by sh later
         return not (flag_set(tuple(args)) & _SCHEDULER_NO_STDIN)
+    if any(p.index is None for p in programs_read(name, args)):
+        return True  # make -f -, vim -es, awk -f /dev/stdin
     is_shell = in_command_set(name, "shells")
     if not (is_shell or in_command_set(name, "interpreters")):
-        return name in ("source", ".") and any(
-            a in ("/dev/stdin", "-", "/proc/self/fd/0") for a in args
-        )
+        return name in ("source", ".") and any(_reads_descriptor(a) for a in args)
     if stdin_args:
         return True  # xargs sh ...: stdin becomes the script or its arguments
     flags = flag_set(tuple(args))
@@ -466,4 +452,12 @@ def executes_stdin(name: str | None, args: Sequence[str], stdin_args: bool = Fal
     code_flags = {"-c"} if is_shell else {"-c", "-e", "-E", "-r", "-m", "-p", "--eval", "--print"}
     if code_flags & flags:
         return False
-    return all(a == "-" for a in positional_args(args))
+    files = positional_args(args)
+    return all(a == "-" for a in files) or _reads_descriptor(files[0])
+
+
+def _reads_descriptor(path: str) -> bool:
+    """Whether a script file named ``path`` is the command's stdin or another open
+    descriptor (``sh /dev/stdin``, ``bash /dev/fd/3``): what a pipe, a redirection or
+    a process substitution feeds it is the script."""
+    return path in STDIN_FILES or bool(re.fullmatch(r"/dev/fd/\d+|/proc/self/fd/\d+", path))
