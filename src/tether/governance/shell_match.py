@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from fnmatch import fnmatchcase
 
 from tether.governance.context import AnalysisContext
-from tether.governance.paths import classify_path
+from tether.governance.paths import DYNAMIC, classify_path
 from tether.governance.rules import Rule, name_matches
 from tether.governance.shell_parse import SimpleCommand
 from tether.governance.shell_words import flag_set, positional_args, subcommand, target_args
@@ -26,7 +27,22 @@ def rule_matches(rule: Rule, cmd: SimpleCommand, ctx: AnalysisContext) -> bool:
     """
     if rule.kind != "shell" or not _name_ok(rule, cmd):
         return False
-    return all(check(rule, cmd, ctx) for check in _CHECKS)
+    if all(check(rule, cmd, ctx) for check in _CHECKS):
+        return True
+    return _with_unknown_options(rule, cmd, ctx)
+
+
+def _with_unknown_options(rule: Rule, cmd: SimpleCommand, ctx: AnalysisContext) -> bool:
+    """A word only known at run time may be any option, or several (``rm $opts ~``,
+    ``rm $(echo -rf) ~``): a rule asking for options and a target holds if the
+    command's known words meet its other constraints, the target among them."""
+    if rule.flags_any is None or rule.args_any_target is None:
+        return False
+    words = cmd.args[: cmd.args.index("--")] if "--" in cmd.args else cmd.args
+    if not any(word.startswith(DYNAMIC) for word in words):
+        return False
+    known = dataclasses.replace(cmd, args=tuple(a for a in cmd.args if DYNAMIC not in a))
+    return all(check(rule, known, ctx) for check in _CHECKS if check is not _flags)
 
 
 def _name_ok(rule: Rule, cmd: SimpleCommand) -> bool:
@@ -55,7 +71,17 @@ def _subcommand(rule: Rule, cmd: SimpleCommand, ctx: AnalysisContext) -> bool:
 def _flags(rule: Rule, cmd: SimpleCommand, ctx: AnalysisContext) -> bool:
     if rule.flags_any is None:
         return True
-    return not flag_set(cmd.args).isdisjoint(rule.flags_any)
+    flags = flag_set(cmd.args)
+    if not flags.isdisjoint(rule.flags_any):
+        return True
+    # getopt_long takes any unambiguous start of a long option: rm --rec is --recursive.
+    shortened = [f for f in flags if f.startswith("--") and len(f) > 2]
+    return any(
+        wanted.startswith(given)
+        for wanted in rule.flags_any
+        if wanted.startswith("--")
+        for given in shortened
+    )
 
 
 def _args_any(rule: Rule, cmd: SimpleCommand, ctx: AnalysisContext) -> bool:

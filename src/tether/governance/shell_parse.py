@@ -17,6 +17,7 @@ import dataclasses
 import itertools
 import posixpath
 import re
+import shlex
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ from tether.governance.wrappers import (
     inline_code,
     remote_script_of,
     script_of,
+    shell_c_arguments,
     unwrap,
 )
 
@@ -77,6 +79,7 @@ MAX_COMMANDS = 5_000
 MAX_LOOP_VALUES = 4  # for-loop values bound one by one before giving up
 MAX_BOUND_LOOPS = 2  # nested loops whose values are bound; deeper ones run once, unknown
 MAX_UNWRAP = 8  # sudo env nice timeout ... chains
+MAX_CALLS = 16  # function calls whose body is walked again with the call's arguments
 _SOURCE_CHARS = 200
 
 
@@ -309,6 +312,14 @@ class _Walker:
         self.taints: dict[str, tuple[int, ...]] = {}
         self.integers: set[str] = set()
         self.namerefs: dict[str, str] = {}  # declare -n r=x: r -> x
+        self.arrays: dict[str, tuple[str, ...]] = {}  # a=(x y): the words of "${a[@]}"
+        # $1, $2... and "$@" where known (set --, a function's or bash -c's arguments).
+        self.positional: tuple[str, ...] | None = None
+        # What a command name runs instead (alias ls=rm, hash -p /bin/rm ls).
+        self.aliases: dict[str, str] = {}
+        self.function_bodies: dict[str, tuple[Node, bytes]] = {}
+        self.calls = 0  # function bodies walked again for a call's arguments
+        self.cdpath = False  # CDPATH set: cd to a relative name may go anywhere
         # Descriptors opened by a bare exec (exec 3< <(curl x)), for later commands.
         self.descriptors: dict[str, _Source] = {}
         self.depth = 0
@@ -625,11 +636,18 @@ class _Walker:
             self._set_variable(variable, DYNAMIC)
 
     def _lookup(self, named: list[Node]) -> str:
+        if named and named[0].type == "special_variable_name" and _text(named[0]) in "@*":
+            words = self.positional
+            return DYNAMIC if words is None else " ".join(words)
         if not named or named[0].type != "variable_name":
-            return DYNAMIC  # $@, $1, $$ ...
+            return DYNAMIC  # $$, $#, $? ...
         return self._variable(_text(named[0]))
 
     def _variable(self, name: str) -> str:
+        if name.isdigit() and name != "0":
+            if self.positional is None:
+                return DYNAMIC
+            return self.positional[int(name) - 1] if int(name) <= len(self.positional) else ""
         if name in self.variables:
             return self.variables[name]
         if name == "HOME":
@@ -664,7 +682,21 @@ class _Walker:
         self._command_variable(f"{_text(name_node)}={value}", _text(node)[:_SOURCE_CHARS])
         name = _text(name_node)
         appends = any(c.type == "+=" for c in node.children)
+        if value_node is not None and value_node.type == "array" and not appends:
+            value = self._array(name, value_node)
+        elif name_node.type == "subscript" or appends:
+            self.arrays.pop(name.split("[", 1)[0], None)  # a[1]=x, a+=(x): not followed
         self._set_variable(name, DYNAMIC if appends else value, taint)
+
+    def _array(self, name: str, node: Node) -> str:
+        """``a=(x y)``: remember the elements (for ``"${a[@]}"``); ``$a`` is the first.
+        Assigned twice with other elements, the array is unknown."""
+        elements = tuple(self.word(child)[0] for child in node.named_children)
+        if name in self.arrays and self.arrays[name] != elements:
+            self.arrays.pop(name)
+            return DYNAMIC
+        self.arrays[name] = elements
+        return elements[0] if elements else ""
 
     def _set_variable(self, name: str, value: str, taint: Iterable[int] = ()) -> None:
         """Record an assignment. Without following control flow a variable assigned twice
@@ -673,6 +705,9 @@ class _Walker:
         assigning a variable declared an integer evaluates the value."""
         reassigned = name in self.variables and self.variables[name] != value
         self.variables[name] = DYNAMIC if reassigned else value
+        if value == DYNAMIC:
+            self.arrays.pop(name, None)
+        self.cdpath = self.cdpath or name == "CDPATH"
         taint = tuple(taint)
         if taint:
             self.taints[name] = tuple(dict.fromkeys((*self.taints.get(name, ()), *taint)))
@@ -753,12 +788,36 @@ class _Walker:
     def _function(self, node: Node, env: _Env) -> None:
         name_node = node.child_by_field_name("name")
         body = node.child_by_field_name("body")
-        self.functions.append(_text(name_node) if name_node is not None else "")
+        name = _text(name_node) if name_node is not None else ""
+        if body is not None and self.sources:
+            self.function_bodies[name] = (body, self.sources[-1])
+        self.functions.append(name)
         try:
             if body is not None:
                 self.walk(body, _Env())
         finally:
             self.functions.pop()
+
+    def _call(self, link: _Link) -> None:
+        """A call of a function defined earlier: its body is walked again with the
+        call's arguments as ``$1``, ``"$@"`` (``f() { rm "$@"; }; f -rf ~``), a few
+        times at most, never from inside itself."""
+        name = cast(str, link.name)
+        known = self.function_bodies.get(name)
+        if known is None or name in self.functions or self.calls >= MAX_CALLS:
+            return
+        self.calls += 1
+        body, source = known
+        saved = self.positional
+        self.positional = link.args
+        self.functions.append(name)
+        self.sources.append(source)
+        try:
+            self.walk(body, _Env())
+        finally:
+            self.sources.pop()
+            self.functions.pop()
+            self.positional = saved
 
     def _for(self, node: Node, env: _Env) -> None:
         var = node.child_by_field_name("variable")
@@ -936,6 +995,7 @@ class _Walker:
                     self._latent_substitutions(self.word(value)[0])
                     self._command_variable(assignment, _text(child)[:_SOURCE_CHARS])
                     environment.append(assignment)
+                    self.cdpath = self.cdpath or assignment.startswith("CDPATH=")
         if name_node is None:
             self.walk_children(node, env)
             return
@@ -967,6 +1027,10 @@ class _Walker:
             # A name built from a variable is never trusted, even when the
             # variable's value looks known: it is judged as the worst command.
             words[0] = DYNAMIC
+        if words[0] in self.aliases:
+            # alias ls=rm; ls -rf ~: what the name stands for, with these arguments
+            rest = " ".join(UNKNOWN_VARIABLE if DYNAMIC in w else shlex.quote(w) for w in words[1:])
+            self.nested_script(f"{self.aliases[words[0]]} {rest}", _Env(), _text(node))
         chain = _unwrap_chain(words)
         if any(link.name in MAKES for link in chain):
             self._make_environment(environment, _text(node)[:_SOURCE_CHARS])
@@ -1126,8 +1190,13 @@ class _Walker:
         ``{/a,$`` and ``HOME/x}``, the ``$`` cut off from its name."""
         words: list[_Word] = []
         previous: Node | None = None
-        for node in nodes:
-            if previous is None or node.start_byte != previous.end_byte:
+        for i, node in enumerate(nodes):
+            glued_next = i + 1 < len(nodes) and nodes[i + 1].start_byte == node.end_byte
+            alone = (previous is None or node.start_byte != previous.end_byte) and not glued_next
+            several = self._several_words(node) if alone else None
+            if several is not None:  # "$@", "${a[@]}", $x holding blanks
+                words.extend(_Word(w, _text(node), [], False, False) for w in several)
+            elif previous is None or node.start_byte != previous.end_byte:
                 value, found = self.word(node)
                 words.append(
                     _Word(value, _text(node), found, _unquoted_brace(node), _bare_dollar(node))
@@ -1148,6 +1217,42 @@ class _Walker:
                 last.dollar = last.dollar or _bare_dollar(node)
             previous = node
         return words
+
+    def _several_words(self, node: Node) -> list[str] | None:
+        """The words one word node makes when its value is known and is several words:
+        ``"$@"`` and ``"${a[@]}"`` (each argument or element), and an unquoted ``$x`` or
+        ``$@`` split where the value holds IFS characters (``x='-rf ~'; rm $x``). None
+        when the node is one word (or its value is unknown)."""
+        quoted = node.type == "string" and len(node.named_children) == 1
+        inner = node.named_children[0] if quoted else node
+        if inner.type not in ("simple_expansion", "expansion"):
+            return None
+        elements = self._elements(inner)
+        if elements is not None:
+            words = list(elements)
+        elif quoted:
+            return None
+        else:
+            words = [self._flat(inner, [])]
+        if quoted:
+            return words
+        ifs = self._variable("IFS") if "IFS" in self.variables else " \t\n"
+        if DYNAMIC in ifs or any(DYNAMIC in w for w in words):
+            return None if len(words) == 1 else [DYNAMIC if DYNAMIC in w else w for w in words]
+        split = [part for w in words for part in re.split(f"[{re.escape(ifs)}]+", w) if part]
+        return split if split != words or elements is not None else None
+
+    def _elements(self, node: Node) -> tuple[str, ...] | None:
+        """The words of ``$@`` / ``${@}`` (the positional parameters) or ``${a[@]}``
+        (array a's elements) when known; None for any other expansion."""
+        named = node.named_children
+        if len(named) == 1 and named[0].type == "special_variable_name":
+            return self.positional if _text(named[0]) in "@*" else None
+        if len(named) == 1 and named[0].type == "subscript" and node.child_count == 3:
+            parts = named[0].named_children
+            if len(parts) == 2 and _text(parts[1]) in "@*":
+                return self.arrays.get(_text(parts[0]))
+        return None
 
     def _walk_word_substitutions(self, chain: list[_Link], subs: list[list[Node]]) -> list[Node]:
         """Walk substitutions in the command's words, knowing which ones are run as code.
@@ -1201,6 +1306,27 @@ class _Walker:
                 self._embedded_scripts(link, env, source)
                 self._track_cd(link)
                 self._builtin_assignments(link, env)
+                self._track_names(link)
+                self._call(link)
+
+    def _track_names(self, link: _Link) -> None:
+        """Shell state a builtin sets: the positional parameters (``set -- a b``,
+        ``shift``), what a name runs (``alias ls=rm``, ``hash -p /bin/rm ls``)."""
+        name, args = link.name, link.args
+        if name == "set" and args and (args[0] == "--" or not args[0].startswith(("-", "+"))):
+            self.positional = args[1:] if args[0] == "--" else args
+        elif name == "shift" and self.positional is not None:
+            count = args[0] if args else "1"
+            self.positional = self.positional[int(count) :] if count.isdigit() else None
+        elif name == "alias":
+            for arg in args:
+                alias, equals, body = arg.partition("=")
+                if equals and DYNAMIC not in alias:
+                    self.aliases[alias] = body
+        elif name == "hash" and "-p" in args:
+            i = args.index("-p")
+            if i + 2 < len(args):
+                self.aliases[args[i + 2]] = shlex.quote(args[i + 1])
 
     def _builtin_assignments(self, link: _Link, env: _Env) -> None:
         """Variables builtins assign: ``read`` and ``mapfile`` take their input (from a
@@ -1231,7 +1357,11 @@ class _Walker:
         name = cast(str, link.name)
         script = script_of(name, link.args)
         if script is not None:
+            outer = self.positional  # sh -c 'rm $1' _ x: $1 is x there
+            arguments = shell_c_arguments(link.args) if in_command_set(name, "shells") else None
+            self.positional = arguments if arguments is not None else outer
             self.nested_script(script, _Env(), source)
+            self.positional = outer
         carried_scripts = (
             option_scripts(name, link.args)
             + awk_scripts(name, link.args)
@@ -1337,7 +1467,10 @@ class _Walker:
             self.cwd = str(self.ctx.home)
             return
         target = targets[0]
-        if target == "-" or DYNAMIC in target:
+        searched = (
+            self.cdpath and not target.startswith(("./", "../")) and target not in (".", "..")
+        )
+        if target == "-" or DYNAMIC in target or searched:
             self.cwd = None
         elif target.startswith("/"):
             self.cwd = posixpath.normpath(target)

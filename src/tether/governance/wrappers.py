@@ -374,6 +374,19 @@ def download_outputs(name: str, args: Sequence[str]) -> list[str]:
     return [o for o in outputs if o and o != "-"]
 
 
+def shell_c_arguments(args: Sequence[str]) -> tuple[str, ...] | None:
+    """The arguments after a shell's ``-c`` script (``sh -c 'rm $1' _ x``: ``_`` is $0,
+    ``x`` is $1), without $0; None when there are none or no ``-c``."""
+    for i, arg in enumerate(args):
+        if arg == "--" or not is_option(arg):
+            return None
+        if not arg.startswith("--") and "c" in arg[1:]:
+            after = [k for k in range(i + 1, len(args)) if not is_option(args[k])]
+            script = after[0] if after else len(args)  # its first word that is no option
+            return tuple(args[script + 2 :]) if script + 1 < len(args) else None
+    return None
+
+
 def _shell_c_script(args: Sequence[str]) -> str | None:
     for i, arg in enumerate(args):
         if arg == "--" or not is_option(arg):
