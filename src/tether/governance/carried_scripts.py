@@ -20,6 +20,11 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tether.governance.console_commands import (
+    console_program_scripts,
+    console_programs,
+    console_scripts,
+)
 from tether.governance.ex_commands import (
     VIMS,
     BufferCommand,
@@ -80,14 +85,24 @@ _GIT_VALUE_OPTIONS = ("-C", "-c", "--git-dir", "--work-tree", "--namespace")
 _GIT_COMMAND_KEYS = frozenset(
     {"sshcommand", "pager", "editor", "askpass", "fsmonitor", "external", "textconv"}
     | {"clean", "smudge", "process", "driver", "command", "program", "helper", "cmd"}
+    | {"gitproxy", "difffilter", "receivepack", "uploadpack"}
 )
+# ... and any whose last part ends so (alternateRefsCommand, packObjectsHook, toCmd);
+# pager.<command> holds the pager of that command.
+_GIT_COMMAND_SUFFIXES = ("command", "cmd", "hook", "program")
+_GIT_COMMAND_SECTIONS = frozenset({"pager"})
+# Options whose value git runs as a command line (on this machine for a local
+# repository): fetch/clone/ls-remote --upload-pack, push --receive-pack, archive --exec;
+# clone's -u.
+_GIT_COMMAND_OPTIONS = ("--upload-pack", "--receive-pack", "--exec")
 # Environment variables whose value programs run as a command line (git, ssh, less,
 # man, editors). Others carry options or programs in a language of their own (see
 # variable_scripts).
 _COMMAND_VARIABLES = frozenset(
     {"GIT_SSH_COMMAND", "GIT_PAGER", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_ASKPASS"}
     | {"GIT_EXTERNAL_DIFF", "GIT_PROXY_COMMAND", "SSH_ASKPASS", "PAGER", "MANPAGER"}
-    | {"EDITOR", "VISUAL", "LESSOPEN", "LESSCLOSE", "SYSTEMD_PAGER", "BROWSER"}
+    | {"EDITOR", "VISUAL", "LESSOPEN", "LESSCLOSE", "SYSTEMD_PAGER", "BROWSER", "GIT_SSH"}
+    | {"PSQL_PAGER", "MYSQL_PS1", "SUDO_ASKPASS", "RSYNC_RSH", "CVS_RSH", "RSYNC_CONNECT_PROG"}
 )
 
 
@@ -100,6 +115,7 @@ def option_scripts(name: str, args: Sequence[str]) -> list[str]:
     ``env`` sets that carry command lines (for make, any variable)."""
     scripts = _option_values(args, _SCRIPT_OPTIONS.get(name, ()))
     scripts += vim_scripts(name, args) + less_scripts(name, args) + make_scripts(name, args)
+    scripts += console_scripts(name, args)
     if name == "env":
         assignments = [a for a in args if is_assignment(a)]
         scripts += [s for a in assignments for s in variable_scripts(a)]
@@ -118,6 +134,12 @@ def option_scripts(name: str, args: Sequence[str]) -> list[str]:
         ]
     elif name in ("ssh", "scp", "sftp"):
         scripts += _ssh_command_options(args)
+    elif name in ("apt", "apt-get", "aptitude", "apt-cache"):
+        # -o DPkg::Pre-Invoke::=cmd, APT::Update::Post-Invoke-Success::=cmd
+        options = _option_values(args, ("-o", "--option"))
+        scripts += [o.split("=", 1)[1] for o in options if "invoke" in o.split("=", 1)[0].lower()]
+    elif name == "dpkg":
+        scripts += _option_values(args, ("--pre-invoke", "--post-invoke"))
     elif name == "git":
         scripts += _git_command_values(args)
     return scripts
@@ -200,11 +222,24 @@ def _git_command_values(args: Sequence[str]) -> list[str]:
     found = []
     for key, value in pairs:
         section, _, last = key.lower().rpartition(".")
+        named = last in _GIT_COMMAND_KEYS or last.endswith(_GIT_COMMAND_SUFFIXES)
+        by_key = section and not section.startswith("alias") and named
         if value.startswith("!"):
             found.append(value[1:])
-        elif last in _GIT_COMMAND_KEYS and section and not section.startswith("alias"):
+        elif by_key or section.split(".")[0] in _GIT_COMMAND_SECTIONS:
             found.append(value)
+    found += _option_values(args, _GIT_COMMAND_OPTIONS)
+    if subcommand(args, _GIT_VALUE_OPTIONS) == "clone":
+        found += _option_values(args[args.index("clone") + 1 :], ("-u",))
+    found += [_ext_command(a[len("ext::") :]) for a in args if a.startswith("ext::")]
     return found
+
+
+def _ext_command(text: str) -> str:
+    """The command of git's ``ext::`` transport: words split at spaces, ``% `` a space
+    within a word, ``%%`` a percent sign."""
+    words = text.replace("%%", "\x01").replace("% ", "\x02").split(" ")
+    return " ".join(shlex.quote(w.replace("\x02", " ").replace("\x01", "%")) for w in words if w)
 
 
 _AWKS = frozenset({"awk", "gawk", "mawk", "nawk"})
@@ -317,8 +352,9 @@ def programs_read(name: str, args: Sequence[str]) -> list[Program]:
     """Where ``name args...`` reads a program in a carried language: ``make -f FILE``
     (a makefile), vim's ``-S`` / ``-u`` files (ex commands), ``awk -f`` and ``sed -f``
     files; and stdin for ``make -f -``, vim in ex mode (ex commands) or reading keys
-    (no ``-``: its stdin is typed), ``awk -f -``. A file named ``-`` or ``/dev/stdin``
-    is the stdin."""
+    (no ``-``: its stdin is typed), ``awk -f -``; the console programs' (gdb, sqlite3,
+    psql, ed, sftp...: see console_commands). A file named ``-`` or ``/dev/stdin`` is
+    the stdin."""
     programs: list[Program]
     if name in MAKES:
         programs = [Program("make", i) for i in makefile_indices(args)]
@@ -334,8 +370,8 @@ def programs_read(name: str, args: Sequence[str]) -> list[Program]:
         programs = [Program("awk", i) for i in _file_option_indices(args, _AWK_PROGRAM_FILES)]
     elif name in _SEDS:
         programs = [Program("sed", i) for i in _file_option_indices(args, _SED_PROGRAM_FILES)]
-    else:
-        return []
+    else:  # gdb, sqlite3, psql, mysql, dc, ed, sftp...
+        programs = [Program(language, i) for language, i in console_programs(name, args)]
     return [
         Program(p.language) if p.index is not None and value_at(args, p.index) in STDIN_FILES else p
         for p in programs
@@ -410,7 +446,8 @@ def program_scripts(language: str, text: str) -> list[str]:
         return awk_program_scripts(text)
     if language == "sed":
         return sed_program_scripts(text)
-    return code_scripts(language, text)
+    console = console_program_scripts(language, text)
+    return console if console is not None else code_scripts(language, text)
 
 
 # ---------------------------------------------------------------- interpreter code
@@ -418,7 +455,7 @@ def program_scripts(language: str, text: str) -> list[str]:
 # Calls through which interpreter code runs shell command strings.
 _SHELL_OUT = re.compile(
     r"system|popen|subprocess|check_output|check_call|spawn|exec|shell_exec|passthru|`"
-    r"|getoutput|proc_open|\bqx\b|%x"
+    r"|getoutput|proc_open|\bqx\b|%x|shell-command|call-process|start-process"
 )
 STRING_LITERAL = re.compile(r"'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"|`([^`]*)`", re.DOTALL)
 # What joins two string literals into one string ('r' + 'm', "a" . "b", 'a' .. 'b',

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import posixpath
 import re
+from fnmatch import fnmatchcase
 from functools import lru_cache
 from typing import Literal, get_args
 from urllib.parse import unquote
@@ -27,6 +28,9 @@ PathClass = Literal[
     "ssh_or_shell_profile",
     "secret",
     "tether_home",
+    # A directory Tether's state lies below (the home, /): a recursive read or copy of
+    # it takes that state along.
+    "holds_tether_home",
     "block_device",
     "network_socket",
 ]
@@ -183,7 +187,7 @@ def _classify(raw: str, cwd: str | None, ctx: AnalysisContext) -> frozenset[str]
         return frozenset().union(*(_classify(w, cwd, ctx) for w in words))
     joined = _absolute(raw, cwd, ctx)
     if joined is None:
-        return _UNKNOWN
+        return _UNKNOWN | _unknown_directory_reach(raw, ctx)
     cut = min((i for i in (joined.find(c) for c in _PATTERN_CHARS) if i >= 0), default=-1)
     if cut < 0:
         return _classify_concrete(_normpath(joined), ctx)
@@ -200,7 +204,41 @@ def _classify(raw: str, cwd: str | None, ctx: AnalysisContext) -> frozenset[str]
         classes.add("secret")
     if DYNAMIC in rest:
         classes.add("dynamic")
+    if _pattern_reaches(joined, str(ctx.tether_home)):
+        classes.add("tether_home")  # ~/.teth*/token
     return frozenset(classes)
+
+
+def _pattern_reaches(pattern: str, directory: str) -> bool:
+    """Whether a glob pattern (an absolute path) may name ``directory`` or a path below
+    it: each of its parts matches the directory's part at the same depth (a leading
+    dot only by a pattern that writes it, as bash globs)."""
+    parts = _normpath(pattern.replace(DYNAMIC, "\x01")).strip("/").split("/")
+    wanted = directory.strip("/").split("/")
+    if len(parts) < len(wanted):
+        return False
+    if len(parts) == len(wanted) and not re.search(r"[^.*?\[\]]", parts[-1]):
+        return False  # ls -d ~/.*: every dot file, the directory among them, not into it
+    for part, name in zip(parts, wanted, strict=False):
+        if "\x01" in part or (name.startswith(".") and not part.startswith(".")):
+            return False
+        if not fnmatchcase(name, part):
+            return False
+    return True
+
+
+def _unknown_directory_reach(raw: str, ctx: AnalysisContext) -> frozenset[str]:
+    """A relative path from a directory only known at run time: Tether's state when it
+    ends with the state directory's own names (``.tether/token`` from the home)."""
+    parts = [p for p in raw.split("/") if p not in ("", ".", "..")]
+    wanted = str(ctx.tether_home).strip("/").split("/")
+    if not parts or DYNAMIC in raw or raw.startswith("/"):
+        return frozenset()
+    for start in range(1, len(wanted)):
+        tail = wanted[start:]
+        if parts[: len(tail)] == tail:
+            return frozenset({"tether_home"})
+    return frozenset()
 
 
 def brace_words(raw: str) -> list[str] | None:
@@ -300,6 +338,8 @@ def _classify_concrete(path: str, ctx: AnalysisContext) -> frozenset[str]:
     # A workspace placed inside TETHER_HOME is the agent's own area, not Tether's state.
     if within(path, tether_home) and not (within(workspace, tether_home) and inside):
         classes.add("tether_home")
+    elif within(tether_home, path) and not within(tether_home, workspace):
+        classes.add("holds_tether_home")
     if not inside and _is_ssh_or_profile(path):
         classes.add("ssh_or_shell_profile")
     if _is_secret(path):

@@ -43,6 +43,7 @@ from tether.governance.rules import in_command_set
 from tether.governance.shell_words import (
     UNKNOWN_VARIABLE,
     decode_ansi_c,
+    flag_set,
     is_option,
     normalize_name,
     positional_args,
@@ -320,6 +321,7 @@ class _Walker:
         self.function_bodies: dict[str, tuple[Node, bytes]] = {}
         self.calls = 0  # function bodies walked again for a call's arguments
         self.cdpath = False  # CDPATH set: cd to a relative name may go anywhere
+        self.links: dict[str, str] = {}  # ln -s target name: name -> target, resolved
         # Descriptors opened by a bare exec (exec 3< <(curl x)), for later commands.
         self.descriptors: dict[str, _Source] = {}
         self.depth = 0
@@ -1034,6 +1036,7 @@ class _Walker:
         chain = _unwrap_chain(words)
         if any(link.name in MAKES for link in chain):
             self._make_environment(environment, _text(node)[:_SOURCE_CHARS])
+        self._startup_files(node, chain, environment)
         sinks = self._walk_word_substitutions(chain, subs)
         info = self._redirections(c for c in node.children if c.type.endswith("_redirect"))
         substituted = len(self.out)
@@ -1048,6 +1051,25 @@ class _Walker:
         self._fed(feeds, source, start, start + len(chain))
         self._sinks(sinks + info.sinks, start, start + len(chain))
         self._open_descriptors(info, feeds, start, start + len(chain))
+
+    def _startup_files(self, node: Node, chain: list[_Link], environment: list[str]) -> None:
+        """A shell runs the file ``BASH_ENV`` (or ``ENV``) names before its script:
+        ``BASH_ENV=<(curl x) bash -c true`` runs the download, ``BASH_ENV=f`` a file
+        written or downloaded earlier."""
+        shells = [link.name for link in chain if link.name and in_command_set(link.name, "shells")]
+        if not shells:
+            return
+        source = _text(node)[:_SOURCE_CHARS]
+        for child in node.children:
+            var = child.child_by_field_name("name") if child.type == "variable_assignment" else None
+            value = child.child_by_field_name("value")
+            if var is None or value is None or _text(var) not in ("BASH_ENV", "ENV"):
+                continue
+            path, subs = self.word(value)
+            for sub in subs:
+                self.walk_substitution(sub, tuple(shells), tuple(shells))
+            if not subs:
+                self.run_file(path, shells[0], "sh", source)
 
     def _make_environment(self, environment: list[str], source: str) -> None:
         """make takes its environment as variables, which recipes put into the command
@@ -1276,6 +1298,14 @@ class _Walker:
         return sinks
 
     def _emit(self, chain: list[_Link], env: _Env, source: str) -> None:
+        if self.links:  # ln -s ~ h; cat h/.tether/token reads ~/.tether/token
+            chain = [dataclasses.replace(k, args=self._through_links(k.args)) for k in chain]
+            env = dataclasses.replace(
+                env,
+                redirects=tuple(
+                    Redirect(r.op, self._through_links((r.target,))[0]) for r in env.redirects
+                ),
+            )
         for link in chain:
             redirects = env.redirects
             if link.name == "find":
@@ -1307,7 +1337,48 @@ class _Walker:
                 self._track_cd(link)
                 self._builtin_assignments(link, env)
                 self._track_names(link)
+                self._track_link(link)
                 self._call(link)
+
+    def _track_link(self, link: _Link) -> None:
+        """``ln -s target name``: paths through name reach target from now on."""
+        if link.name != "ln":
+            return
+        flags = flag_set(link.args)
+        if "-s" not in flags and "--symbolic" not in flags:
+            return
+        words = [w for w in positional_args(link.args) if w not in _option_values(link.args)]
+        directory = _option_value_of(link.args, "-t")
+        if not words:
+            return
+        target = words[0]
+        name = words[-1] if len(words) > 1 and directory is None else posixpath.basename(target)
+        if directory is not None:
+            name = posixpath.join(directory, posixpath.basename(target))
+        resolved = self._resolve(name)
+        if resolved is None:
+            return
+        if DYNAMIC in target:
+            self.links[resolved] = DYNAMIC
+        elif target.startswith("/"):
+            self.links[resolved] = posixpath.normpath(target)
+        else:
+            self.links[resolved] = posixpath.normpath(
+                posixpath.join(posixpath.dirname(resolved), target)
+            )
+
+    def _through_links(self, words: tuple[str, ...]) -> tuple[str, ...]:
+        """Each word that names a path through a link made earlier, as the path it
+        reaches."""
+        out = []
+        for word in words:
+            resolved = None if is_option(word) else self._resolve(word)
+            for name, target in self.links.items() if resolved is not None else ():
+                if resolved == name or cast(str, resolved).startswith(name.rstrip("/") + "/"):
+                    word = target + cast(str, resolved)[len(name) :]
+                    break
+            out.append(word)
+        return tuple(out)
 
     def _track_names(self, link: _Link) -> None:
         """Shell state a builtin sets: the positional parameters (``set -- a b``,
@@ -1390,25 +1461,31 @@ class _Walker:
             self.nested_script(script, _Env(), source)
 
     def _track_downloads(self, link: _Link, index: int, env: _Env) -> None:
-        """Remember files downloads write; tag the download when one is run as a script.
+        """Remember the files a download writes (curl -o, wget, ssh host cat x > f, scp
+        host:x f), or that take a download's text (tee, cp, mv).
 
         ``curl -o a.sh URL && bash a.sh`` executes downloaded code just like
         ``curl URL | bash`` does, only in two steps.
         """
-        if link.name is not None and in_command_set(link.name, "downloaders"):
+        name = link.name
+        if name is not None and (
+            in_command_set(name, "downloaders") or in_command_set(name, "network")
+        ):
             written = [r.target for r in env.redirects if r.writes]
-            for target in written + download_outputs(link.name, link.args):
+            for target in written + download_outputs(name, link.args):
                 resolved = self._resolve(target)
                 if resolved is not None:
                     self.downloads.setdefault(resolved, []).append(index)
-        for path, runner, _language in self._scripts_run_by(link):
-            resolved = self._resolve(path)
-            for k in self.downloads.get(resolved or "", []):
-                rec = self.out[k]
-                self.out[k] = dataclasses.replace(rec, executed_by=(*rec.executed_by, runner))
+        for target in _tee_files(link):  # curl x | tee f
+            resolved = self._resolve(target)
+            if resolved is not None and env.stdin_records:
+                self.downloads.setdefault(resolved, []).extend(env.stdin_records)
+        for source, target in self._copies(link):
+            self.downloads[target] = list(self.downloads.get(source, []))
 
     def _track_written(self, link: _Link, index: int, env: _Env) -> None:
-        """Remember literal text written to files; parse it where such a file is run.
+        """Remember literal text written to files (echo, printf, cat <<EOF; > or >>,
+        tee, cp and mv of such a file); parse it where such a file is run.
 
         ``echo 'rm -rf /' > x.sh; bash x.sh`` runs the echoed text just like
         ``echo 'rm -rf /' | bash`` does, only in two steps.
@@ -1420,10 +1497,49 @@ class _Walker:
             if resolved is not None:
                 before = self.written.get(resolved, "") if redirect.op == ">>" else ""
                 self.written[resolved] = f"{before}{literal}\n"
-        for path, _runner, language in self._scripts_run_by(link):
-            text = self.written.get(self._resolve(path) or "")
-            for script in program_scripts(language, text) if text is not None else ():
-                self.nested_script(script, _Env(), rec.source)
+        text = env.stdin_literal
+        if text is None and env.stdin_records:
+            text = _stdout_literal([self.out[k] for k in env.stdin_records])
+            text = text + "\n" if text is not None else None
+        for target in _tee_files(link) if text is not None else ():
+            resolved = self._resolve(target)
+            if resolved is not None:
+                self.written[resolved] = cast(str, text)
+        for source, target in self._copies(link):
+            if source in self.written:
+                self.written[target] = self.written[source]
+            else:
+                self.written.pop(target, None)
+        for path, runner, language in self._scripts_run_by(link):
+            self.run_file(path, runner, language, rec.source)
+
+    def run_file(self, path: str, runner: str | None, language: str, source: str) -> None:
+        """``runner`` runs the file ``path`` as a program in ``language``: a download it
+        holds is executed by the runner, literal text written to it is parsed."""
+        resolved = self._resolve(path) or ""
+        for k in self.downloads.get(resolved, []):
+            rec = self.out[k]
+            self.out[k] = dataclasses.replace(rec, executed_by=(*rec.executed_by, runner))
+        text = self.written.get(resolved)
+        for script in program_scripts(language, text) if text is not None else ():
+            self.nested_script(script, _Env(), source)
+
+    def _copies(self, link: _Link) -> list[tuple[str, str]]:
+        """(source, destination), resolved, of each file cp, mv or install copies."""
+        if link.name not in ("cp", "mv", "install", "rsync") or DYNAMIC in "".join(link.args):
+            return []
+        words = positional_args(link.args)
+        if len(words) < 2:
+            return []
+        found = []
+        for source in words[:-1]:
+            target = words[-1]
+            if len(words) > 2 or target.endswith("/") or target == ".":
+                target = posixpath.join(target, posixpath.basename(source.rstrip("/")))
+            resolved = (self._resolve(source), self._resolve(target))
+            if resolved[0] is not None and resolved[1] is not None:
+                found.append((resolved[0], resolved[1]))
+        return found
 
     @staticmethod
     def _scripts_run_by(link: _Link) -> list[tuple[str, str | None, str]]:
@@ -1476,6 +1592,9 @@ class _Walker:
             self.cwd = posixpath.normpath(target)
         elif self.cwd is not None:
             self.cwd = posixpath.normpath(posixpath.join(self.cwd, target))
+        if self.cwd is not None and self.links:  # cd into a link: where it leads
+            reached = self._through_links((self.cwd,))[0]
+            self.cwd = None if DYNAMIC in reached else reached
 
 
 #: The name under which a record's output is marked evaluated as bash arithmetic (in
@@ -1522,6 +1641,11 @@ def _assigned_names(name: str, args: tuple[str, ...]) -> list[str]:
     return [n.split("[", 1)[0] for n in names if DYNAMIC not in n] or [default]
 
 
+def _option_values(args: tuple[str, ...]) -> set[str]:
+    """ln's option values (-t DIR, -S SUFFIX), not file names."""
+    return {args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-t", "-S", "--suffix")}
+
+
 def _option_value_of(args: tuple[str, ...], option: str) -> str | None:
     """The value of ``-u 3`` / ``-u3`` in a builtin's words."""
     for i, arg in enumerate(args):
@@ -1546,6 +1670,15 @@ def _names_in(node: Node, *, bare_words: bool) -> set[str]:
             names.add(_text(current))
         pending.extend(current.named_children)
     return names
+
+
+def _tee_files(link: _Link) -> list[str]:
+    """The files tee (or dd of=) writes its stdin to."""
+    if link.name == "tee":
+        return positional_args(link.args)
+    if link.name == "dd":
+        return [a[3:] for a in link.args if a.startswith("of=")]
+    return []
 
 
 def _descriptor_path(path: str) -> str | None:
@@ -1631,7 +1764,7 @@ def _stdout_literal(stage: list[SimpleCommand]) -> str | None:
     rec = stage[0]
     if rec.name in ("echo", "printf"):
         words = [a for a in rec.args if not (rec.name == "echo" and a in ("-n", "-e", "-E"))]
-        text = " ".join(words)
+        text = _printf(words) if rec.name == "printf" else " ".join(words)
         if rec.name == "printf" or "-e" in rec.args:
             text = text.replace("\\n", "\n").replace("\\t", "\t")
     elif rec.name == "cat" and not positional_args(rec.args) and rec.stdin_literal is not None:
@@ -1639,6 +1772,27 @@ def _stdout_literal(stage: list[SimpleCommand]) -> str | None:
     else:
         return None
     return None if DYNAMIC in text else text
+
+
+def _printf(words: list[str]) -> str:
+    """What ``printf FORMAT ARGS`` prints when its format takes only %s, %b, %d or %q:
+    the format again for each set of arguments (``printf '%s\\n' a b``); else the
+    words joined."""
+    if words[:1] == ["--"]:
+        words = words[1:]
+    if not words:
+        return ""
+    form, rest = words[0], list(words[1:])
+    directives = re.findall(r"%(.)", form.replace("%%", ""))
+    if not directives or not rest or any(d not in "sbdq" for d in directives):
+        return " ".join(words)
+    out = []
+    while rest:
+        chunk = form.replace("%%", "\x01")
+        for directive in directives:
+            chunk = chunk.replace("%" + directive, rest.pop(0) if rest else "", 1)
+        out.append(chunk.replace("\x01", "%"))
+    return "".join(out)
 
 
 def _splice(args: tuple[str, ...], items: list[str]) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tether.governance.carried_scripts import STDIN_FILES, programs_read
+from tether.governance.console_commands import debugger_invocation
 from tether.governance.paths import DYNAMIC
 from tether.governance.rules import in_command_set
 from tether.governance.shell_words import (
@@ -135,6 +136,40 @@ _WRAPPERS: dict[str, _Spec] = {
     "strace": _spec(*_TRACE_VALUES),
     "ltrace": _spec(*_TRACE_VALUES),
     "busybox": _spec(),
+    "toybox": _spec(),
+    # Programs that run a command in a session, namespace, scope or under a tool.
+    "systemd-run": _spec(
+        *("-u", "--unit", "-p", "--property", "--description", "--slice", "-E", "--setenv"),
+        *("--uid", "--gid", "-M", "--machine", "-H", "--host", "--working-directory"),
+        *("--nice", "--on-active", "--on-boot", "--on-startup", "--on-unit-active"),
+        *("--on-unit-inactive", "--on-calendar", "--timer-property", "--service-type"),
+    ),
+    "unshare": _spec("-S", "--setuid", "-G", "--setgid", "-R", "--root", "-w", "--wd"),
+    "nsenter": _spec("-t", "--target", "-S", "--setuid", "-G", "--setgid"),
+    "firejail": _spec(),
+    "bwrap": _spec(
+        *("--bind", "--ro-bind", "--dev-bind", "--symlink", "--setenv", "--chdir", "--tmpfs"),
+        *("--proc", "--dev", "--dir", "--uid", "--gid", "--hostname", "--unsetenv"),
+        no_exec_flags=frozenset({"--help", "--version"}),
+    ),
+    "chrt": _spec(skip=1, no_exec_flags=frozenset({"-p", "--pid", "-m", "--max"})),
+    "numactl": _spec(
+        *("-N", "--cpunodebind", "-m", "--membind", "-C", "--physcpubind", "-p"),
+        *("--preferred", "-i", "--interleave"),
+    ),
+    "cgexec": _spec("-g"),
+    "xvfb-run": _spec(
+        *("-n", "--server-num", "-s", "--server-args", "-f", "--auth-file", "-e"),
+        *("--error-file", "-p", "--xauth-protocol", "-w", "--wait"),
+    ),
+    "dbus-run-session": _spec("--config-file", "--dbus-daemon"),
+    "dbus-launch": _spec("--config-file"),
+    "ssh-agent": _spec("-a", "-E", "-t", "-P", "-O"),
+    "faketime": _spec("-f", "-m", skip=1),
+    "catchsegv": _spec(),
+    "valgrind": _spec(),
+    "screen": _spec("-S", "-c", "-e", "-h", "-p", "-t", "-T", "-s", "-Logfile"),
+    "entr": _spec(no_exec_flags=frozenset({"-s"})),
     # "! ! cmd": bash takes only the first "!" as the reserved word; the grammar reads
     # the second as a command running the rest.
     "!": _spec(),
@@ -151,6 +186,9 @@ def unwrap(name: str, args: Sequence[str]) -> list[Invocation]:
         return _coproc(args)
     if name == "parallel":
         return _parallel(args)
+    start = debugger_invocation(name, args)
+    if start is not None:  # gdb --args prog a b, lldb -- prog a b: what runs
+        return [Invocation(tuple(args[start:]), start)]
     spec = _WRAPPERS.get(name)
     if spec is None:
         return []
@@ -310,6 +348,12 @@ def script_of(name: str, args: Sequence[str]) -> str | None:
         return args[0] if len(args) >= 2 and not is_option(args[0]) else None
     if name == "watch":
         return _watch_script(args)
+    if name == "sg":  # sg group [-c] 'cmd'
+        words = [a for a in args[1:] if a != "-c"]
+        return " ".join(words) if words else None
+    if name == "entr" and "-s" in args:  # entr -s 'cmd': run by $SHELL
+        words = positional_args(args)
+        return words[0] if words else None
     if name == "alias":
         # Aliases only expand with `shopt -s expand_aliases`, but their bodies are
         # cheap to check and an alias is a classic way to hide a command.
@@ -351,7 +395,10 @@ _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def download_outputs(name: str, args: Sequence[str]) -> list[str]:
-    """Files a curl / wget invocation writes (explicit names or the URL's basename)."""
+    """Files a curl / wget invocation writes (explicit names or the URL's basename), or
+    that scp or rsync copies from another host (``scp host:x.sh .``)."""
+    if name in ("scp", "rsync"):
+        return _remote_copy_outputs(args)
     if name not in ("curl", "wget"):
         return []
     letter, long_flag = ("o", "--output") if name == "curl" else ("O", "--output-document")
@@ -385,6 +432,21 @@ def shell_c_arguments(args: Sequence[str]) -> tuple[str, ...] | None:
             script = after[0] if after else len(args)  # its first word that is no option
             return tuple(args[script + 2 :]) if script + 1 < len(args) else None
     return None
+
+
+_REMOTE = re.compile(r"^(?:[^/:]+@)?[^/:]+:|^rsync://")
+
+
+def _remote_copy_outputs(args: Sequence[str]) -> list[str]:
+    words = positional_args(args)
+    if len(words) < 2 or _REMOTE.match(words[-1]) or not any(_REMOTE.match(w) for w in words):
+        return []
+    target = words[-1]
+    sources = [w for w in words[:-1] if _REMOTE.match(w)]
+    if len(words) > 2 or target.endswith("/") or target == ".":
+        names = [_REMOTE.sub("", s).rstrip("/").rsplit("/", 1)[-1] for s in sources]
+        return [f"{target.rstrip('/')}/{n}" for n in names if n]
+    return [target]
 
 
 def _shell_c_script(args: Sequence[str]) -> str | None:
