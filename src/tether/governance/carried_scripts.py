@@ -464,8 +464,8 @@ STRING_LITERAL = re.compile(r"'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"|`([^`]*
 _CONCATENATION = re.compile(r"\s*(?:\+|\.\.?)?\s*")
 _NEXT_WORD = re.compile(r"\s*,\s*\[?\s*")
 # Perl's qw(...) and Ruby's %w(...): a list of words; qx(...) and %x(...): a command.
-_WORD_LIST = re.compile(r"(?:\bqw|%[wW])\s*([(\[{<])(.*?)[)\]}>]", re.DOTALL)
-_COMMAND_QUOTE = re.compile(r"(?:\bqx|%x)\s*([(\[{<])(.*?)[)\]}>]", re.DOTALL)
+_WORD_LIST = re.compile(r"(?:\bqw|%[wW])\s*([(\[{<])([^)\]}>]{0,4096})[)\]}>]")
+_COMMAND_QUOTE = re.compile(r"(?:\bqx|%x)\s*([(\[{<])([^)\]}>]{0,4096})[)\]}>]")
 #: Interpreters of Tcl, whose exec, spawn and open "|cmd" run commands given as words.
 TCLS = frozenset({"tclsh", "wish", "expect", "expectk", "jimsh"})
 
@@ -491,17 +491,16 @@ def shell_strings_in_code(code: str) -> list[str]:
         return []
     matches = list(STRING_LITERAL.finditer(code))
     found = [_literal(m) for m in matches]
-    words: list[str] = []  # the words of the list being read, each joined
+    words: list[list[str]] = []  # the words of the list being read, each in pieces
     for i, match in enumerate(matches):
         gap = code[matches[i - 1].end() : match.start()] if i else None
         if gap is not None and _CONCATENATION.fullmatch(gap) and gap.strip(" \t"):
-            words[-1] += _literal(match)
-            found.append(words[-1])
+            words[-1].append(_literal(match))
             continue
         if gap is None or not _NEXT_WORD.fullmatch(gap):
             _flush(words, found)
             words = []
-        words.append(_literal(match))
+        words.append([_literal(match)])
     _flush(words, found)
     for match in _WORD_LIST.finditer(code):
         found.append(" ".join(shlex.quote(w) for w in match.group(2).split()))
@@ -513,9 +512,13 @@ def _literal(match: re.Match[str]) -> str:
     return next(g for g in match.groups() if g is not None)
 
 
-def _flush(words: list[str], found: list[str]) -> None:
-    if len(words) > 1:
-        found.append(" ".join(shlex.quote(w) for w in words))
+def _flush(words: list[list[str]], found: list[str]) -> None:
+    """Add what a list of literals makes: each joined word ('r' + 'm'), and the words
+    of one command when there are several."""
+    joined = ["".join(pieces) for pieces in words]
+    found += [word for word, pieces in zip(joined, words, strict=True) if len(pieces) > 1]
+    if len(joined) > 1:
+        found.append(" ".join(shlex.quote(w) for w in joined))
 
 
 # A Tcl command that runs a program: at the start of a command (line, ";", "[", "{").

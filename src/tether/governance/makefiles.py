@@ -49,6 +49,9 @@ _DEFAULTS = {
     "FC": "f77",
 }
 _MAX_EXPANSION = 8  # levels of references within references
+# Past this many characters an expansion is not followed (a variable made of 30
+# references to one made of 30 more... grows exponentially): the rest is unknown.
+_MAX_EXPANDED = 20_000
 
 
 def make_options(args: Sequence[str]) -> list[tuple[str, str, int]]:
@@ -254,12 +257,19 @@ def _balanced(text: str, start: int, opening: str) -> str | None:
     return None
 
 
-def _expand(text: str, variables: dict[str, str], level: int = 0) -> str:
+def _expand(
+    text: str, variables: dict[str, str], level: int = 0, memo: dict[str, str] | None = None
+) -> str:
     """``text`` with make's references put in: ``$$`` is ``$``, a known variable its
     value, ``$(shell cmd)`` the shell's ``$(cmd)``, anything else unknown."""
+    memo = {} if memo is None else memo
     out: list[str] = []
+    size = 0
     i = 0
     while i < len(text):
+        if size > _MAX_EXPANDED:
+            out.append(UNKNOWN_VARIABLE)
+            break
         char = text[i]
         if char != "$" or i + 1 == len(text):
             out.append(char)
@@ -274,17 +284,20 @@ def _expand(text: str, variables: dict[str, str], level: int = 0) -> str:
             if body is None:
                 out.append(UNKNOWN_VARIABLE)
                 break
-            out.append(_reference(body, variables, level))
+            out.append(_reference(body, variables, level, memo))
             i += len(body) + 3
         else:  # $@, $<, $X: a one-character variable
-            out.append(_reference(following, variables, level))
+            out.append(_reference(following, variables, level, memo))
             i += 2
+        size += len(out[-1])
     return "".join(out)
 
 
-def _reference(body: str, variables: dict[str, str], level: int) -> str:
+def _reference(body: str, variables: dict[str, str], level: int, memo: dict[str, str]) -> str:
     if body.startswith(("shell ", "shell\t")):
-        return "$(" + _expand(body[6:], variables, level + 1) + ")"
+        return "$(" + _expand(body[6:], variables, level + 1, memo) + ")"
     if body in variables and level < _MAX_EXPANSION:
-        return _expand(variables[body], variables, level + 1)
+        if body not in memo:
+            memo[body] = _expand(variables[body], variables, level + 1, memo)
+        return memo[body]
     return UNKNOWN_VARIABLE

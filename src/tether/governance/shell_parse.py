@@ -1030,9 +1030,14 @@ class _Walker:
             # variable's value looks known: it is judged as the worst command.
             words[0] = DYNAMIC
         if words[0] in self.aliases:
-            # alias ls=rm; ls -rf ~: what the name stands for, with these arguments
+            # alias ls=rm; ls -rf ~: what the name stands for, with these arguments; not
+            # again within its own expansion (alias ls='ls -la'), as bash does
             rest = " ".join(UNKNOWN_VARIABLE if DYNAMIC in w else shlex.quote(w) for w in words[1:])
-            self.nested_script(f"{self.aliases[words[0]]} {rest}", _Env(), _text(node))
+            body = self.aliases.pop(words[0])
+            try:
+                self.nested_script(f"{body} {rest}", _Env(), _text(node))
+            finally:
+                self.aliases[words[0]] = body
         chain = _unwrap_chain(words)
         if any(link.name in MAKES for link in chain):
             self._make_environment(environment, _text(node)[:_SOURCE_CHARS])

@@ -215,3 +215,21 @@ def test_tcl_code_is_read_for_tcl_interpreters_only() -> None:
 )
 def test_variables_carrying_options_or_programs(assignment: str, scripts: list[str]) -> None:
     assert variable_scripts(assignment) == scripts
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # each variable made of 30 references to the next: 30**8 characters if followed
+        "".join(f"V{i} = " + f"$(V{i + 1})" * 30 + "\n" for i in range(8)) + "all:\n\t$(V0)",
+    ],
+)
+def test_an_expansion_that_grows_without_bound_is_unknown(text: str) -> None:
+    assert makefile_scripts(text)[-1].startswith(UNKNOWN_VARIABLE)
+
+
+def test_literals_joined_into_one_word_are_read_once() -> None:
+    code = "os.system(" + "'a' + " * 2000 + "'b')"
+    found = shell_strings_in_code(code)
+    assert "a" * 2000 + "b" in found
+    assert len(found) == 2002  # each literal, and the word they make: not every prefix
