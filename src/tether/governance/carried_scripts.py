@@ -103,6 +103,19 @@ _COMMAND_VARIABLES = frozenset(
     | {"GIT_EXTERNAL_DIFF", "GIT_PROXY_COMMAND", "SSH_ASKPASS", "PAGER", "MANPAGER"}
     | {"EDITOR", "VISUAL", "LESSOPEN", "LESSCLOSE", "SYSTEMD_PAGER", "BROWSER", "GIT_SSH"}
     | {"PSQL_PAGER", "MYSQL_PS1", "SUDO_ASKPASS", "RSYNC_RSH", "CVS_RSH", "RSYNC_CONNECT_PROG"}
+    | {"PROMPT_COMMAND", "FCEDIT", "SUDO_EDITOR", "SYSTEMD_EDITOR", "SVN_EDITOR", "HGEDITOR"}
+)
+# Environment variables holding options an interpreter takes as code (NODE_OPTIONS
+# --import=data:..., PERL5OPT -M...): read as interpreter code is.
+_CODE_VARIABLES = frozenset(
+    {
+        "NODE_OPTIONS",
+        "PERL5OPT",
+        "RUBYOPT",
+        "JAVA_TOOL_OPTIONS",
+        "_JAVA_OPTIONS",
+        "JDK_JAVA_OPTIONS",
+    }
 )
 
 
@@ -140,9 +153,28 @@ def option_scripts(name: str, args: Sequence[str]) -> list[str]:
         scripts += [o.split("=", 1)[1] for o in options if "invoke" in o.split("=", 1)[0].lower()]
     elif name == "dpkg":
         scripts += _option_values(args, ("--pre-invoke", "--post-invoke"))
+    elif name in ("npm", "npx", "pnpm", "pnpx", "yarn", "bunx"):
+        scripts += _package_manager_scripts(name, args)
     elif name == "git":
         scripts += _git_command_values(args)
     return scripts
+
+
+def _package_manager_scripts(name: str, args: Sequence[str]) -> list[str]:
+    """Command lines npm and its kind run: ``npx -c CMD``, ``npm exec -c CMD``, the
+    scripts ``npm pkg set scripts.x=CMD`` and ``npm set-script x CMD`` store (run by
+    ``npm run x`` later), a ``--script-shell``."""
+    found = _option_values(args, ("--script-shell",))
+    words = positional_args(args)
+    if name in ("npx", "pnpx", "bunx") or (words[:1] and words[0] in ("exec", "x")):
+        found += _option_values(args, ("-c", "--call"))
+    if words[:2] == ["pkg", "set"]:
+        found += [w.split("=", 1)[1] for w in words[2:] if w.startswith("scripts.") and "=" in w]
+    if words[:1] == ["set-script"] and len(words) > 2:
+        found.append(words[2])
+    if words[:3] == ["config", "set", "script-shell"] and len(words) > 3:
+        found.append(words[3])
+    return found
 
 
 def _option_values(args: Sequence[str], names: Sequence[str]) -> list[str]:
@@ -171,6 +203,8 @@ def variable_scripts(assignment: str) -> list[str]:
         return [value.lstrip("|") if var.startswith("LESS") else value]
     if var in ("VIMINIT", "EXINIT"):
         return ex_command_scripts(value)
+    if var in _CODE_VARIABLES:
+        return shell_strings_in_code(value)
     if var == "LESS":
         return [s for part in value.split("+")[1:] for s in less_command_scripts(part)]
     if var in ("MAKEFLAGS", "MFLAGS", "GNUMAKEFLAGS", "MAKEFILES"):
@@ -602,3 +636,72 @@ def _tcl_word_end(code: str, i: int) -> int:
     while j < len(code) and code[j] not in " \t\n;]":
         j = _tcl_word_end(code, j) if code[j] == "[" else j + (2 if code[j] == "\\" else 1)
     return min(j, len(code))
+
+
+# ---------------------------------------------------------------- files and paths
+
+
+def written_files(name: str, args: Sequence[str]) -> list[str]:
+    """Files a command writes that no redirection shows: sed's ``w file`` and
+    ``s///w file``, awk's ``print > "file"``, vim's ``:w file`` / ``:saveas file``."""
+    if name in _SEDS:
+        scripts = [args[i + 1] for i, a in enumerate(args[:-1]) if a in _SED_SCRIPTS]
+        scripts = scripts or positional_args(args)[:1]
+        return [(m.group(1) or m.group(3)).strip() for s in scripts for m in _SED_WRITE.finditer(s)]
+    if name in _AWKS:
+        return [m.group(1) for a in args for m in _AWK_WRITE.finditer(a)]
+    if name in VIMS:
+        commands = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-c", "--cmd")]
+        commands += [a[1:] for a in args if a.startswith("+")]
+        return [m.group(1) for c in commands for m in _EX_WRITE.finditer(c)]
+    return []
+
+
+# sed: w FILE (a command) or s/a/b/w FILE (a flag): the file name runs to the line's end.
+_SED_WRITE = re.compile(
+    rf"(?:^|[;\n{{}}])\s*(?:{_SED_ADDRESS}(?:\s*,\s*{_SED_ADDRESS})?)?\s*!?\s*w\s+([^\n]+)"
+    r"|s([^\w\s\\\n])(?:(?!\2)[^\\\n]|\\.)*\2(?:(?!\2)[^\\\n]|\\.)*\2[gpiImMe0-9]*w\s+([^\n]+)"
+)
+_AWK_WRITE = re.compile(r'>>?\s*"([^"]+)"')
+_EX_WRITE = re.compile(
+    r"(?:^|\|)\s*:?\s*[%.$\d,]*\s*(?:w|wr|wri|writ|write|sav|saveas|wq|x|xit)!?(?:\s*>>)?\s+"
+    r"([^\s|!][^\s|]*)"
+)
+
+_CONTAINERS = frozenset({"docker", "podman", "nerdctl"})
+
+
+def mounted_paths(name: str | None, args: Sequence[str]) -> list[str]:
+    """Host paths a container gets (``docker run -v /home/u:/h``, ``--mount
+    type=bind,source=/``): judged as arguments of the command, for what the container
+    may then do with them."""
+    if name not in _CONTAINERS:
+        return []
+    found = []
+    for i, arg in enumerate(args):
+        value = args[i + 1] if i + 1 < len(args) else ""
+        if arg in ("-v", "--volume"):
+            found.append(value.split(":", 1)[0])
+        elif arg.startswith(("--volume=", "-v")) and len(arg) > 2 and arg != "--volume":
+            found.append(
+                arg.split("=", 1)[1].split(":", 1)[0] if "=" in arg else arg[2:].split(":", 1)[0]
+            )
+        elif arg == "--mount" or arg.startswith("--mount="):
+            spec = value if arg == "--mount" else arg.split("=", 1)[1]
+            fields = dict(f.split("=", 1) for f in spec.split(",") if "=" in f)
+            found += [fields[k] for k in ("source", "src") if k in fields]
+    return [p for p in found if p.startswith(("/", "~", "."))]
+
+
+def path_literals(code: str) -> list[str]:
+    """String literals of interpreter code or SQL that look like paths (``'/etc/x'``,
+    ``'~/.ssh/id_rsa'``) or are single names (``'.tether'``, which the caller may
+    judge): what the code may open is judged as the command's arguments."""
+    return [
+        literal
+        for match in STRING_LITERAL.finditer(code)
+        if (literal := _literal(match))
+        and "\n" not in literal
+        and len(literal) < 4096
+        and (literal.startswith(("/", "~/")) or re.fullmatch(r"[\w.\-/]+", literal))
+    ]

@@ -29,12 +29,15 @@ from tree_sitter import Language, Node, Parser, Tree
 from tether.governance.carried_scripts import (
     awk_scripts,
     code_scripts,
+    mounted_paths,
     option_scripts,
+    path_literals,
     program_file_names,
     program_scripts,
     programs_read,
     sed_scripts,
     variable_scripts,
+    written_files,
 )
 from tether.governance.context import AnalysisContext
 from tether.governance.makefiles import MAKES, variable_value_scripts
@@ -64,6 +67,7 @@ from tether.governance.wrappers import (
     script_of,
     shell_c_arguments,
     unwrap,
+    working_directory,
 )
 
 MAX_DEPTH = 5  # nested bash -c / eval / here-doc scripts
@@ -245,6 +249,7 @@ class _Link:
     offset: int
     stdin_args: bool = False
     word: str = ""  # the command word as written (a path for ./install.sh)
+    chdir: str | None = None  # env -C dir cmd: the directory cmd runs in (as written)
 
 
 def _text(node: Node) -> str:
@@ -1313,9 +1318,12 @@ class _Walker:
             )
         for link in chain:
             redirects = env.redirects
-            if link.name == "find":
-                written = find_writes(link.args)
+            if link.name is not None:  # find -fprint f, sed 'w f', curl -o f, vim -c 'w f'
+                written = find_writes(link.args) if link.name == "find" else []
+                written += written_files(link.name, link.args)
+                written += download_outputs(link.name, link.args)
                 redirects += tuple(Redirect(">", w) for w in written)
+            args = link.args + tuple(mounted_paths(link.name, link.args))
             spawning = (
                 link.name is not None
                 and link.name in self.functions
@@ -1324,10 +1332,10 @@ class _Walker:
             self.out.append(
                 SimpleCommand(
                     name=link.name,
-                    args=link.args,
+                    args=args,
                     redirects=redirects,
                     source=source,
-                    cwd=self.cwd,
+                    cwd=self._directory_of(link),
                     self_spawning=spawning,
                     stdin_args=link.stdin_args,
                     stdin_literal=env.stdin_literal,
@@ -1344,6 +1352,15 @@ class _Walker:
                 self._track_names(link)
                 self._track_link(link)
                 self._call(link)
+
+    def _directory_of(self, link: _Link) -> str | None:
+        """Where a command runs: the walk's directory, or the one a wrapper moves it to
+        (``env -C ~ rm -rf .ssh`` runs in the home)."""
+        if link.chdir is None:
+            return self.cwd
+        if DYNAMIC in link.chdir:
+            return None
+        return self._resolve(link.chdir)
 
     def _track_link(self, link: _Link) -> None:
         """``ln -s target name``: paths through name reach target from now on."""
@@ -1454,8 +1471,27 @@ class _Walker:
         code = inline_code(name, link.args)
         for embedded in code_scripts(name, code) if code is not None else ():
             self.nested_script(embedded, _Env(), source)
+        if code is not None or name in _CODE_ARGUMENTS:  # python -c, sqlite3 db 'SQL', awk
+            self._code_paths(name, code if code is not None else "\n".join(link.args), source)
         if env.stdin_literal is not None:
             self.run_stdin(name, link.args, env.stdin_literal, source)
+
+    def _code_paths(self, name: str, code: str, source: str) -> None:
+        """The paths interpreter code or SQL names in string literals (``open('/home/u/
+        .tether/token')``, ``ATTACH '...'``) are judged as the command's arguments, in a
+        record of their own; so is a literal naming Tether's state directory from the
+        home (``Path.home() / '.tether'``)."""
+        tether = str(self.ctx.tether_home)
+        base, home = posixpath.basename(tether), str(self.ctx.home)
+        from_home = posixpath.dirname(tether) == home
+        paths = []
+        for literal in path_literals(code):
+            if literal.startswith(("/", "~/")):
+                paths.append(literal)
+            elif from_home and (literal == base or literal.startswith(base + "/")):
+                paths.append(f"{home}/{literal}")
+        if paths:
+            self.out.append(SimpleCommand(name, tuple(paths), source=source, cwd=self.cwd))
 
     def run_stdin(self, name: str | None, args: tuple[str, ...], text: str, source: str) -> None:
         """Parse what ``name args...`` runs when ``text`` is its stdin: a shell's script
@@ -1464,6 +1500,8 @@ class _Walker:
         language = _stdin_language(name, args)
         for script in program_scripts(language, text) if language is not None else ():
             self.nested_script(script, _Env(), source)
+        if language is not None and name is not None and language not in _SCRIPT_LANGUAGES:
+            self._code_paths(name, text, source)
 
     def _track_downloads(self, link: _Link, index: int, env: _Env) -> None:
         """Remember the files a download writes (curl -o, wget, ssh host cat x > f, scp
@@ -1602,6 +1640,13 @@ class _Walker:
             self.cwd = None if DYNAMIC in reached else reached
 
 
+# Commands whose arguments hold code or SQL that may name files (see _code_paths).
+_CODE_ARGUMENTS = frozenset(
+    {"sqlite3", "sqlite", "psql", "mysql", "mariadb", "awk", "gawk", "mawk", "nawk"}
+)
+# Languages read as scripts in full (their paths are words the walk judges).
+_SCRIPT_LANGUAGES = frozenset({"sh", "make", "ex", "keys", "sed"})
+
 #: The name under which a record's output is marked evaluated as bash arithmetic (in
 #: ``executed_by``): ``let`` is the builtin that does it.
 _ARITHMETIC = "let"
@@ -1728,12 +1773,17 @@ _GLOB = re.compile(r"[*?]|\[[^\]]*\]")
 def _link_for(inv: Invocation, parent: _Link) -> _Link:
     head = inv.argv[0]
     name = _command_name(head)
+    moved = working_directory(cast(str, parent.name), parent.args)
+    chdir = parent.chdir
+    if moved is not None:  # env -C a env -C b cmd: b within a
+        chdir = posixpath.join(chdir, moved) if chdir is not None else moved
     return _Link(
         name,
         find_args(inv.argv[1:]) if name == "find" else inv.argv[1:],
         parent.offset + 1 + inv.offset,
         inv.stdin_args or parent.stdin_args,
         head,
+        chdir,
     )
 
 

@@ -189,6 +189,9 @@ def unwrap(name: str, args: Sequence[str]) -> list[Invocation]:
     start = debugger_invocation(name, args)
     if start is not None:  # gdb --args prog a b, lldb -- prog a b: what runs
         return [Invocation(tuple(args[start:]), start)]
+    start = _package_runner_start(name, args)
+    if start is not None:  # npx cmd, npm exec -- cmd, pnpm dlx cmd: a package's command
+        return [Invocation(tuple(args[start:]), start)]
     spec = _WRAPPERS.get(name)
     if spec is None:
         return []
@@ -199,6 +202,34 @@ def unwrap(name: str, args: Sequence[str]) -> list[Invocation]:
     if not spec.stdin_args:
         return [Invocation(argv, start)]
     return [Invocation(_xargs_argv(args[:start], argv), start, stdin_args=True)]
+
+
+# Package managers' subcommands that run a command (a package's binary, fetched if
+# need be): npm exec / x, pnpm exec / dlx, yarn exec / dlx, and npx, pnpx, bunx.
+_PACKAGE_EXEC = {"npm": ("exec", "x"), "pnpm": ("exec", "dlx"), "yarn": ("exec", "dlx")}
+_PACKAGE_RUNNERS = frozenset({"npx", "pnpx", "bunx"})
+_PACKAGE_VALUES = frozenset(
+    {"-p", "--package", "-w", "--workspace", "--prefix", "-C", "--dir", "-c", "--call"}
+)
+
+
+def _package_runner_start(name: str, args: Sequence[str]) -> int | None:
+    i = 0
+    if name in _PACKAGE_EXEC:
+        sub = next((k for k, a in enumerate(args) if not is_option(a)), None)
+        if sub is None or args[sub] not in _PACKAGE_EXEC[name]:
+            return None
+        i = sub + 1
+    elif name not in _PACKAGE_RUNNERS:
+        return None
+    while i < len(args):
+        if args[i] == "--":
+            i += 1
+            break
+        if not is_option(args[i]):
+            break
+        i += 2 if args[i] in _PACKAGE_VALUES else 1
+    return i if i < len(args) else None
 
 
 def _coproc(args: Sequence[str]) -> list[Invocation]:
@@ -281,6 +312,32 @@ def _xargs_argv(options: Sequence[str], argv: tuple[str, ...]) -> tuple[str, ...
     if replace is None:
         return (*argv, DYNAMIC)
     return tuple(a.replace(replace, DYNAMIC) for a in argv)
+
+
+# Wrappers' options naming the directory the command runs in.
+_CHDIR_OPTIONS = {
+    "env": ("-C", "--chdir"),
+    "sudo": ("-D", "--chdir"),
+    "nsenter": ("-w", "--wd"),
+    "unshare": ("-w", "--wd"),
+    "systemd-run": ("--working-directory",),
+    "runuser": (),
+}
+
+
+def working_directory(name: str, args: Sequence[str]) -> str | None:
+    """The directory a wrapper runs its command in (``env -C dir``, ``sudo -D dir``),
+    None when it does not move it."""
+    options = _CHDIR_OPTIONS.get(name, ())
+    for i, arg in enumerate(args):
+        if arg == "--" or (not is_option(arg) and (i == 0 or args[i - 1] not in options)):
+            break
+        if arg in options and i + 1 < len(args):
+            return args[i + 1]
+        for option in options:
+            if arg.startswith(option + "=") or (len(option) == 2 and arg.startswith(option)):
+                return arg.split("=", 1)[1] if "=" in arg else arg[len(option) :]
+    return None
 
 
 def find_args(args: Sequence[str]) -> tuple[str, ...]:
