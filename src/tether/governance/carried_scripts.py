@@ -66,7 +66,9 @@ _SCRIPT_OPTIONS: dict[str, tuple[str, ...]] = {
     "env": ("-S", "--split-string"),
     "flock": ("-c", "--command"),
     "script": ("-c", "--command"),
-    "rsync": ("-e", "--rsh"),
+    "rsync": ("-e", "--rsh", "--rsync-path"),
+    "scp": ("-S",),
+    "sftp": ("-S", "-D"),
     "tar": (
         "-I",
         "--use-compress-program",
@@ -75,8 +77,11 @@ _SCRIPT_OPTIONS: dict[str, tuple[str, ...]] = {
         "-F",
         "--info-script",
         "--new-volume-script",
+        "--rmt-command",
     ),
     "zip": ("-TT", "--unzip-command"),
+    "svn": ("--diff-cmd", "--diff3-cmd", "--editor-cmd"),
+    "hg": ("--ssh", "-e", "--remotecmd"),
     "man": ("-P", "--pager", "-H", "--html"),
 }
 # git configuration keys (their last part, lower case) whose value git runs as a
@@ -156,7 +161,9 @@ def option_scripts(name: str, args: Sequence[str]) -> list[str]:
     elif name in ("npm", "npx", "pnpm", "pnpx", "yarn", "bunx"):
         scripts += _package_manager_scripts(name, args)
     elif name == "git":
-        scripts += _git_command_values(args)
+        scripts += _git_command_values(args) + _git_subcommand_scripts(args)
+    elif name == "hg":
+        scripts += _hg_config_scripts(args)
     return scripts
 
 
@@ -266,6 +273,51 @@ def _git_command_values(args: Sequence[str]) -> list[str]:
     if subcommand(args, _GIT_VALUE_OPTIONS) == "clone":
         found += _option_values(args[args.index("clone") + 1 :], ("-u",))
     found += [_ext_command(a[len("ext::") :]) for a in args if a.startswith("ext::")]
+    return found
+
+
+# Options of git subcommands whose value is a command line: rebase --exec, difftool
+# --extcmd, grep --open-files-in-pager, send-email's commands, filter-branch's filters.
+_GIT_SUBCOMMAND_OPTIONS = {
+    "rebase": ("-x", "--exec"),
+    "difftool": ("-x", "--extcmd"),
+    "grep": ("-O", "--open-files-in-pager"),
+    "send-email": ("--to-cmd", "--cc-cmd", "--sendmail-cmd", "--smtp-server"),
+    "filter-branch": (
+        *("--env-filter", "--tree-filter", "--index-filter", "--parent-filter"),
+        *("--msg-filter", "--commit-filter", "--tag-name-filter"),
+    ),
+    "mergetool": ("--tool-cmd",),
+}
+
+
+def _git_subcommand_scripts(args: Sequence[str]) -> list[str]:
+    """Command lines git subcommands take: ``rebase -x CMD``, ``submodule foreach
+    CMD``, ``filter-branch --tree-filter CMD``, ``difftool -x CMD``..."""
+    sub = subcommand(args, _GIT_VALUE_OPTIONS)
+    if sub is None:
+        return []
+    rest = args[args.index(sub) + 1 :]
+    found = _option_values(rest, _GIT_SUBCOMMAND_OPTIONS.get(sub, ()))
+    words = positional_args(rest)
+    if sub == "submodule" and words[:1] == ["foreach"]:
+        found.append(" ".join(words[1:]))
+    return found
+
+
+def _hg_config_scripts(args: Sequence[str]) -> list[str]:
+    """Mercurial's ``--config KEY=VALUE``: an alias ``!cmd``, a hook, an editor, merge
+    tool or pager command; an extension loads code from a path."""
+    found = []
+    for value in _option_values(args, ("--config",)):
+        key, _, setting = value.partition("=")
+        section = key.split(".", 1)[0].lower()
+        if setting.startswith("!"):
+            found.append(setting[1:])
+        elif section in ("hooks", "pager") or key.lower() in ("ui.editor", "ui.merge", "ui.ssh"):
+            found.append(setting)
+        elif section == "extensions" and setting:
+            found.append(DYNAMIC)
     return found
 
 

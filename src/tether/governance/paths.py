@@ -43,7 +43,7 @@ DYNAMIC = "\x00"
 # Characters after which the rest of a path is unknown: glob and brace patterns
 # and dynamic parts. Everything from the first of them on is treated as "any
 # entry of the directory before it".
-_PATTERN_CHARS = ("*", "?", "[", "{", DYNAMIC)
+_PATTERN_CHARS = ("*", "?", "[", "{", DYNAMIC, "!(", "@(", "+(")  # and extglob's
 
 # Directories whose contents are the operating system: the directory itself and
 # every direct child (/etc/ssh, /usr/lib, ...) are critical deletion targets.

@@ -203,6 +203,16 @@ class _Env:
 
 
 @dataclass(frozen=True)
+class _Saved:
+    """Shell state as it was before a subshell."""
+
+    cwd: str | None
+    variables: dict[str, str]
+    arrays: dict[str, tuple[str, ...]]
+    positional: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
 class _Source:
     """What a descriptor reads: the output of some records, a literal text, or
     something only known at run time (``<&$fd``)."""
@@ -509,11 +519,13 @@ class _Walker:
                 self._set_variable(_text(child), "")
         self.walk_children(node, env)
 
-    def _save(self) -> tuple[str | None, dict[str, str]]:
-        return self.cwd, dict(self.variables)
+    def _save(self) -> _Saved:
+        """The shell state a subshell or pipeline stage gets a copy of."""
+        return _Saved(self.cwd, dict(self.variables), dict(self.arrays), self.positional)
 
-    def _restore(self, saved: tuple[str | None, dict[str, str]]) -> None:
-        self.cwd, self.variables = saved[0], saved[1]
+    def _restore(self, saved: _Saved) -> None:
+        self.cwd, self.variables = saved.cwd, saved.variables
+        self.arrays, self.positional = saved.arrays, saved.positional
 
     def _subshell(self, node: Node, env: _Env) -> None:
         saved = self._save()

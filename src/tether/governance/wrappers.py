@@ -192,6 +192,13 @@ def unwrap(name: str, args: Sequence[str]) -> list[Invocation]:
     start = _package_runner_start(name, args)
     if start is not None:  # npx cmd, npm exec -- cmd, pnpm dlx cmd: a package's command
         return [Invocation(tuple(args[start:]), start)]
+    if name == "cmake":
+        return _cmake_tool(args)
+    if name == "ruby" and "-run" in args:
+        return _ruby_un(args)
+    if name == "git" and "bisect" in args and "run" in args:  # git bisect run cmd args
+        start = args.index("run") + 1
+        return [Invocation(tuple(args[start:]), start)] if start < len(args) else []
     spec = _WRAPPERS.get(name)
     if spec is None:
         return []
@@ -230,6 +237,68 @@ def _package_runner_start(name: str, args: Sequence[str]) -> int | None:
             break
         i += 2 if args[i] in _PACKAGE_VALUES else 1
     return i if i < len(args) else None
+
+
+# cmake -E's file commands, as the coreutils they stand for.
+_CMAKE_TOOLS = {
+    "rm": ("rm",),
+    "remove": ("rm",),
+    "remove_directory": ("rm", "-r"),
+    "copy": ("cp",),
+    "copy_directory": ("cp", "-r"),
+    "copy_if_different": ("cp",),
+    "rename": ("mv",),
+    "make_directory": ("mkdir", "-p"),
+    "touch": ("touch",),
+    "create_symlink": ("ln", "-s"),
+}
+
+
+def _cmake_tool(args: Sequence[str]) -> list[Invocation]:
+    """``cmake -E rm -rf x`` removes as rm does; ``cmake -E env``, ``chdir DIR`` and
+    ``time`` run a command."""
+    if "-E" not in args or args.index("-E") + 1 >= len(args):
+        return []
+    at = args.index("-E") + 1
+    tool, rest = args[at], tuple(args[at + 1 :])
+    if tool in _CMAKE_TOOLS:
+        return [Invocation((*_CMAKE_TOOLS[tool], *rest), at)]
+    if tool == "env":
+        inner = _inner_start(rest, _spec("--unset", skip_assignments=True))
+        return [Invocation(rest[inner:], at + 1 + inner)] if inner is not None else []
+    if tool == "chdir" and len(rest) > 1:  # the directory: see working_directory
+        return [Invocation(rest[1:], at + 2)]
+    if tool == "time" and rest:
+        return [Invocation(rest, at + 1)]
+    return []
+
+
+# ruby -run -e rm_rf -- files: un.rb's commands, as the coreutils they stand for.
+_RUBY_UN = {
+    "rm_rf": ("rm", "-rf"),
+    "rm_r": ("rm", "-r"),
+    "rm": ("rm",),
+    "rmdir": ("rmdir",),
+    "mv": ("mv",),
+    "cp": ("cp",),
+    "cp_r": ("cp", "-r"),
+    "ln": ("ln",),
+    "chmod": ("chmod",),
+    "install": ("install",),
+    "mkdir": ("mkdir",),
+    "touch": ("touch",),
+}
+
+
+def _ruby_un(args: Sequence[str]) -> list[Invocation]:
+    if "-e" not in args or args.index("-e") + 1 >= len(args):
+        return []
+    at = args.index("-e") + 1
+    command = _RUBY_UN.get(args[at])
+    if command is None:
+        return []
+    rest = [a for a in args[at + 1 :] if a != "--"]
+    return [Invocation((*command, *rest), at)]
 
 
 def _coproc(args: Sequence[str]) -> list[Invocation]:
@@ -328,6 +397,9 @@ _CHDIR_OPTIONS = {
 def working_directory(name: str, args: Sequence[str]) -> str | None:
     """The directory a wrapper runs its command in (``env -C dir``, ``sudo -D dir``),
     None when it does not move it."""
+    if name == "cmake":  # cmake -E chdir DIR cmd
+        at = args.index("-E") + 1 if "-E" in args else len(args)
+        return args[at + 1] if at + 1 < len(args) and args[at] == "chdir" else None
     options = _CHDIR_OPTIONS.get(name, ())
     for i, arg in enumerate(args):
         if arg == "--" or (not is_option(arg) and (i == 0 or args[i - 1] not in options)):
