@@ -15,6 +15,7 @@ where a command reads one, :func:`program_scripts` what running its text runs.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections.abc import Sequence
@@ -156,6 +157,9 @@ def option_scripts(name: str, args: Sequence[str]) -> list[str]:
         # -o DPkg::Pre-Invoke::=cmd, APT::Update::Post-Invoke-Success::=cmd
         options = _option_values(args, ("-o", "--option"))
         scripts += [o.split("=", 1)[1] for o in options if "invoke" in o.split("=", 1)[0].lower()]
+    elif name == "socat":  # socat - SYSTEM:'cmd', EXEC:'prog args'
+        programs = [a for a in args if a.lower().startswith(("system:", "exec:"))]
+        scripts += [a.split(":", 1)[1].split(",", 1)[0] for a in programs]
     elif name == "dpkg":
         scripts += _option_values(args, ("--pre-invoke", "--post-invoke"))
     elif name in ("npm", "npx", "pnpm", "pnpx", "yarn", "bunx"):
@@ -260,6 +264,17 @@ def _git_command_values(args: Sequence[str]) -> list[str]:
         words = positional_args(args[args.index("config") + 1 :])
         if len(words) >= 2:
             pairs.append((words[0], words[1]))
+    found = _git_pair_scripts(pairs)
+    found += _option_values(args, _GIT_COMMAND_OPTIONS)
+    if subcommand(args, _GIT_VALUE_OPTIONS) == "clone":
+        found += _option_values(args[args.index("clone") + 1 :], ("-u",))
+    found += [_ext_command(a[len("ext::") :]) for a in args if a.startswith("ext::")]
+    return found
+
+
+def _git_pair_scripts(pairs: list[tuple[str, str]]) -> list[str]:
+    """The command lines of git configuration pairs: an alias ``!cmd``, a key whose
+    value git runs."""
     found = []
     for key, value in pairs:
         section, _, last = key.lower().rpartition(".")
@@ -269,11 +284,43 @@ def _git_command_values(args: Sequence[str]) -> list[str]:
             found.append(value[1:])
         elif by_key or section.split(".")[0] in _GIT_COMMAND_SECTIONS:
             found.append(value)
-    found += _option_values(args, _GIT_COMMAND_OPTIONS)
-    if subcommand(args, _GIT_VALUE_OPTIONS) == "clone":
-        found += _option_values(args[args.index("clone") + 1 :], ("-u",))
-    found += [_ext_command(a[len("ext::") :]) for a in args if a.startswith("ext::")]
     return found
+
+
+_GIT_SECTION = re.compile(r'\[\s*([^\]\s"]+)(?:\s+"((?:[^"\\]|\\.)*)")?\s*\]')
+
+
+def git_config_scripts(text: str) -> list[str]:
+    """Command lines a git configuration file (``.git/config``, ``~/.gitconfig``)
+    makes git run: its aliases ``!cmd`` and command-valued keys."""
+    pairs: list[tuple[str, str]] = []
+    section = ""
+    for raw in text.split("\n"):
+        line = raw.strip()
+        header = _GIT_SECTION.match(line)
+        if header:
+            section = header.group(1) + (f".{header.group(2)}" if header.group(2) else "")
+            line = line[header.end() :].strip()
+        if not line or line[0] in "#;" or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        value = value.strip()
+        if len(value) > 1 and value[0] == value[-1] == '"':
+            value = value[1:-1]
+        pairs.append((f"{section}.{key.strip()}", value))
+    return _git_pair_scripts(pairs)
+
+
+def package_scripts(text: str) -> list[str]:
+    """The scripts a ``package.json`` holds (npm test, npm install... run them)."""
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return [DYNAMIC] if '"scripts"' in text else []
+    scripts = document.get("scripts") if isinstance(document, dict) else None
+    if not isinstance(scripts, dict):
+        return []
+    return [value for value in scripts.values() if isinstance(value, str)]
 
 
 # Options of git subcommands whose value is a command line: rebase --exec, difftool
@@ -556,10 +603,23 @@ _COMMAND_QUOTE = re.compile(r"(?:\bqx|%x)\s*([(\[{<])([^)\]}>]{0,4096})[)\]}>]")
 TCLS = frozenset({"tclsh", "wish", "expect", "expectk", "jimsh"})
 
 
+# Code run from text the code decodes (exec(base64.b64decode(...)), os.system(chr(...)
+# + ...)): what runs is only known at run time.
+_RUNS_CODE = re.compile(r"\b(?:exec|eval|compile|system|popen|spawn\w*|run|call|Popen)\s*\(|`")
+_DECODES = re.compile(
+    r"b64decode|b32decode|a85decode|fromhex|unhexlify|decodebytes|\bchr\s*\(|fromCharCode"
+    r"|codecs\.decode|zlib\.decompress|marshal\.loads|pickle\.loads|\brot13|unpack\s*\(|Buffer\.from"
+    r"|atob\s*\(|\bpack\s*\(\s*['\"][Hh]"
+)
+
+
 def code_scripts(name: str, code: str) -> list[str]:
     """Command lines interpreter code may run: see :func:`shell_strings_in_code`; for
-    Tcl also the words of ``exec``, ``spawn``, ``system`` and ``open "|cmd"``."""
+    Tcl also the words of ``exec``, ``spawn``, ``system`` and ``open "|cmd"``; DYNAMIC
+    for code that runs what it decodes (exec(base64.b64decode(...)))."""
     found = shell_strings_in_code(code)
+    if _RUNS_CODE.search(code) and _DECODES.search(code):
+        found.append(DYNAMIC)
     if name in TCLS or re.match(r"tclsh|wish", name):
         found += tcl_scripts(code)
     return found

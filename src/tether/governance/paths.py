@@ -126,6 +126,8 @@ _SECRET_SYSTEM_FILES = frozenset({"/etc/shadow", "/etc/gshadow", "/etc/sudoers"}
 _SECRET_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".kdbx")
 _SSH_KEY_PREFIXES = ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")
 _ENV_TEMPLATE_SUFFIXES = (".example", ".sample", ".template", ".dist")
+# What /proc shows of another process that holds its secrets: environment, memory.
+_PROCESS_SECRETS = frozenset({"environ", "mem", "cmdline"})
 
 _UNKNOWN: frozenset[str] = frozenset({"any", "dynamic", "outside_workspace"})
 
@@ -401,6 +403,8 @@ def _is_ssh_or_profile(path: str) -> bool:
 def _is_secret(path: str) -> bool:
     parts = path.split("/")
     name = parts[-1]
+    if len(parts) == 4 and parts[1] == "proc" and parts[2] != "self" and name in _PROCESS_SECRETS:
+        return True  # /proc/PID/environ: another process's environment (the server's keys)
     if path in _SECRET_SYSTEM_FILES or _SECRET_DIRS.intersection(parts[:-1]):
         return True
     if name in _SECRET_DIRS or name in _SECRET_NAMES:

@@ -29,8 +29,10 @@ from tree_sitter import Language, Node, Parser, Tree
 from tether.governance.carried_scripts import (
     awk_scripts,
     code_scripts,
+    git_config_scripts,
     mounted_paths,
     option_scripts,
+    package_scripts,
     path_literals,
     program_file_names,
     program_scripts,
@@ -1363,7 +1365,27 @@ class _Walker:
                 self._builtin_assignments(link, env)
                 self._track_names(link)
                 self._track_link(link)
+                self._project_files(link, source)
                 self._call(link)
+
+    def _project_files(self, link: _Link, source: str) -> None:
+        """Files written earlier that configure what a command runs: git's config (its
+        aliases and command keys) and hooks, npm's package.json scripts."""
+        name = link.name
+        if name == "git":
+            for path, text in list(self.written.items()):
+                if path.endswith(("/.git/config", "/.gitconfig", "/git/config")):
+                    scripts = git_config_scripts(text)
+                elif "/.git/hooks/" in path:
+                    scripts = [text]
+                else:
+                    continue
+                for script in scripts:
+                    self.nested_script(script, _Env(), source)
+        elif name in ("npm", "yarn", "pnpm", "bun"):
+            for path, text in list(self.written.items()):
+                for script in package_scripts(text) if path.endswith("/package.json") else ():
+                    self.nested_script(script, _Env(), source)
 
     def _directory_of(self, link: _Link) -> str | None:
         """Where a command runs: the walk's directory, or the one a wrapper moves it to
