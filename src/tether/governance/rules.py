@@ -243,6 +243,7 @@ def _compile_patterns(patterns: tuple[str, ...]) -> tuple[frozenset[str], tuple[
     return exact, globs
 
 
+@lru_cache(maxsize=16384)
 def name_matches(name: str, patterns: tuple[str, ...]) -> bool:
     """True if command ``name`` matches one of ``patterns`` (fnmatch, ``@set`` aware)."""
     exact, globs = _compile_patterns(patterns)
