@@ -208,7 +208,22 @@ def _classify(raw: str, cwd: str | None, ctx: AnalysisContext) -> frozenset[str]
         classes.add("dynamic")
     if _pattern_reaches(joined, str(ctx.tether_home)):
         classes.add("tether_home")  # ~/.teth*/token
+    if _may_be_profile(joined, str(ctx.home)):
+        classes.add("ssh_or_shell_profile")  # cp x ~/$name: the name may be .bashrc
     return frozenset(classes)
+
+
+def _may_be_profile(pattern: str, home: str) -> bool:
+    """Whether a pattern or a name only known at run time, right in the home, may be a
+    shell profile (a value may start with a dot, a glob only where it writes one)."""
+    directory, _, name = pattern.rpartition("/")
+    if _normpath(directory or "/") != home or any(c in directory for c in _PATTERN_CHARS):
+        return False
+    glob = name.replace(DYNAMIC, "*")
+    return any(
+        fnmatchcase(profile, glob) and (DYNAMIC in name or name.startswith("."))
+        for profile in _SHELL_PROFILES
+    )
 
 
 def _pattern_reaches(pattern: str, directory: str) -> bool:
