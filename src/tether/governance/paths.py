@@ -206,11 +206,18 @@ def _classify(raw: str, cwd: str | None, ctx: AnalysisContext) -> frozenset[str]
         classes.add("secret")
     if DYNAMIC in rest:
         classes.add("dynamic")
-    if _pattern_reaches(joined, str(ctx.tether_home)):
+    if _pattern_reaches(joined, str(ctx.tether_home)) and not _in_own_workspace(base, ctx):
         classes.add("tether_home")  # ~/.teth*/token
     if _may_be_profile(joined, str(ctx.home)):
         classes.add("ssh_or_shell_profile")  # cp x ~/$name: the name may be .bashrc
     return frozenset(classes)
+
+
+def _in_own_workspace(directory: str, ctx: AnalysisContext) -> bool:
+    """Whether ``directory`` is in a workspace placed inside TETHER_HOME (the default
+    layout): the agent's own area there, not Tether's state (``ls *`` in it)."""
+    workspace, tether_home = str(ctx.workspace), str(ctx.tether_home)
+    return within(directory, workspace) and within(workspace, tether_home)
 
 
 def _may_be_profile(pattern: str, home: str) -> bool:

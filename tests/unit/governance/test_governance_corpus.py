@@ -83,3 +83,33 @@ def test_everyday_command_is_allowed(command: str, ctx: AnalysisContext, rules: 
     assert all(f.severity < Severity.MEDIUM for f in findings), findings
     assert decide("auto", findings) == "allow"
     assert decide("smart", findings) == "allow"
+
+
+#: Tether's default layout, where the workspace lies inside TETHER_HOME: a glob in the
+#: workspace (``ls *``) once read as reaching Tether's state, and was refused.
+DEFAULT_LAYOUT = AnalysisContext(
+    workspace=Path("/home/u/.tether/workspace"),
+    home=Path("/home/u"),
+    tether_home=Path("/home/u/.tether"),
+)
+
+
+#: There, ``..`` is TETHER_HOME: these reach past the workspace into Tether's state and
+#: ask, as they should. The last is a false alarm older than the layout's test: docker's
+#: ``-v SRC:DST`` is read as one path, which lies in TETHER_HOME.
+_PAST_THE_WORKSPACE = {
+    "ln -s ../shared shared",
+    "cd .. && ls",
+    "ln -sf ../shared shared; cat shared/README.md",
+    'docker run --rm -v "$PWD":/app -w /app node:20 npm test',
+}
+SAFE_IN_DEFAULT_LAYOUT = [c for c in SAFE if c not in _PAST_THE_WORKSPACE]
+
+
+@pytest.mark.parametrize(
+    "command", SAFE_IN_DEFAULT_LAYOUT, ids=[_id(c) for c in SAFE_IN_DEFAULT_LAYOUT]
+)
+def test_everyday_command_is_allowed_in_the_default_layout(command: str, rules: list[Rule]) -> None:
+    findings = analyze_shell(command, DEFAULT_LAYOUT, rules)
+    assert all(f.severity < Severity.MEDIUM for f in findings), findings
+    assert decide("auto", findings) == "allow"
