@@ -104,6 +104,14 @@ class FakeModel:
         self.srv.server_close()
 
 
+def home_database(home: Path) -> dict[str, str]:
+    """The setting that keeps a server's database in its home, as SQLite, whatever the
+    run is on: for the tests about what the home's own files go through (a disk that
+    fills, modes lost, a schema killed half-made), which the PostgreSQL pass would
+    otherwise pass without testing or fail on a file that is not there."""
+    return {"TETHER_DATABASE_URL": f"sqlite+aiosqlite:///{home / 'tether.db'}"}
+
+
 def shell_call(command: str, **extra: Any) -> dict[str, Any]:
     """A scripted model reply calling the shell tool once."""
     return {"tool_calls": [(SHELL, json.dumps({"command": command, **extra}))]}

@@ -13,7 +13,16 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from core_support import AppServer, FakeModel, Stack, chat_body, new_session, open_gate, wait_for
+from core_support import (
+    AppServer,
+    FakeModel,
+    Stack,
+    chat_body,
+    home_database,
+    new_session,
+    open_gate,
+    wait_for,
+)
 from helpers import register_mock_provider
 
 from disk_support import fill, needs_root, small_disk
@@ -38,6 +47,7 @@ def stack(disk: Path, tmp_path: Path) -> Iterator[Stack]:
             "TETHER_KEEPER": "1",
             "TETHER_LLM_MAX_RETRIES": "0",
             "TETHER_DEFAULT_APPROVAL_LEVEL": "off",
+            **home_database(disk / "home"),
         },
     )
     server.log_path = tmp_path / "server.log"

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from core_support import start_server
+from core_support import home_database, start_server
 
 from tether.keeper import client as keeper_client
 from tether.keeper import layout
@@ -32,7 +32,7 @@ _AS_ANYONE = (
 def used_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A home a server has run in (its database, keys, call directory, runner log)."""
     home = tmp_path_factory.mktemp("used") / "home"
-    server = start_server(home)
+    server = start_server(home, **home_database(home))
     server.close()
     (home / "server.log").unlink()
     # The harness's servers are given their token; a home's own is kept in this file.
@@ -114,7 +114,7 @@ def test_a_usable_home_with_a_read_only_token_starts(used_home: Path, tmp_path: 
     home = tmp_path / "home"
     shutil.copytree(used_home, home)
     (home / "token").chmod(0o400)
-    server = start_server(home)
+    server = start_server(home, **home_database(home))
     server.close()
 
 

@@ -11,7 +11,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from core_support import AppServer
+from core_support import AppServer, home_database
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +47,8 @@ def test_a_schema_killed_half_made_is_not_left_half_made(tmp_path: Path, killed:
     """Each table was committed as it was made: the next start refused the database as
     one "from before Alembic", and `tether db upgrade` failed on the first table (it
     exists): no way on but deleting the database."""
-    server = AppServer(tmp_path / "home")
+    home = tmp_path / "home"
+    server = AppServer(home, home_database(home))
     server.home.mkdir()
     done = subprocess.run(
         [sys.executable, "-c", _KILLED_MIDWAY, "5", *killed],
