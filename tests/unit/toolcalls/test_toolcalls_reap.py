@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -69,19 +70,33 @@ def test_a_group_number_given_to_another_process_since_is_left_alone(
 
 
 def _leaderless_group(marker: str | None) -> tuple[int, psutil.Process]:
-    """A group whose leader (a shell) has exited, leaving ``sleep 30`` in it; the
-    marker (``None``: none) is in both's environment. Returns (group, member)."""
+    """A group whose leader (a shell) has exited, leaving a member in it: a second shell
+    waiting on ``sleep 30``; the marker (``None``: none) is in all their environments.
+    Returns (group, member).
+
+    The member names itself once it runs as a shell, so its environment is readable
+    when the test reads it: a process in the middle of ``execve`` shows an empty one
+    (``$!`` of a backgrounded ``sleep`` was read in that window on a loaded CI run).
+    It does not ``exec`` the ``sleep``: ``; :`` keeps it from being the last command."""
     env = {k: v for k, v in os.environ.items() if k != MARKER_VAR}
     if marker is not None:
         env[MARKER_VAR] = marker
     shell = subprocess.Popen(
-        ["sh", "-c", "sleep 30 & echo $!"], start_new_session=True, env=env, stdout=subprocess.PIPE
+        ["sh", "-c", "sh -c 'echo $$; sleep 30; :' &"],
+        start_new_session=True,
+        env=env,
+        stdout=subprocess.PIPE,
     )
     assert shell.stdout is not None
     with shell.stdout:
         member = psutil.Process(int(shell.stdout.readline()))
     shell.wait()
     return shell.pid, member
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
 
 
 def test_a_call_group_whose_leader_is_gone_is_still_killed() -> None:
@@ -92,8 +107,7 @@ def test_a_call_group_whose_leader_is_gone_is_still_killed() -> None:
         assert reap_groups([(pgid, time.time())], (DEAD,)) == 1
         member.wait(timeout=5)
     finally:
-        if member.is_running():
-            member.kill()
+        _kill_group(pgid)
 
 
 @pytest.mark.parametrize("marker", [None, "tether-a-live-owner:call-9"])
@@ -106,6 +120,6 @@ def test_a_leaderless_group_with_no_call_member_is_left_alone(marker: str | None
         assert reap_groups([(pgid, time.time())], (DEAD,)) == 0
         assert member.is_running() and member.status() != psutil.STATUS_ZOMBIE
     finally:
+        _kill_group(pgid)
         with contextlib.suppress(psutil.NoSuchProcess):
-            member.kill()
             member.wait(timeout=5)
