@@ -112,7 +112,8 @@ def _grouped(targets: Sequence[Target]) -> dict[int, psutil.Process]:
 def _scanned(targets: Sequence[Target]) -> dict[int, psutil.Process]:
     me = os.getpid()
     table = list(psutil.process_iter(["ppid", "create_time"]))
-    found = _descendants_of({t.root_pid for t in targets if t.root_pid is not None}, table)
+    children = _children_of(table)
+    found = _descendants_of({t.root_pid for t in targets if t.root_pid is not None}, children)
     pgids = {t.pgid for t in targets if t.pgid is not None}
     markers = {t.marker for t in targets if t.marker is not None}
     starts = [t.since for t in targets]
@@ -129,24 +130,37 @@ def _scanned(targets: Sequence[Target]) -> dict[int, psutil.Process]:
                 continue
             if proc.environ().get(MARKER_VAR) in markers:
                 found[proc.pid] = proc
+    # What a found process started is the call's even where the marker cannot be read:
+    # a child that cleared its environment, or one in the middle of execve (/proc shows
+    # an empty environment until the new program's is set up).
+    found.update(_descendants_of(set(found), children))
+    found.pop(me, None)
     return found
 
 
-def _descendants_of(roots: set[int], table: list[psutil.Process]) -> dict[int, psutil.Process]:
-    """The roots and every descendant, from one read of the table (psutil's
-    ``children()`` reads the whole table per call: 1,000 calls made that 1,000 reads)."""
-    by_pid = {p.pid: p for p in table}
-    children: dict[int, list[int]] = {}
+_Children = dict[int, list[psutil.Process]]
+
+
+def _children_of(table: list[psutil.Process]) -> _Children:
+    """Each pid's children, from one read of the table (psutil's ``children()`` reads
+    the whole table per call: 1,000 calls made that 1,000 reads)."""
+    children: _Children = {}
     for proc in table:
-        children.setdefault(proc.info.get("ppid") or 0, []).append(proc.pid)
+        children.setdefault(proc.info.get("ppid") or 0, []).append(proc)
+    return children
+
+
+def _descendants_of(roots: set[int], children: _Children) -> dict[int, psutil.Process]:
+    """The roots that are in the table, and every descendant of them."""
+    known = {c.pid: c for kids in children.values() for c in kids}
     found: dict[int, psutil.Process] = {}
-    todo = [pid for pid in roots if pid in by_pid]
+    todo = [known[pid] for pid in roots if pid in known]
     while todo:
-        pid = todo.pop()
-        if pid in found:
+        proc = todo.pop()
+        if proc.pid in found:
             continue
-        found[pid] = by_pid[pid]
-        todo.extend(children.get(pid, []))
+        found[proc.pid] = proc
+        todo.extend(children.get(proc.pid, []))
     return found
 
 

@@ -96,3 +96,23 @@ def test_a_group_none_of_the_read_processes_is_in_is_not_signalled() -> None:
         assert root.wait(timeout=10) == 0
         kill_all([read], [Target(root.pid, root.pid, None)])
         assert child.status() != psutil.STATUS_ZOMBIE
+
+
+def test_what_a_marked_process_started_is_found_even_without_the_marker() -> None:
+    """A call's process outside its group (it called setsid) whose child cleared its
+    environment, or was in the middle of ``execve`` when the table was read (``/proc``
+    shows an empty environment then): the child is the marked process's, so the call's."""
+    env = {**os.environ, MARKER_VAR: "test-find-trees:parent"}
+    script = "env -i sh -c 'echo $$; sleep 30; :' & wait"
+    with subprocess.Popen(
+        ["sh", "-c", script], env=env, stdout=subprocess.PIPE, text=True, start_new_session=True
+    ) as marked_parent:
+        assert marked_parent.stdout is not None
+        unmarked = psutil.Process(int(marked_parent.stdout.readline()))
+        try:
+            assert MARKER_VAR not in unmarked.environ()
+            target = Target(None, None, "test-find-trees:parent", since=time.time() - 60)
+            found = {p.pid for p in find_trees([target])}
+            assert {marked_parent.pid, unmarked.pid} <= found
+        finally:
+            os.killpg(marked_parent.pid, signal.SIGKILL)
