@@ -45,12 +45,19 @@ from tether.governance.context import AnalysisContext
 from tether.governance.makefiles import MAKES, variable_value_scripts
 from tether.governance.paths import DYNAMIC, brace_words, expand_tilde
 from tether.governance.rules import in_command_set
+from tether.governance.shell_chain import Link, stdin_executors, unwrap_chain
+from tether.governance.shell_records import (
+    READ_OPS,
+    WRITE_OPS,
+    Redirect,
+    SimpleCommand,
+    stdout_literal,
+)
 from tether.governance.shell_words import (
     UNKNOWN_VARIABLE,
     decode_ansi_c,
     flag_set,
     is_option,
-    normalize_name,
     positional_args,
     remove_line_continuations,
     unescape_double_quoted,
@@ -58,18 +65,14 @@ from tether.governance.shell_words import (
 )
 from tether.governance.wrappers import (
     SCHEDULERS,
-    Invocation,
     code_arg_indices,
     download_outputs,
     executes_stdin,
-    find_args,
     find_writes,
     inline_code,
     remote_script_of,
     script_of,
     shell_c_arguments,
-    unwrap,
-    working_directory,
 )
 
 MAX_DEPTH = 5  # nested bash -c / eval / here-doc scripts
@@ -85,7 +88,6 @@ MAX_PIPE_NAMES = 64
 MAX_COMMANDS = 5_000
 MAX_LOOP_VALUES = 4  # for-loop values bound one by one before giving up
 MAX_BOUND_LOOPS = 2  # nested loops whose values are bound; deeper ones run once, unknown
-MAX_UNWRAP = 8  # sudo env nice timeout ... chains
 MAX_CALLS = 16  # function calls whose body is walked again with the call's arguments
 _SOURCE_CHARS = 200
 
@@ -97,9 +99,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # A variable left as text in a word a brace expansion made: $NAME or ${NAME}.
 _ASSEMBLED = re.compile(rf"\$(?:\{{({_NAME.pattern})\}}|({_NAME.pattern}))")
 
-_WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", ">&", "<>"})
-_READ_OPS = frozenset({"<", "<>", "<&"})
-_REDIRECT_OPS = _WRITE_OPS | _READ_OPS | {">&-", "<&-"}
+_REDIRECT_OPS = WRITE_OPS | READ_OPS | {">&-", "<&-"}
 _SUBSTITUTIONS = frozenset({"command_substitution", "process_substitution"})
 _EXPANSIONS = _SUBSTITUTIONS | {"simple_expansion", "expansion", "arithmetic_expansion"}
 
@@ -117,47 +117,6 @@ def _parse(text: str) -> Tree:
             _language = Language(tree_sitter_bash.language())
             _parser = Parser(_language)
         return _parser.parse(text.encode("utf-8", "surrogatepass"))
-
-
-@dataclass(frozen=True)
-class Redirect:
-    """A file redirection: operator (``>``, ``>>``, ``<``, ``&>``...) and target word."""
-
-    op: str
-    target: str
-
-    @property
-    def writes(self) -> bool:
-        """True if the redirection opens the target for writing."""
-        return self.op in _WRITE_OPS
-
-    @property
-    def reads(self) -> bool:
-        """True if the redirection opens the target for reading."""
-        return self.op in _READ_OPS
-
-
-@dataclass(frozen=True)
-class SimpleCommand:
-    """One command the script may run.
-
-    ``name`` is the command's basename, or None when it is produced at run time
-    (``$CMD``, ``$(which rm)``) and cannot be trusted. ``pipe_into`` names the
-    commands its output flows into (pipes and substitutions, None = dynamic);
-    ``executed_by`` the subset that runs that output as code. ``cwd`` is the
-    directory relative paths resolve against (None = unknown).
-    """
-
-    name: str | None
-    args: tuple[str, ...]
-    redirects: tuple[Redirect, ...] = ()
-    pipe_into: tuple[str | None, ...] = ()
-    executed_by: tuple[str | None, ...] = ()
-    source: str = ""
-    cwd: str | None = None
-    self_spawning: bool = False
-    stdin_args: bool = False
-    stdin_literal: str | None = None
 
 
 @dataclass(frozen=True)
@@ -250,18 +209,6 @@ class _Redirections:
     inputs: list[tuple[str, Node | str]] = field(default_factory=list)
     copies: list[tuple[str, str]] = field(default_factory=list)
     literals: list[tuple[str, str]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class _Link:
-    """One command of a wrapper chain, with its position in the original words."""
-
-    name: str | None
-    args: tuple[str, ...]
-    offset: int
-    stdin_args: bool = False
-    word: str = ""  # the command word as written (a path for ./install.sh)
-    chdir: str | None = None  # env -C dir cmd: the directory cmd runs in (as written)
 
 
 def _text(node: Node) -> str:
@@ -472,7 +419,7 @@ class _Walker:
         if not words or (_has_expansion(name) and _name_expands("{" + _text(name))):
             words[:1] = [DYNAMIC]  # as in _command
         words += [value for value, _subs in flat[1:]]
-        self._emit(_unwrap_chain(words), env, ("{" + _text(node))[:_SOURCE_CHARS])
+        self._emit(unwrap_chain(words), env, ("{" + _text(node))[:_SOURCE_CHARS])
 
     def walk_children(self, node: Node, env: _Env) -> None:
         """Walk named children; a statement followed by ``&`` runs in the background."""
@@ -691,7 +638,7 @@ class _Walker:
         if name_node is None:
             return
         # x=$(echo 'a[$(cmd)]'): what a substitution prints is the value.
-        printed = _stdout_literal(self.out[first:]) if subs else None
+        printed = stdout_literal(self.out[first:]) if subs else None
         self._latent_substitutions(printed or "")
         taint = (*range(first, len(self.out)), *self._tainting(value_node))
         # arr[$(cmd)]=1: bash expands the subscript, running cmd; arr[x]=1 evaluates x.
@@ -819,7 +766,7 @@ class _Walker:
         finally:
             self.functions.pop()
 
-    def _call(self, link: _Link) -> None:
+    def _call(self, link: Link) -> None:
         """A call of a function defined earlier: its body is walked again with the
         call's arguments as ``$1``, ``"$@"`` (``f() { rm "$@"; }; f -rf ~``), a few
         times at most, never from inside itself."""
@@ -898,7 +845,7 @@ class _Walker:
     def _feed_literals(self, ranges: list[tuple[int, int]]) -> None:
         """``echo 'rm -rf /' | sh`` and ``echo / | xargs rm -rf``: use the literal text."""
         for (prev_start, prev_end), (start, end) in itertools.pairwise(ranges):
-            literal = _stdout_literal(self.out[prev_start:prev_end])
+            literal = stdout_literal(self.out[prev_start:prev_end])
             if literal is None:
                 continue
             for k in range(start, end):
@@ -962,11 +909,11 @@ class _Walker:
 
     def _add_file_redirect(self, node: Node, info: _Redirections) -> None:
         op = next((c.type for c in node.children if c.type in _REDIRECT_OPS), ">")
-        fd = self._descriptor_of(node, "0" if op in _READ_OPS else "1")
+        fd = self._descriptor_of(node, "0" if op in READ_OPS else "1")
         for dest in node.children_by_field_name("destination"):
             target, subs = self.word(dest)
             if dest.type == "process_substitution":
-                (info.sinks if op in _WRITE_OPS else info.feeds).append(dest)
+                (info.sinks if op in WRITE_OPS else info.feeds).append(dest)
                 if op in ("<", "<>"):
                     info.inputs.append((fd, dest))
             else:
@@ -1057,7 +1004,7 @@ class _Walker:
                 self.nested_script(f"{body} {rest}", _Env(), _text(node))
             finally:
                 self.aliases[words[0]] = body
-        chain = _unwrap_chain(words)
+        chain = unwrap_chain(words)
         if any(link.name in MAKES for link in chain):
             self._make_environment(environment, _text(node)[:_SOURCE_CHARS])
         self._startup_files(node, chain, environment)
@@ -1065,7 +1012,7 @@ class _Walker:
         info = self._redirections(c for c in node.children if c.type.endswith("_redirect"))
         substituted = len(self.out)
         for sub in info.subs:
-            self.walk_substitution(sub, (), _stdin_executors(chain))
+            self.walk_substitution(sub, (), stdin_executors(chain))
         feeds = self._walk_feeds(info.feeds)
         read_fds = [fd for link in chain for a in link.args if (fd := _descriptor_path(a))]
         source = self._stdin_source(info, feeds, range(substituted, len(self.out)), read_fds)
@@ -1076,7 +1023,7 @@ class _Walker:
         self._sinks(sinks + info.sinks, start, start + len(chain))
         self._open_descriptors(info, feeds, start, start + len(chain))
 
-    def _startup_files(self, node: Node, chain: list[_Link], environment: list[str]) -> None:
+    def _startup_files(self, node: Node, chain: list[Link], environment: list[str]) -> None:
         """A shell runs the file ``BASH_ENV`` (or ``ENV``) names before its script:
         ``BASH_ENV=<(curl x) bash -c true`` runs the download, ``BASH_ENV=f`` a file
         written or downloaded earlier."""
@@ -1178,7 +1125,7 @@ class _Walker:
         names = tuple(r.name for r in records)
         runners = tuple(r.name for r in records if executes_stdin(r.name, r.args, r.stdin_args))
         for _sub, first, last in feeds:
-            literal = _stdout_literal(self.out[first:last])
+            literal = stdout_literal(self.out[first:last])
             for rec in records if literal is not None else ():
                 self.run_stdin(rec.name, rec.args, cast(str, literal), rec.source)
         for k in source.records if source is not None else ():
@@ -1300,7 +1247,7 @@ class _Walker:
                 return self.arrays.get(_text(parts[0]))
         return None
 
-    def _walk_word_substitutions(self, chain: list[_Link], subs: list[list[Node]]) -> list[Node]:
+    def _walk_word_substitutions(self, chain: list[Link], subs: list[list[Node]]) -> list[Node]:
         """Walk substitutions in the command's words, knowing which ones are run as code.
         Returns the ``>(...)`` ones, which the command may write into: they are walked
         once its records are made (see ``_feeds_and_sinks``)."""
@@ -1321,7 +1268,7 @@ class _Walker:
                     self.walk_substitution(sub, names, executors.get(position, ()))
         return sinks
 
-    def _emit(self, chain: list[_Link], env: _Env, source: str) -> None:
+    def _emit(self, chain: list[Link], env: _Env, source: str) -> None:
         if self.links:  # ln -s ~ h; cat h/.tether/token reads ~/.tether/token
             chain = [dataclasses.replace(k, args=self._through_links(k.args)) for k in chain]
             env = dataclasses.replace(
@@ -1368,7 +1315,7 @@ class _Walker:
                 self._project_files(link, source)
                 self._call(link)
 
-    def _project_files(self, link: _Link, source: str) -> None:
+    def _project_files(self, link: Link, source: str) -> None:
         """Files written earlier that configure what a command runs: git's config (its
         aliases and command keys) and hooks, npm's package.json scripts."""
         name = link.name
@@ -1387,7 +1334,7 @@ class _Walker:
                 for script in package_scripts(text) if path.endswith("/package.json") else ():
                     self.nested_script(script, _Env(), source)
 
-    def _directory_of(self, link: _Link) -> str | None:
+    def _directory_of(self, link: Link) -> str | None:
         """Where a command runs: the walk's directory, or the one a wrapper moves it to
         (``env -C ~ rm -rf .ssh`` runs in the home)."""
         if link.chdir is None:
@@ -1396,7 +1343,7 @@ class _Walker:
             return None
         return self._resolve(link.chdir)
 
-    def _track_link(self, link: _Link) -> None:
+    def _track_link(self, link: Link) -> None:
         """``ln -s target name``: paths through name reach target from now on."""
         if link.name != "ln":
             return
@@ -1436,7 +1383,7 @@ class _Walker:
             out.append(word)
         return tuple(out)
 
-    def _track_names(self, link: _Link) -> None:
+    def _track_names(self, link: Link) -> None:
         """Shell state a builtin sets: the positional parameters (``set -- a b``,
         ``shift``), what a name runs (``alias ls=rm``, ``hash -p /bin/rm ls``)."""
         name, args = link.name, link.args
@@ -1455,7 +1402,7 @@ class _Walker:
             if i + 2 < len(args):
                 self.aliases[args[i + 2]] = shlex.quote(args[i + 1])
 
-    def _builtin_assignments(self, link: _Link, env: _Env) -> None:
+    def _builtin_assignments(self, link: Link, env: _Env) -> None:
         """Variables builtins assign: ``read`` and ``mapfile`` take their input (from a
         literal, whose substitutions are judged as an assigned value's are, or from the
         records feeding them), ``printf -v`` its output, ``getopts`` an option; their
@@ -1479,7 +1426,7 @@ class _Walker:
         for variable in names:
             self._set_variable(variable, DYNAMIC, taint)
 
-    def _embedded_scripts(self, link: _Link, env: _Env, source: str) -> None:
+    def _embedded_scripts(self, link: Link, env: _Env, source: str) -> None:
         """Parse the scripts a command carries: bash -c, eval, ssh, python -c "os.system(...)"."""
         name = cast(str, link.name)
         script = script_of(name, link.args)
@@ -1537,7 +1484,7 @@ class _Walker:
         if language is not None and name is not None and language not in _SCRIPT_LANGUAGES:
             self._code_paths(name, text, source)
 
-    def _track_downloads(self, link: _Link, index: int, env: _Env) -> None:
+    def _track_downloads(self, link: Link, index: int, env: _Env) -> None:
         """Remember the files a download writes (curl -o, wget, ssh host cat x > f, scp
         host:x f), or that take a download's text (tee, cp, mv).
 
@@ -1560,7 +1507,7 @@ class _Walker:
         for source, target in self._copies(link):
             self.downloads[target] = list(self.downloads.get(source, []))
 
-    def _track_written(self, link: _Link, index: int, env: _Env) -> None:
+    def _track_written(self, link: Link, index: int, env: _Env) -> None:
         """Remember literal text written to files (echo, printf, cat <<EOF; > or >>,
         tee, cp and mv of such a file); parse it where such a file is run.
 
@@ -1568,7 +1515,7 @@ class _Walker:
         ``echo 'rm -rf /' | bash`` does, only in two steps.
         """
         rec = self.out[index]
-        literal = _stdout_literal([rec])
+        literal = stdout_literal([rec])
         for redirect in env.redirects if literal is not None else ():
             resolved = self._resolve(redirect.target) if redirect.writes else None
             if resolved is not None:
@@ -1576,7 +1523,7 @@ class _Walker:
                 self.written[resolved] = f"{before}{literal}\n"
         text = env.stdin_literal
         if text is None and env.stdin_records:
-            text = _stdout_literal([self.out[k] for k in env.stdin_records])
+            text = stdout_literal([self.out[k] for k in env.stdin_records])
             text = text + "\n" if text is not None else None
         for target in _tee_files(link) if text is not None else ():
             resolved = self._resolve(target)
@@ -1601,7 +1548,7 @@ class _Walker:
         for script in program_scripts(language, text) if text is not None else ():
             self.nested_script(script, _Env(), source)
 
-    def _copies(self, link: _Link) -> list[tuple[str, str]]:
+    def _copies(self, link: Link) -> list[tuple[str, str]]:
         """(source, destination), resolved, of each file cp, mv or install copies."""
         if link.name not in ("cp", "mv", "install", "rsync") or DYNAMIC in "".join(link.args):
             return []
@@ -1619,7 +1566,7 @@ class _Walker:
         return found
 
     @staticmethod
-    def _scripts_run_by(link: _Link) -> list[tuple[str, str | None, str]]:
+    def _scripts_run_by(link: Link) -> list[tuple[str, str | None, str]]:
         """(file, the command running it, its language) for each file ``link`` runs as
         a program: a shell's or interpreter's script, make's makefiles, vim's -S file."""
         if "/" in link.word and DYNAMIC not in link.word:
@@ -1650,7 +1597,7 @@ class _Walker:
             return None
         return posixpath.normpath(posixpath.join(self.cwd, path))
 
-    def _track_cd(self, link: _Link) -> None:
+    def _track_cd(self, link: Link) -> None:
         if link.name == "popd":
             self.cwd = None
         if link.name not in ("cd", "pushd"):
@@ -1756,7 +1703,7 @@ def _names_in(node: Node, *, bare_words: bool) -> set[str]:
     return names
 
 
-def _tee_files(link: _Link) -> list[str]:
+def _tee_files(link: Link) -> list[str]:
     """The files tee (or dd of=) writes its stdin to."""
     if link.name == "tee":
         return positional_args(link.args)
@@ -1772,59 +1719,6 @@ def _descriptor_path(path: str) -> str | None:
         return "0"
     match = re.fullmatch(r"/dev/fd/(\d+)|/proc/self/fd/(\d+)", path)
     return (match.group(1) or match.group(2)) if match else None
-
-
-def _unwrap_chain(words: list[str]) -> list[_Link]:
-    """The command plus everything its wrappers start (``sudo env rm`` -> 3 links)."""
-    first = words[0]
-    name = _command_name(first)
-    args = find_args(words[1:]) if name == "find" else tuple(words[1:])
-    chain = [_Link(name, args, 0, word=first)]
-    todo = [chain[0]]
-    while todo and len(chain) < MAX_UNWRAP:
-        link = todo.pop()
-        if link.name is None:
-            continue
-        for inv in unwrap(link.name, link.args):
-            chain.append(_link_for(inv, link))
-            todo.append(chain[-1])
-    return chain
-
-
-def _command_name(word: str) -> str | None:
-    """The command a word runs, or None when it is only known at run time: a dynamic
-    part, or a glob pattern, which the shell replaces with the files it matches
-    (``/???/r? -rf /`` runs ``/bin/rm``)."""
-    if DYNAMIC in word or _GLOB.search(word):
-        return None
-    return normalize_name(word)
-
-
-# A glob pattern: "*", "?" or a bracket expression ("[" alone is the test command).
-_GLOB = re.compile(r"[*?]|\[[^\]]*\]")
-
-
-def _link_for(inv: Invocation, parent: _Link) -> _Link:
-    head = inv.argv[0]
-    name = _command_name(head)
-    moved = working_directory(cast(str, parent.name), parent.args)
-    chdir = parent.chdir
-    if moved is not None:  # env -C a env -C b cmd: b within a
-        chdir = posixpath.join(chdir, moved) if chdir is not None else moved
-    return _Link(
-        name,
-        find_args(inv.argv[1:]) if name == "find" else inv.argv[1:],
-        parent.offset + 1 + inv.offset,
-        inv.stdin_args or parent.stdin_args,
-        head,
-        chdir,
-    )
-
-
-def _stdin_executors(chain: list[_Link]) -> tuple[str | None, ...]:
-    return tuple(
-        link.name for link in chain if executes_stdin(link.name, link.args, link.stdin_args)
-    )
 
 
 def _stdin_language(name: str | None, args: tuple[str, ...]) -> str | None:
@@ -1844,44 +1738,6 @@ def _runs_shell_stdin(name: str | None, args: tuple[str, ...]) -> bool:
     if name is None or not executes_stdin(name, args):
         return False
     return name in ("source", ".") or name in SCHEDULERS or in_command_set(name, "shells")
-
-
-def _stdout_literal(stage: list[SimpleCommand]) -> str | None:
-    """Literal text a pipeline stage writes, when it is obvious (echo, printf, cat <<EOF)."""
-    if len(stage) != 1:
-        return None
-    rec = stage[0]
-    if rec.name in ("echo", "printf"):
-        words = [a for a in rec.args if not (rec.name == "echo" and a in ("-n", "-e", "-E"))]
-        text = _printf(words) if rec.name == "printf" else " ".join(words)
-        if rec.name == "printf" or "-e" in rec.args:
-            text = text.replace("\\n", "\n").replace("\\t", "\t")
-    elif rec.name == "cat" and not positional_args(rec.args) and rec.stdin_literal is not None:
-        text = rec.stdin_literal
-    else:
-        return None
-    return None if DYNAMIC in text else text
-
-
-def _printf(words: list[str]) -> str:
-    """What ``printf FORMAT ARGS`` prints when its format takes only %s, %b, %d or %q:
-    the format again for each set of arguments (``printf '%s\\n' a b``); else the
-    words joined."""
-    if words[:1] == ["--"]:
-        words = words[1:]
-    if not words:
-        return ""
-    form, rest = words[0], list(words[1:])
-    directives = re.findall(r"%(.)", form.replace("%%", ""))
-    if not directives or not rest or any(d not in "sbdq" for d in directives):
-        return " ".join(words)
-    out = []
-    while rest:
-        chunk = form.replace("%%", "\x01")
-        for directive in directives:
-            chunk = chunk.replace("%" + directive, rest.pop(0) if rest else "", 1)
-        out.append(chunk.replace("\x01", "%"))
-    return "".join(out)
 
 
 def _splice(args: tuple[str, ...], items: list[str]) -> tuple[str, ...]:
