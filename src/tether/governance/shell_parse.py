@@ -12,19 +12,16 @@ reported, because governance must judge what *could* happen.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import itertools
 import posixpath
 import re
 import shlex
-import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import cast
 
-import tree_sitter_bash
-from tree_sitter import Language, Node, Parser, Tree
+from tree_sitter import Node
 
 from tether.governance.carried_scripts import (
     awk_scripts,
@@ -53,13 +50,29 @@ from tether.governance.shell_records import (
     SimpleCommand,
     stdout_literal,
 )
+from tether.governance.shell_walk_core import (
+    MAX_BOUND_LOOPS,
+    MAX_CALLS,
+    MAX_COMMANDS,
+    MAX_DEPTH,
+    MAX_LOOP_VALUES,
+    MAX_PIPE_NAMES,
+    SOURCE_CHARS,
+    SUBSTITUTIONS,
+    Env,
+    Source,
+    WalkerCore,
+    find_substitutions,
+    has_expansion,
+    joined,
+    node_text,
+)
 from tether.governance.shell_words import (
     UNKNOWN_VARIABLE,
     decode_ansi_c,
     flag_set,
     is_option,
     positional_args,
-    remove_line_continuations,
     unescape_double_quoted,
     unescape_unquoted,
 )
@@ -75,23 +88,6 @@ from tether.governance.wrappers import (
     shell_c_arguments,
 )
 
-MAX_DEPTH = 5  # nested bash -c / eval / here-doc scripts
-MAX_SCRIPT_CHARS = 100_000
-# Each stage of a pipeline is told the distinct commands downstream of it (what rules
-# such as "curl piped into sh" look for). Kept to distinct names, a long pipeline costs
-# time in proportion to its length (repeated, a 20,000-character "a|a|..." took 25 s);
-# past this many distinct names it could again take minutes, and is not judged: a
-# script that cannot be checked is refused, never allowed unread.
-MAX_PIPE_NAMES = 64
-# Each simple command costs about 0.1 ms to judge; past this many (a script of half a
-# megabyte of commands would be minutes of work) the script is not judged either.
-MAX_COMMANDS = 5_000
-MAX_LOOP_VALUES = 4  # for-loop values bound one by one before giving up
-MAX_BOUND_LOOPS = 2  # nested loops whose values are bound; deeper ones run once, unknown
-MAX_CALLS = 16  # function calls whose body is walked again with the call's arguments
-_SOURCE_CHARS = 200
-
-
 #: Variables whose value is known (the context's) and names a home that rules protect.
 _HOMES = frozenset({"HOME", "TETHER_HOME"})
 # A variable's name, where the grammar left the "$" before it in the word before.
@@ -100,23 +96,6 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSEMBLED = re.compile(rf"\$(?:\{{({_NAME.pattern})\}}|({_NAME.pattern}))")
 
 _REDIRECT_OPS = WRITE_OPS | READ_OPS | {">&-", "<&-"}
-_SUBSTITUTIONS = frozenset({"command_substitution", "process_substitution"})
-_EXPANSIONS = _SUBSTITUTIONS | {"simple_expansion", "expansion", "arithmetic_expansion"}
-
-_language: Language | None = None
-_parser: Parser | None = None
-# Parser objects are not safe to share between threads; parsing is quick, so a
-# lock around the singleton is simpler than one parser per thread.
-_parser_lock = threading.Lock()
-
-
-def _parse(text: str) -> Tree:
-    global _language, _parser
-    with _parser_lock:
-        if _parser is None:
-            _language = Language(tree_sitter_bash.language())
-            _parser = Parser(_language)
-        return _parser.parse(text.encode("utf-8", "surrogatepass"))
 
 
 @dataclass(frozen=True)
@@ -140,7 +119,7 @@ def parse_script(script: str, ctx: AnalysisContext, cwd: str | None = None) -> P
     literal argument moves it for later commands.
     """
     walker = _Walker(ctx, cwd if cwd is not None else str(ctx.workspace))
-    walker.run_script(script, _Env())
+    walker.run_script(script, Env())
     return ParsedScript(
         commands=tuple(walker.out),
         syntax_error=walker.syntax_error,
@@ -148,39 +127,6 @@ def parse_script(script: str, ctx: AnalysisContext, cwd: str | None = None) -> P
         too_large=walker.too_large,
         too_wide=walker.too_wide or len(walker.out) > MAX_COMMANDS,
     )
-
-
-@dataclass(frozen=True)
-class _Env:
-    """Context inherited down the tree (not shell state: that lives on the walker)."""
-
-    redirects: tuple[Redirect, ...] = ()
-    in_pipe: bool = False
-    background: bool = False
-    stdin_literal: str | None = None
-    #: The records whose output is the stdin here (a pipe, a process substitution, a
-    #: descriptor, a downloaded file): what ``read`` takes in comes from them.
-    stdin_records: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True)
-class _Saved:
-    """Shell state as it was before a subshell."""
-
-    cwd: str | None
-    variables: dict[str, str]
-    arrays: dict[str, tuple[str, ...]]
-    positional: tuple[str, ...] | None
-
-
-@dataclass(frozen=True)
-class _Source:
-    """What a descriptor reads: the output of some records, a literal text, or
-    something only known at run time (``<&$fd``)."""
-
-    records: tuple[int, ...] = ()
-    literal: str | None = None
-    unknown: bool = False
 
 
 @dataclass
@@ -211,134 +157,16 @@ class _Redirections:
     literals: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _text(node: Node) -> str:
-    return (node.text or b"").decode("utf-8", "replace")
-
-
-def _only_literal_dollars(root: Node) -> bool:
-    """Whether every error in a parse is a lone ``$`` in a word (``sed s/a$/b/``): bash
-    reads a ``$`` that no name, brace or parenthesis follows as itself, the grammar as
-    an error."""
-    pending = [root]
-    while pending:
-        node = pending.pop()
-        if node.is_missing:
-            return False
-        if node.type == "ERROR":
-            parent = node.parent
-            if _text(node) != "$" or parent is None or parent.type not in _DOLLAR_HOMES:
-                return False
-            continue
-        if node.has_error:
-            pending.extend(node.children)
-    return True
-
-
 # Children of a command node that are not its name, words, assignments or redirections.
 _COMMAND_EXTRAS = frozenset({"subshell", "compound_statement", "ERROR"})
 
-# Where a lone "$" error stands when it is part of a word.
-_DOLLAR_HOMES = ("concatenation", "command")
 
-
-def _has_expansion(node: Node) -> bool:
-    if node.type in _EXPANSIONS:
-        return True
-    return any(_has_expansion(child) for child in node.named_children)
-
-
-def _find_substitutions(node: Node) -> list[Node]:
-    """Outermost command/process substitutions inside ``node``."""
-    if node.type in _SUBSTITUTIONS:
-        return [node]
-    found: list[Node] = []
-    for child in node.named_children:
-        found.extend(_find_substitutions(child))
-    return found
-
-
-class _Walker:
-    """Walks tree-sitter nodes, tracking the little shell state that matters.
-
-    State: current directory (``cd``), literal variable values (``x=/``) and the
-    functions being defined (for fork-bomb detection).
-    """
-
-    def __init__(self, ctx: AnalysisContext, cwd: str | None) -> None:
-        self.ctx = ctx
-        self.cwd = cwd
-        self.variables: dict[str, str] = {}
-        self.functions: list[str] = []
-        self.downloads: dict[str, list[int]] = {}  # file -> records that downloaded it
-        self.written: dict[str, str] = {}  # file -> the literal text written to it
-        self.exported: set[str] = set()  # variables given to the commands run (export)
-        # Records whose output a variable may hold (x=$(curl ...), read x < <(curl ...)),
-        # and the variables declared integers (declare -i: assigning evaluates).
-        self.taints: dict[str, tuple[int, ...]] = {}
-        self.integers: set[str] = set()
-        self.namerefs: dict[str, str] = {}  # declare -n r=x: r -> x
-        self.arrays: dict[str, tuple[str, ...]] = {}  # a=(x y): the words of "${a[@]}"
-        # $1, $2... and "$@" where known (set --, a function's or bash -c's arguments).
-        self.positional: tuple[str, ...] | None = None
-        # What a command name runs instead (alias ls=rm, hash -p /bin/rm ls).
-        self.aliases: dict[str, str] = {}
-        self.function_bodies: dict[str, tuple[Node, bytes]] = {}
-        self.calls = 0  # function bodies walked again for a call's arguments
-        self.cdpath = False  # CDPATH set: cd to a relative name may go anywhere
-        self.links: dict[str, str] = {}  # ln -s target name: name -> target, resolved
-        # Descriptors opened by a bare exec (exec 3< <(curl x)), for later commands.
-        self.descriptors: dict[str, _Source] = {}
-        self.depth = 0
-        self.out: list[SimpleCommand] = []
-        self.syntax_error = False
-        self.too_deep = False
-        self.too_large = False
-        self.too_wide = False
-        self.loops = 0  # for-loops being walked, one inside the other
-        self.sources: list[bytes] = []  # the text of each script being walked, innermost last
-
-    # ------------------------------------------------------------ scripts
-
-    def run_script(self, text: str, env: _Env) -> None:
-        """Parse ``text`` and walk it one nesting level deeper."""
-        with self._deeper(text) as root:
-            if root is None:
-                return
-            if root.has_error and not _only_literal_dollars(root):
-                self.syntax_error = True
-            self.walk(root, env)
-
-    @contextlib.contextmanager
-    def _deeper(self, text: str) -> Iterator[Node | None]:
-        """``text`` parsed, its walk one nesting level deeper; None (the walk marked too
-        deep or too large) past the limits."""
-        if self.depth > MAX_DEPTH:
-            self.too_deep = True
-            yield None
-            return
-        if len(text) > MAX_SCRIPT_CHARS:
-            self.too_large = True
-            yield None
-            return
-        root = _parse(remove_line_continuations(text)).root_node
-        self.depth += 1
-        self.sources.append(root.text or b"")
-        try:
-            yield root
-        finally:
-            self.sources.pop()
-            self.depth -= 1
-
-    def nested_script(self, text: str, env: _Env, source: str) -> None:
-        """Analyse a script string; a partly dynamic one also counts as a dynamic command."""
-        if DYNAMIC in text:
-            self.out.append(SimpleCommand(None, (), source=source[:_SOURCE_CHARS], cwd=self.cwd))
-            text = text.replace(DYNAMIC, UNKNOWN_VARIABLE)
-        self.run_script(text, env)
+class _Walker(WalkerCore):
+    """The whole walk: the core's state and moves, and each kind of node read."""
 
     # ------------------------------------------------------------ dispatch
 
-    def walk(self, node: Node, env: _Env) -> None:
+    def walk(self, node: Node, env: Env) -> None:
         """Walk any node, dispatching on its type."""
         if len(self.out) > MAX_COMMANDS:
             self.too_wide = True
@@ -349,7 +177,7 @@ class _Walker:
         else:
             self.walk_children(node, env)
 
-    def _error(self, node: Node, env: _Env) -> None:
+    def _error(self, node: Node, env: Env) -> None:
         """Text that does not parse. A bare word opening with a brace group is what
         bash expands to a command (``{rm,-rf,/}`` runs ``rm -rf /``); the grammar reads
         it as a broken ``{ ...; }`` block (a ``{`` token, then the rest as a command),
@@ -391,7 +219,7 @@ class _Walker:
         in the command before it, see ``_is_descriptor``), else ``default``."""
         number = next((c for c in node.children if c.type == "file_descriptor"), None)
         if number is not None:
-            return _text(number)
+            return node_text(number)
         source = self.sources[-1] if self.sources else b""
         match = re.search(rb"(?:^|[\s;&|(])(\d+)$", source[: node.start_byte])
         return match.group(1).decode() if match else default
@@ -401,7 +229,7 @@ class _Walker:
         start = node.start_byte
         return start > 0 and bool(self.sources) and self.sources[-1][start - 1 : start] == b"{"
 
-    def _brace_command(self, node: Node, env: _Env) -> None:
+    def _brace_command(self, node: Node, env: Env) -> None:
         """``node`` (a command, or its name) read after a ``{`` glued to it: the word
         ``{`` + its name is brace-expanded into the command and its first arguments."""
         name = node.child_by_field_name("name") if node.type == "command" else node
@@ -416,26 +244,15 @@ class _Walker:
         if words is None:
             self.too_wide = True
             return
-        if not words or (_has_expansion(name) and _name_expands("{" + _text(name))):
+        if not words or (has_expansion(name) and _name_expands("{" + node_text(name))):
             words[:1] = [DYNAMIC]  # as in _command
         words += [value for value, _subs in flat[1:]]
-        self._emit(unwrap_chain(words), env, ("{" + _text(node))[:_SOURCE_CHARS])
+        self._emit(unwrap_chain(words), env, ("{" + node_text(node))[:SOURCE_CHARS])
 
-    def walk_children(self, node: Node, env: _Env) -> None:
-        """Walk named children; a statement followed by ``&`` runs in the background."""
-        if node.type == "ERROR" or node.is_missing:
-            self.syntax_error = True
-        for child in node.named_children:
-            sibling = child.next_sibling
-            child_env = env
-            if sibling is not None and sibling.type == "&" and not env.background:
-                child_env = dataclasses.replace(env, background=True)
-            self.walk(child, child_env)
-
-    def _ignore(self, node: Node, env: _Env) -> None:
+    def _ignore(self, node: Node, env: Env) -> None:
         return None
 
-    def _arithmetic(self, node: Node, env: _Env) -> None:
+    def _arithmetic(self, node: Node, env: Env) -> None:
         """``((expr))`` and ``for ((...))`` evaluate their expressions."""
         if node.type == "c_style_for_statement" or (
             node.children and node.children[0].type == "(("
@@ -443,13 +260,13 @@ class _Walker:
             self._evaluated(c for c in node.named_children if c.type != "do_group")
         self.walk_children(node, env)
 
-    def _test(self, node: Node, env: _Env) -> None:
+    def _test(self, node: Node, env: Env) -> None:
         """``[[ a -eq b ]]`` evaluates both sides as arithmetic; ``[[ -v a[x] ]]`` the
         subscript."""
         pending = list(node.named_children)
         while pending:
             child = pending.pop()
-            operators = [_text(c) for c in child.children if c.type == "test_operator"]
+            operators = [node_text(c) for c in child.children if c.type == "test_operator"]
             arithmetic = child.type == "binary_expression" and set(operators) & _ARITHMETIC_TESTS
             if arithmetic or (child.type == "unary_expression" and "-v" in operators):
                 self._evaluated(c for c in child.named_children if c.type != "test_operator")
@@ -461,50 +278,12 @@ class _Walker:
                 pending.extend(child.named_children)
         self.walk_children(node, env)
 
-    def _unset(self, node: Node, env: _Env) -> None:
+    def _unset(self, node: Node, env: Env) -> None:
         """``unset x``: x is empty from here on (or, assigned before, either value)."""
         for child in node.named_children:
             if child.type == "variable_name":
-                self._set_variable(_text(child), "")
+                self._set_variable(node_text(child), "")
         self.walk_children(node, env)
-
-    def _save(self) -> _Saved:
-        """The shell state a subshell or pipeline stage gets a copy of."""
-        return _Saved(self.cwd, dict(self.variables), dict(self.arrays), self.positional)
-
-    def _restore(self, saved: _Saved) -> None:
-        self.cwd, self.variables = saved.cwd, saved.variables
-        self.arrays, self.positional = saved.arrays, saved.positional
-
-    def _subshell(self, node: Node, env: _Env) -> None:
-        saved = self._save()
-        self.walk_children(node, env)
-        self._restore(saved)
-
-    def walk_substitution(
-        self, node: Node, downstream: tuple[str | None, ...], executors: tuple[str | None, ...]
-    ) -> None:
-        """Walk a ``$(...)`` / ``<(...)`` whose output flows into ``downstream``."""
-        start = len(self.out)
-        self._subshell(node, _Env())
-        self._tag(start, len(self.out), downstream, executors)
-
-    def _tag(
-        self,
-        start: int,
-        end: int,
-        downstream: tuple[str | None, ...],
-        executors: tuple[str | None, ...],
-    ) -> None:
-        if not downstream and not executors:
-            return
-        for k in range(start, end):
-            rec = self.out[k]
-            self.out[k] = dataclasses.replace(
-                rec,
-                pipe_into=_joined(rec.pipe_into, downstream),
-                executed_by=_joined(rec.executed_by, executors),
-            )
 
     # ------------------------------------------------------------ words
 
@@ -525,11 +304,11 @@ class _Walker:
     def _flat(self, node: Node, subs: list[Node]) -> str:
         kind = node.type
         if kind == "word":
-            return unescape_unquoted(_text(node))
+            return unescape_unquoted(node_text(node))
         if kind == "raw_string":
-            return _text(node)[1:-1]
+            return node_text(node)[1:-1]
         if kind == "ansi_c_string":
-            return decode_ansi_c(_text(node)[2:-1])
+            return decode_ansi_c(node_text(node)[2:-1])
         if kind in ("string", "translated_string"):
             return self._flat_string(node, subs)
         if kind in ("concatenation", "command_name"):
@@ -538,16 +317,16 @@ class _Walker:
             return self._lookup(node.named_children)
         if kind == "expansion":
             return self._flat_expansion(node, subs)
-        if kind in _SUBSTITUTIONS:
+        if kind in SUBSTITUTIONS:
             subs.append(node)
             return DYNAMIC
         if kind == "number":
-            return _text(node)
+            return node_text(node)
         if kind == "arithmetic_expansion":
             self._evaluated([node])
-        found = _find_substitutions(node)
+        found = find_substitutions(node)
         subs.extend(found)
-        return DYNAMIC if found or kind == "arithmetic_expansion" else _text(node)
+        return DYNAMIC if found or kind == "arithmetic_expansion" else node_text(node)
 
     def _flat_parts(self, node: Node, subs: list[Node], gap: Callable[[str], str]) -> str:
         """Join children, keeping any source text between them (decoded with ``gap``)."""
@@ -561,7 +340,7 @@ class _Walker:
             if child.type == '"':
                 pass
             elif child.type == "string_content":
-                parts.append(unescape_double_quoted(_text(child)))
+                parts.append(unescape_double_quoted(node_text(child)))
             else:
                 parts.append(self._flat(child, subs))
             pos = child.end_byte
@@ -579,8 +358,8 @@ class _Walker:
         if plain:
             return self._lookup(named)
         self._expansion_effects(node)
-        subs.extend(_find_substitutions(node))
-        if named and named[0].type == "variable_name" and _text(named[0]) in _HOMES:
+        subs.extend(find_substitutions(node))
+        if named and named[0].type == "variable_name" and node_text(named[0]) in _HOMES:
             # ${HOME%/}, ${TETHER_HOME:-x}: an operator on a home is judged as the home
             # itself (whatever it trims or replaces, the path most likely stays there).
             return self._lookup(named[:1])
@@ -592,7 +371,7 @@ class _Walker:
         ``${x@P}`` reads through; ``${x:=v}`` assigns x."""
         tokens = [c.type for c in node.children]
         named = node.named_children
-        variable = _text(named[0]) if named and named[0].type == "variable_name" else None
+        variable = node_text(named[0]) if named and named[0].type == "variable_name" else None
         for child in named:
             if child.type == "subscript":
                 self._evaluated(child.named_children[1:])
@@ -604,12 +383,12 @@ class _Walker:
             self._set_variable(variable, DYNAMIC)
 
     def _lookup(self, named: list[Node]) -> str:
-        if named and named[0].type == "special_variable_name" and _text(named[0]) in "@*":
+        if named and named[0].type == "special_variable_name" and node_text(named[0]) in "@*":
             words = self.positional
             return DYNAMIC if words is None else " ".join(words)
         if not named or named[0].type != "variable_name":
             return DYNAMIC  # $$, $#, $? ...
-        return self._variable(_text(named[0]))
+        return self._variable(node_text(named[0]))
 
     def _variable(self, name: str) -> str:
         if name.isdigit() and name != "0":
@@ -628,7 +407,7 @@ class _Walker:
 
     # ------------------------------------------------------------ statements
 
-    def _assignment(self, node: Node, env: _Env) -> None:
+    def _assignment(self, node: Node, env: Env) -> None:
         name_node = node.child_by_field_name("name")
         value_node = node.child_by_field_name("value")
         value, subs = self.word(value_node) if value_node is not None else ("", [])
@@ -642,13 +421,13 @@ class _Walker:
         self._latent_substitutions(printed or "")
         taint = (*range(first, len(self.out)), *self._tainting(value_node))
         # arr[$(cmd)]=1: bash expands the subscript, running cmd; arr[x]=1 evaluates x.
-        for sub in _find_substitutions(name_node):
+        for sub in find_substitutions(name_node):
             self.walk_substitution(sub, (), ())
         if name_node.type == "subscript":
             self._evaluated(name_node.named_children[1:])
         self._latent_substitutions(value)
-        self._command_variable(f"{_text(name_node)}={value}", _text(node)[:_SOURCE_CHARS])
-        name = _text(name_node)
+        self._command_variable(f"{node_text(name_node)}={value}", node_text(node)[:SOURCE_CHARS])
+        name = node_text(name_node)
         appends = any(c.type == "+=" for c in node.children)
         if value_node is not None and value_node.type == "array" and not appends:
             value = self._array(name, value_node)
@@ -714,7 +493,7 @@ class _Walker:
         """``GIT_SSH_COMMAND='cmd' git fetch``: a variable programs run as a command
         line is judged as the script it is."""
         for script in variable_scripts(assignment):
-            self.nested_script(script, _Env(), source)
+            self.nested_script(script, Env(), source)
 
     def _latent_substitutions(self, value: str) -> None:
         """The substitutions a variable's literal value holds (``x='a[$(cmd)]'``): bash
@@ -725,18 +504,20 @@ class _Walker:
         if DYNAMIC in value or ("$(" not in value and "`" not in value):
             return
         with self._deeper(value) as root:
-            for sub in _find_substitutions(root) if root is not None else ():
+            for sub in find_substitutions(root) if root is not None else ():
                 self.walk_substitution(sub, (), ())
 
-    def _declaration(self, node: Node, env: _Env) -> None:
+    def _declaration(self, node: Node, env: Env) -> None:
         keyword = node.children[0].type if node.children else ""
-        flags = "".join(_text(c)[1:] for c in node.named_children if _text(c).startswith("-"))
+        flags = "".join(
+            node_text(c)[1:] for c in node.named_children if node_text(c).startswith("-")
+        )
         exports = keyword == "export" or "x" in flags
         for child in node.named_children:
             name_node = (
                 child.child_by_field_name("name") if child.type != "variable_name" else child
             )
-            name = _text(name_node) if name_node is not None and child.type != "word" else None
+            name = node_text(name_node) if name_node is not None and child.type != "word" else None
             if name is not None and "i" in flags:
                 self.integers.add(name)  # declare -i n=$x: the value is evaluated
             if child.type == "variable_assignment":
@@ -753,16 +534,16 @@ class _Walker:
                 if DYNAMIC not in target:
                     self.namerefs[name] = target
 
-    def _function(self, node: Node, env: _Env) -> None:
+    def _function(self, node: Node, env: Env) -> None:
         name_node = node.child_by_field_name("name")
         body = node.child_by_field_name("body")
-        name = _text(name_node) if name_node is not None else ""
+        name = node_text(name_node) if name_node is not None else ""
         if body is not None and self.sources:
             self.function_bodies[name] = (body, self.sources[-1])
         self.functions.append(name)
         try:
             if body is not None:
-                self.walk(body, _Env())
+                self.walk(body, Env())
         finally:
             self.functions.pop()
 
@@ -781,13 +562,13 @@ class _Walker:
         self.functions.append(name)
         self.sources.append(source)
         try:
-            self.walk(body, _Env())
+            self.walk(body, Env())
         finally:
             self.sources.pop()
             self.functions.pop()
             self.positional = saved
 
-    def _for(self, node: Node, env: _Env) -> None:
+    def _for(self, node: Node, env: Env) -> None:
         var = node.child_by_field_name("variable")
         body = node.child_by_field_name("body")
         values: list[str] = []
@@ -806,17 +587,17 @@ class _Walker:
         try:
             for value in values:
                 if var is not None:
-                    self.variables[_text(var)] = value
+                    self.variables[node_text(var)] = value
                 self.walk(body, env)
         finally:
             self.loops -= 1
         if var is not None:
-            self.variables[_text(var)] = DYNAMIC
+            self.variables[node_text(var)] = DYNAMIC
 
-    def _pipeline(self, node: Node, env: _Env) -> None:
+    def _pipeline(self, node: Node, env: Env) -> None:
         self.run_pipeline([(stage, env) for stage in node.named_children])
 
-    def run_pipeline(self, stages: list[tuple[Node, _Env]]) -> None:
+    def run_pipeline(self, stages: list[tuple[Node, Env]]) -> None:
         """Walk pipeline stages, then tell each stage what consumes its output."""
         ranges: list[tuple[int, int]] = []
         piped = len(stages) > 1
@@ -834,9 +615,9 @@ class _Walker:
         for start, end in reversed(ranges):
             self._tag(start, end, downstream, executors)
             records = self.out[start:end]
-            downstream = _joined(tuple(r.name for r in records), downstream)
+            downstream = joined(tuple(r.name for r in records), downstream)
             stdin_runners = (r for r in records if executes_stdin(r.name, r.args, r.stdin_args))
-            executors = _joined(tuple(r.name for r in stdin_runners), executors)
+            executors = joined(tuple(r.name for r in stdin_runners), executors)
             if len(downstream) > MAX_PIPE_NAMES:
                 self.too_wide = True
                 return
@@ -855,7 +636,7 @@ class _Walker:
                 else:
                     self.run_stdin(rec.name, rec.args, literal, rec.source)
 
-    def _redirected(self, node: Node, env: _Env) -> None:
+    def _redirected(self, node: Node, env: Env) -> None:
         body = node.child_by_field_name("body")
         info = self._redirections(node.children_by_field_name("redirect"))
         first = len(self.out)
@@ -879,7 +660,7 @@ class _Walker:
             # `> file` with no command still truncates or creates the file.
             self.out.append(
                 SimpleCommand(
-                    ":", (), body_env.redirects, source=_text(node)[:_SOURCE_CHARS], cwd=self.cwd
+                    ":", (), body_env.redirects, source=node_text(node)[:SOURCE_CHARS], cwd=self.cwd
                 )
             )
         for extra in info.trailing:
@@ -936,9 +717,9 @@ class _Walker:
     def _add_heredoc(self, node: Node, info: _Redirections) -> None:
         for child in node.named_children:
             if child.type == "heredoc_body":
-                info.stdin_literal = _text(child)
+                info.stdin_literal = node_text(child)
                 info.literals.append((self._descriptor_of(node, "0"), info.stdin_literal))
-                info.subs.extend(_find_substitutions(child))
+                info.subs.extend(find_substitutions(child))
             elif child.type in ("heredoc_start", "heredoc_end"):
                 continue
             elif child.type == "pipeline":
@@ -950,7 +731,7 @@ class _Walker:
 
     # ------------------------------------------------------------ commands
 
-    def _command(self, node: Node, env: _Env) -> None:
+    def _command(self, node: Node, env: Env) -> None:
         name_node = node.child_by_field_name("name")
         environment: list[str] = []  # FOO=1 cmd: FOO is in cmd's environment
         for child in node.children:
@@ -959,9 +740,9 @@ class _Walker:
                     self.walk_substitution(sub, (), ())
                 var, value = child.child_by_field_name("name"), child.child_by_field_name("value")
                 if var is not None and value is not None:
-                    assignment = f"{_text(var)}={self.word(value)[0]}"
+                    assignment = f"{node_text(var)}={self.word(value)[0]}"
                     self._latent_substitutions(self.word(value)[0])
-                    self._command_variable(assignment, _text(child)[:_SOURCE_CHARS])
+                    self._command_variable(assignment, node_text(child)[:SOURCE_CHARS])
                     environment.append(assignment)
                     self.cdpath = self.cdpath or assignment.startswith("CDPATH=")
         if name_node is None:
@@ -991,7 +772,7 @@ class _Walker:
             # Brace expansion left no word at all ({,} with nothing else): such rare
             # text is judged as a name that cannot be known, not as no command.
             words, subs = [DYNAMIC], [[]]
-        elif _has_expansion(name_node) and (not first.expands or _name_expands(first.raw)):
+        elif has_expansion(name_node) and (not first.expands or _name_expands(first.raw)):
             # A name built from a variable is never trusted, even when the
             # variable's value looks known: it is judged as the worst command.
             words[0] = DYNAMIC
@@ -1001,12 +782,12 @@ class _Walker:
             rest = " ".join(UNKNOWN_VARIABLE if DYNAMIC in w else shlex.quote(w) for w in words[1:])
             body = self.aliases.pop(words[0])
             try:
-                self.nested_script(f"{body} {rest}", _Env(), _text(node))
+                self.nested_script(f"{body} {rest}", Env(), node_text(node))
             finally:
                 self.aliases[words[0]] = body
         chain = unwrap_chain(words)
         if any(link.name in MAKES for link in chain):
-            self._make_environment(environment, _text(node)[:_SOURCE_CHARS])
+            self._make_environment(environment, node_text(node)[:SOURCE_CHARS])
         self._startup_files(node, chain, environment)
         sinks = self._walk_word_substitutions(chain, subs)
         info = self._redirections(c for c in node.children if c.type.endswith("_redirect"))
@@ -1018,7 +799,7 @@ class _Walker:
         source = self._stdin_source(info, feeds, range(substituted, len(self.out)), read_fds)
         cmd_env = self._redirected_env(env, info, source)
         start = len(self.out)
-        self._emit(chain, cmd_env, _text(node)[:_SOURCE_CHARS])
+        self._emit(chain, cmd_env, node_text(node)[:SOURCE_CHARS])
         self._fed(feeds, source, start, start + len(chain))
         self._sinks(sinks + info.sinks, start, start + len(chain))
         self._open_descriptors(info, feeds, start, start + len(chain))
@@ -1030,11 +811,11 @@ class _Walker:
         shells = [link.name for link in chain if link.name and in_command_set(link.name, "shells")]
         if not shells:
             return
-        source = _text(node)[:_SOURCE_CHARS]
+        source = node_text(node)[:SOURCE_CHARS]
         for child in node.children:
             var = child.child_by_field_name("name") if child.type == "variable_assignment" else None
             value = child.child_by_field_name("value")
-            if var is None or value is None or _text(var) not in ("BASH_ENV", "ENV"):
+            if var is None or value is None or node_text(var) not in ("BASH_ENV", "ENV"):
                 continue
             path, subs = self.word(value)
             for sub in subs:
@@ -1053,7 +834,7 @@ class _Walker:
         ]
         for assignment in environment + exported:
             for script in variable_value_scripts(assignment):
-                self.nested_script(script, _Env(), source)
+                self.nested_script(script, Env(), source)
 
     def _walk_feeds(self, feeds: list[Node]) -> list[tuple[Node, int, int]]:
         """Walk the process substitutions a command reads from (``< <(curl x)``) before
@@ -1071,7 +852,7 @@ class _Walker:
         feeds: list[tuple[Node, int, int]],
         substituted: range,
         read_fds: list[str],
-    ) -> _Source | None:
+    ) -> Source | None:
         """Where a command's input comes from, as its redirections say: process
         substitutions, a file downloaded or written earlier (``< f``), a descriptor
         opened earlier (``<&3``, ``< /dev/fd/3``, ``bash /dev/fd/3``), the output of
@@ -1100,10 +881,10 @@ class _Walker:
                 unknown = unknown or opened.unknown
         if not records and literal is None and not unknown:
             return None
-        return _Source(tuple(dict.fromkeys(records)), literal, unknown)
+        return Source(tuple(dict.fromkeys(records)), literal, unknown)
 
     @staticmethod
-    def _redirected_env(env: _Env, info: _Redirections, source: _Source | None) -> _Env:
+    def _redirected_env(env: Env, info: _Redirections, source: Source | None) -> Env:
         literal = info.stdin_literal if info.stdin_literal is not None else env.stdin_literal
         if literal is None and source is not None:
             literal = source.literal  # bash < f, bash <&3: the text written or opened
@@ -1115,7 +896,7 @@ class _Walker:
         )
 
     def _fed(
-        self, feeds: list[tuple[Node, int, int]], source: _Source | None, start: int, end: int
+        self, feeds: list[tuple[Node, int, int]], source: Source | None, start: int, end: int
     ) -> None:
         """Tell the records that fed the commands ``start:end`` their input what those
         do with it, as a pipe would (``sh < <(curl x)``: the download is run); a literal
@@ -1161,19 +942,17 @@ class _Walker:
         for fd, target in info.inputs:
             if isinstance(target, str):
                 resolved = self._resolve(target) or ""
-                opened = _Source(
-                    tuple(self.downloads.get(resolved, [])), self.written.get(resolved)
-                )
+                opened = Source(tuple(self.downloads.get(resolved, [])), self.written.get(resolved))
             else:
-                opened = _Source(tuple(ranges.get(id(target), ())))
+                opened = Source(tuple(ranges.get(id(target), ())))
             self.descriptors[DYNAMIC if named else fd] = opened
         for fd, text in info.literals:
-            self.descriptors[fd] = _Source(literal=text)
+            self.descriptors[fd] = Source(literal=text)
         for fd, number in info.copies:
             if number == "-":
                 self.descriptors.pop(fd, None)
             elif number == DYNAMIC:
-                self.descriptors[fd] = _Source(unknown=True)
+                self.descriptors[fd] = Source(unknown=True)
             elif number in self.descriptors:
                 self.descriptors[fd] = self.descriptors[number]
 
@@ -1188,11 +967,11 @@ class _Walker:
             alone = (previous is None or node.start_byte != previous.end_byte) and not glued_next
             several = self._several_words(node) if alone else None
             if several is not None:  # "$@", "${a[@]}", $x holding blanks
-                words.extend(_Word(w, _text(node), [], False, False) for w in several)
+                words.extend(_Word(w, node_text(node), [], False, False) for w in several)
             elif previous is None or node.start_byte != previous.end_byte:
                 value, found = self.word(node)
                 words.append(
-                    _Word(value, _text(node), found, _unquoted_brace(node), _bare_dollar(node))
+                    _Word(value, node_text(node), found, _unquoted_brace(node), _bare_dollar(node))
                 )
             else:
                 last = words[-1]
@@ -1204,7 +983,7 @@ class _Walker:
                     last.value = last.value[:-1] + self._variable(name.group())
                     value = value[name.end() :]
                 last.value += value
-                last.raw += _text(node)
+                last.raw += node_text(node)
                 last.subs.extend(found)
                 last.expands = last.expands or _unquoted_brace(node)
                 last.dollar = last.dollar or _bare_dollar(node)
@@ -1240,11 +1019,11 @@ class _Walker:
         (array a's elements) when known; None for any other expansion."""
         named = node.named_children
         if len(named) == 1 and named[0].type == "special_variable_name":
-            return self.positional if _text(named[0]) in "@*" else None
+            return self.positional if node_text(named[0]) in "@*" else None
         if len(named) == 1 and named[0].type == "subscript" and node.child_count == 3:
             parts = named[0].named_children
-            if len(parts) == 2 and _text(parts[1]) in "@*":
-                return self.arrays.get(_text(parts[0]))
+            if len(parts) == 2 and node_text(parts[1]) in "@*":
+                return self.arrays.get(node_text(parts[0]))
         return None
 
     def _walk_word_substitutions(self, chain: list[Link], subs: list[list[Node]]) -> list[Node]:
@@ -1262,13 +1041,13 @@ class _Walker:
         sinks: list[Node] = []
         for position, nodes in enumerate(subs):
             for sub in nodes:
-                if sub.type == "process_substitution" and _text(sub).startswith(">"):
+                if sub.type == "process_substitution" and node_text(sub).startswith(">"):
                     sinks.append(sub)
                 else:
                     self.walk_substitution(sub, names, executors.get(position, ()))
         return sinks
 
-    def _emit(self, chain: list[Link], env: _Env, source: str) -> None:
+    def _emit(self, chain: list[Link], env: Env, source: str) -> None:
         if self.links:  # ln -s ~ h; cat h/.tether/token reads ~/.tether/token
             chain = [dataclasses.replace(k, args=self._through_links(k.args)) for k in chain]
             env = dataclasses.replace(
@@ -1328,11 +1107,11 @@ class _Walker:
                 else:
                     continue
                 for script in scripts:
-                    self.nested_script(script, _Env(), source)
+                    self.nested_script(script, Env(), source)
         elif name in ("npm", "yarn", "pnpm", "bun"):
             for path, text in list(self.written.items()):
                 for script in package_scripts(text) if path.endswith("/package.json") else ():
-                    self.nested_script(script, _Env(), source)
+                    self.nested_script(script, Env(), source)
 
     def _directory_of(self, link: Link) -> str | None:
         """Where a command runs: the walk's directory, or the one a wrapper moves it to
@@ -1402,7 +1181,7 @@ class _Walker:
             if i + 2 < len(args):
                 self.aliases[args[i + 2]] = shlex.quote(args[i + 1])
 
-    def _builtin_assignments(self, link: Link, env: _Env) -> None:
+    def _builtin_assignments(self, link: Link, env: Env) -> None:
         """Variables builtins assign: ``read`` and ``mapfile`` take their input (from a
         literal, whose substitutions are judged as an assigned value's are, or from the
         records feeding them), ``printf -v`` its output, ``getopts`` an option; their
@@ -1426,7 +1205,7 @@ class _Walker:
         for variable in names:
             self._set_variable(variable, DYNAMIC, taint)
 
-    def _embedded_scripts(self, link: Link, env: _Env, source: str) -> None:
+    def _embedded_scripts(self, link: Link, env: Env, source: str) -> None:
         """Parse the scripts a command carries: bash -c, eval, ssh, python -c "os.system(...)"."""
         name = cast(str, link.name)
         script = script_of(name, link.args)
@@ -1434,7 +1213,7 @@ class _Walker:
             outer = self.positional  # sh -c 'rm $1' _ x: $1 is x there
             arguments = shell_c_arguments(link.args) if in_command_set(name, "shells") else None
             self.positional = arguments if arguments is not None else outer
-            self.nested_script(script, _Env(), source)
+            self.nested_script(script, Env(), source)
             self.positional = outer
         carried_scripts = (
             option_scripts(name, link.args)
@@ -1442,16 +1221,16 @@ class _Walker:
             + sed_scripts(name, link.args)
         )
         for carried in carried_scripts:
-            self.nested_script(carried, _Env(), source)
+            self.nested_script(carried, Env(), source)
         remote = remote_script_of(name, link.args)
         if remote is not None:
             saved = self._save()
             self.cwd = None  # relative paths on the remote host are unknown here
-            self.nested_script(remote, _Env(), source)
+            self.nested_script(remote, Env(), source)
             self._restore(saved)
         code = inline_code(name, link.args)
         for embedded in code_scripts(name, code) if code is not None else ():
-            self.nested_script(embedded, _Env(), source)
+            self.nested_script(embedded, Env(), source)
         if code is not None or name in _CODE_ARGUMENTS:  # python -c, sqlite3 db 'SQL', awk
             self._code_paths(name, code if code is not None else "\n".join(link.args), source)
         if env.stdin_literal is not None:
@@ -1480,11 +1259,11 @@ class _Walker:
         a carried language (``make -f - <<< 'all:; cmd'``, ``vim -es <<< '!cmd'``)."""
         language = _stdin_language(name, args)
         for script in program_scripts(language, text) if language is not None else ():
-            self.nested_script(script, _Env(), source)
+            self.nested_script(script, Env(), source)
         if language is not None and name is not None and language not in _SCRIPT_LANGUAGES:
             self._code_paths(name, text, source)
 
-    def _track_downloads(self, link: Link, index: int, env: _Env) -> None:
+    def _track_downloads(self, link: Link, index: int, env: Env) -> None:
         """Remember the files a download writes (curl -o, wget, ssh host cat x > f, scp
         host:x f), or that take a download's text (tee, cp, mv).
 
@@ -1507,7 +1286,7 @@ class _Walker:
         for source, target in self._copies(link):
             self.downloads[target] = list(self.downloads.get(source, []))
 
-    def _track_written(self, link: Link, index: int, env: _Env) -> None:
+    def _track_written(self, link: Link, index: int, env: Env) -> None:
         """Remember literal text written to files (echo, printf, cat <<EOF; > or >>,
         tee, cp and mv of such a file); parse it where such a file is run.
 
@@ -1546,7 +1325,7 @@ class _Walker:
             self.out[k] = dataclasses.replace(rec, executed_by=(*rec.executed_by, runner))
         text = self.written.get(resolved)
         for script in program_scripts(language, text) if text is not None else ():
-            self.nested_script(script, _Env(), source)
+            self.nested_script(script, Env(), source)
 
     def _copies(self, link: Link) -> list[tuple[str, str]]:
         """(source, destination), resolved, of each file cp, mv or install copies."""
@@ -1694,11 +1473,11 @@ def _names_in(node: Node, *, bare_words: bool) -> set[str]:
     pending = [node]
     while pending:
         current = pending.pop()
-        if current.type in _SUBSTITUTIONS:
+        if current.type in SUBSTITUTIONS:
             continue
-        bare = bare_words and current.type == "word" and _NAME.fullmatch(_text(current))
+        bare = bare_words and current.type == "word" and _NAME.fullmatch(node_text(current))
         if current.type == "variable_name" or bare:
-            names.add(_text(current))
+            names.add(node_text(current))
         pending.extend(current.named_children)
     return names
 
@@ -1772,9 +1551,9 @@ def _unquoted_brace(node: Node) -> bool:
     if node.type == "command_name":
         return any(_unquoted_brace(c) for c in node.named_children)
     if node.type == "word":
-        return "{" in _text(node)
+        return "{" in node_text(node)
     if node.type == "concatenation":
-        return any(c.type == "word" and "{" in _text(c) for c in node.named_children)
+        return any(c.type == "word" and "{" in node_text(c) for c in node.named_children)
     return False
 
 
@@ -1818,18 +1597,7 @@ def _brace_expanded(
     return out_words, out_subs
 
 
-def _joined(
-    first: tuple[str | None, ...], second: tuple[str | None, ...]
-) -> tuple[str | None, ...]:
-    """``first``, then the names of ``second`` it does not hold yet (rules only ask
-    whether a name is there, and a pipeline repeating one command stays short)."""
-    if not second:
-        return first
-    have = set(first)
-    return first + tuple(n for n in dict.fromkeys(second) if n not in have)
-
-
-_HANDLERS: dict[str, Callable[[_Walker, Node, _Env], None]] = {
+_HANDLERS: dict[str, Callable[[_Walker, Node, Env], None]] = {
     "command": _Walker._command,
     "variable_assignment": _Walker._assignment,
     "declaration_command": _Walker._declaration,
