@@ -156,3 +156,13 @@ def subcommand(args: Sequence[str], option_values: Sequence[str]) -> str | None:
             continue
         return arg
     return None
+
+
+def short_option_value(args: tuple[str, ...], option: str) -> str | None:
+    """The value of ``-u 3`` / ``-u3`` in a builtin's words."""
+    for i, arg in enumerate(args):
+        if arg == option and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(option) and len(arg) > len(option) and not arg.startswith("--"):
+            return arg[len(option) :]
+    return None
