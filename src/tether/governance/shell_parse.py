@@ -48,6 +48,7 @@ from tether.governance.shell_records import (
     SimpleCommand,
     stdout_literal,
 )
+from tether.governance.shell_variables import VARIABLE_NAME, VariableState
 from tether.governance.shell_walk_core import (
     MAX_BOUND_LOOPS,
     MAX_CALLS,
@@ -86,10 +87,8 @@ from tether.governance.wrappers import (
 
 #: Variables whose value is known (the context's) and names a home that rules protect.
 _HOMES = frozenset({"HOME", "TETHER_HOME"})
-# A variable's name, where the grammar left the "$" before it in the word before.
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # A variable left as text in a word a brace expansion made: $NAME or ${NAME}.
-_ASSEMBLED = re.compile(rf"\$(?:\{{({_NAME.pattern})\}}|({_NAME.pattern}))")
+_ASSEMBLED = re.compile(rf"\$(?:\{{({VARIABLE_NAME.pattern})\}}|({VARIABLE_NAME.pattern}))")
 
 _REDIRECT_OPS = WRITE_OPS | READ_OPS | {">&-", "<&-"}
 
@@ -157,7 +156,7 @@ class _Redirections:
 _COMMAND_EXTRAS = frozenset({"subshell", "compound_statement", "ERROR"})
 
 
-class _Walker(FileTracking):
+class _Walker(FileTracking, VariableState):
     """The whole walk: the core's state and moves, and each kind of node read."""
 
     # ------------------------------------------------------------ dispatch
@@ -440,50 +439,6 @@ class _Walker(FileTracking):
             return DYNAMIC
         self.arrays[name] = elements
         return elements[0] if elements else ""
-
-    def _set_variable(self, name: str, value: str, taint: Iterable[int] = ()) -> None:
-        """Record an assignment. Without following control flow a variable assigned twice
-        (if/else branches, loops, +=) could hold either value: it is unknown then. The
-        records its value may come from are kept (for arithmetic, see ``_evaluated``);
-        assigning a variable declared an integer evaluates the value."""
-        reassigned = name in self.variables and self.variables[name] != value
-        self.variables[name] = DYNAMIC if reassigned else value
-        if value == DYNAMIC:
-            self.arrays.pop(name, None)
-        self.cdpath = self.cdpath or name == "CDPATH"
-        taint = tuple(taint)
-        if taint:
-            self.taints[name] = tuple(dict.fromkeys((*self.taints.get(name, ()), *taint)))
-        if name in self.integers:
-            self._evaluate_records(taint)
-        target = self.namerefs.get(name)
-        if target is not None:  # declare -n r=x; r=/: x is assigned
-            self.namerefs.pop(name)
-            self._set_variable(target, DYNAMIC, taint)
-            self.namerefs[name] = target
-
-    def _tainting(self, node: Node | None) -> tuple[int, ...]:
-        """The records whose output the variables a word reads may hold."""
-        names = _names_in(node, bare_words=False) if node is not None else set()
-        return tuple(k for name in sorted(names) for k in self.taints.get(name, ()))
-
-    def _evaluated(self, nodes: Iterable[Node]) -> None:
-        """Bash evaluates ``nodes`` as arithmetic (``((x))``, ``$((x))``, ``[[ x -eq 1
-        ]]``, ``${a[x]}``, ``let x``): a variable's value is then an expression, and
-        ``a[$(cmd)]`` in it runs cmd. Literal values were judged when assigned (see
-        ``_latent_substitutions``); output a variable may hold is marked evaluated."""
-        names: set[str] = set()
-        for node in nodes:
-            names |= _names_in(node, bare_words=True)
-        self._evaluate_names(names)
-
-    def _evaluate_names(self, names: Iterable[str]) -> None:
-        for name in sorted(names):
-            self._evaluate_records(self.taints.get(name, ()))
-
-    def _evaluate_records(self, records: Iterable[int]) -> None:
-        for k in records:
-            self._tag(k, k + 1, (), (_ARITHMETIC,))
 
     def _command_variable(self, assignment: str, source: str) -> None:
         """``GIT_SSH_COMMAND='cmd' git fetch``: a variable programs run as a command
@@ -973,7 +928,7 @@ class _Walker(FileTracking):
                 last = words[-1]
                 found = []
                 value = self._flat(node, found)
-                name = _NAME.match(value)
+                name = VARIABLE_NAME.match(value)
                 # Only a bare word names a variable after "$" ($"HOME" is a string).
                 if name and _ends_with_dollar(previous) and self._starts_unquoted(node):
                     last.value = last.value[:-1] + self._variable(name.group())
@@ -1116,7 +1071,7 @@ class _Walker(FileTracking):
         values are only known at run time. ``let`` evaluates its arguments."""
         name = cast(str, link.name)
         if name == "let":
-            self._evaluate_names(n for a in link.args for n in _NAME.findall(a))
+            self._evaluate_names(n for a in link.args for n in VARIABLE_NAME.findall(a))
             return
         names = _assigned_names(name, link.args)
         if not names:
@@ -1199,9 +1154,6 @@ _CODE_ARGUMENTS = frozenset(
 # Languages read as scripts in full (their paths are words the walk judges).
 _SCRIPT_LANGUAGES = frozenset({"sh", "make", "ex", "keys", "sed"})
 
-#: The name under which a record's output is marked evaluated as bash arithmetic (in
-#: ``executed_by``): ``let`` is the builtin that does it.
-_ARITHMETIC = "let"
 _ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 _READERS = frozenset({"read", "mapfile", "readarray"})
 # Options of read, mapfile and printf that take a value (read -a takes an array name).
@@ -1241,22 +1193,6 @@ def _assigned_names(name: str, args: tuple[str, ...]) -> list[str]:
         names = names[-1:]
     default = "REPLY" if name == "read" else "MAPFILE"
     return [n.split("[", 1)[0] for n in names if DYNAMIC not in n] or [default]
-
-
-def _names_in(node: Node, *, bare_words: bool) -> set[str]:
-    """Variable names a node reads: ``$x``, ``${x}``, and with ``bare_words`` the bare
-    names arithmetic reads (``x`` in ``((x+1))``); not those of nested commands."""
-    names: set[str] = set()
-    pending = [node]
-    while pending:
-        current = pending.pop()
-        if current.type in SUBSTITUTIONS:
-            continue
-        bare = bare_words and current.type == "word" and _NAME.fullmatch(node_text(current))
-        if current.type == "variable_name" or bare:
-            names.add(node_text(current))
-        pending.extend(current.named_children)
-    return names
 
 
 def _descriptor_path(path: str) -> str | None:
