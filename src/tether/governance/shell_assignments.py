@@ -18,12 +18,7 @@ from tether.governance.shell_chain import Link
 from tether.governance.shell_expansion import WordExpansion
 from tether.governance.shell_records import stdout_literal
 from tether.governance.shell_variables import VARIABLE_NAME
-from tether.governance.shell_walk_core import (
-    SOURCE_CHARS,
-    Env,
-    find_substitutions,
-    node_text,
-)
+from tether.governance.shell_walk_core import SOURCE_CHARS, Env, find_substitutions, node_text
 from tether.governance.shell_words import is_option, short_option_value
 
 _ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})

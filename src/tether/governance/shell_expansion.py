@@ -15,11 +15,7 @@ from tree_sitter import Node
 from tether.governance.paths import DYNAMIC, brace_words, expand_tilde
 from tether.governance.shell_variables import VARIABLE_NAME, VariableState
 from tether.governance.shell_walk_core import SUBSTITUTIONS, find_substitutions, node_text
-from tether.governance.shell_words import (
-    decode_ansi_c,
-    unescape_double_quoted,
-    unescape_unquoted,
-)
+from tether.governance.shell_words import decode_ansi_c, unescape_double_quoted, unescape_unquoted
 
 #: Variables whose value is known (the context's) and names a home that rules protect.
 _HOMES = frozenset({"HOME", "TETHER_HOME"})
