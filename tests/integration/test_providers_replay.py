@@ -454,3 +454,64 @@ def test_plain_stream_shapes_of_real_providers_read_as_the_answer(env: Env, repl
     task = env.turn("hi", session, reply)
     expected = {"status": "completed", "text": "Hello", "steps": 1}
     assert task["result"] == {**expected, "session_id": session}
+
+
+REFUSED = "I'm sorry, I can't help with that."
+
+# OpenAI words a refusal in a field of its own and leaves content null: streamed, a
+# role chunk with refusal "" then refusal pieces, finish 'stop'; whole, message.refusal.
+REFUSALS = {
+    "streamed": Replay(
+        [
+            chunk({"role": "assistant", "content": None, "refusal": ""}),
+            chunk({"content": None, "refusal": "I'm sorry, I can't "}),
+            chunk({"content": None, "refusal": "help with that."}),
+            chunk({}, "stop"),
+        ]
+    ),
+    "whole": Replay(
+        body={
+            "id": "chatcmpl-w",
+            "object": "chat.completion",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": None, "refusal": REFUSED},
+                    "finish_reason": "stop",
+                }
+            ],
+        }
+    ),
+}
+
+
+@pytest.mark.parametrize("reply", list(REFUSALS.values()), ids=list(REFUSALS))
+def test_a_refusal_is_the_answer_and_says_it_is_one(env: Env, reply: Replay) -> None:
+    """A refusal read as an empty answer: the turn completed with no text at all."""
+    session = new_session()
+    task = env.turn("hi", session, reply)
+    expected = {"status": "completed", "text": REFUSED, "steps": 1, "refusal": True}
+    assert task["result"] == {**expected, "session_id": session}
+    stored = env.payloads(session)[-1]
+    assert (stored["content"], stored["x_refusal"]) == (REFUSED, True)
+    env.next_message_works(session)
+    # The model reads what it said, as content; Tether's mark is its own.
+    assert env.model.requests[-1]["messages"][-2] == {"role": "assistant", "content": REFUSED}
+
+
+def test_a_refusal_streams_to_the_chat_as_its_text(env: Env) -> None:
+    session = new_session()
+    env.model.script(REFUSALS["streamed"])
+    with env.server._client.stream(
+        "POST",
+        "/api/console/chat",
+        json=chat_body("hi", session),
+        headers={"Authorization": f"Bearer {env.server.token}"},
+    ) as resp:
+        assert resp.status_code == 200
+        frames = [e.data for e in sse_events(resp.iter_lines())]
+    streamed = "".join(f["text"] for f in frames if f.get("object") == "content" and f["delta"])
+    assert streamed == REFUSED
+    response = frames[-1]
+    assert response["status"] == "completed"
+    assert [m["content"][0]["text"] for m in response["output"]] == [REFUSED]

@@ -47,6 +47,8 @@ class TurnRequest:
 class TurnResult:
     text: str
     steps: int
+    refused: bool = False
+    """The text is the model's refusal."""
 
 
 class _CallObserver:
@@ -124,7 +126,7 @@ class Agent:
             await self._persist(req, [("assistant", assistant)], events)
             messages.append(assistant)
             if not reply.tool_calls:
-                return TurnResult(text=reply.text, steps=step)
+                return TurnResult(text=reply.text, steps=step, refused=reply.refused)
             results = await asyncio.gather(
                 *(
                     self._call(req, call, call_id, events)

@@ -64,6 +64,8 @@ class AssistantReply:
     reasoning: str = ""
     echo: dict[str, Any] = field(default_factory=dict)
     """What the provider needs back with this message (stored opaque; see ``llm.wire``)."""
+    refused: bool = False
+    """The text is the model's refusal (OpenAI's ``refusal`` field), not an answer."""
 
 
 def arguments_problem(arguments: str) -> tuple[str, bool] | None:

@@ -132,6 +132,8 @@ class StreamAssembler:
         self._reasoning: list[str] = []
         self.reasoning_field: str | None = None
         self.finish_reason: str | None = None
+        self.refused = False
+        """Whether the model wrote a refusal (OpenAI's ``refusal`` field) rather than content."""
         self._calls: list[_Partial] = []
         self._by_index: dict[int, _Partial] = {}
         self._by_id: dict[str, _Partial] = {}
@@ -172,6 +174,14 @@ class StreamAssembler:
         if thought:
             self._reasoning.append(thought)
             reasoning.append(thought)
+        refusal = _text(delta.get("refusal"))
+        if refusal:
+            # OpenAI words a refusal in ``refusal`` and leaves ``content`` null: it is the
+            # answer the person reads (it read as an empty reply), marked as a refusal.
+            self.refused = True
+            self._size += len(refusal)
+            self._text.append(refusal)
+            text.append(refusal)
         for name in self._caps.reasoning_fields:
             piece = delta.get(name)
             if isinstance(piece, str) and piece:
@@ -266,6 +276,7 @@ class StreamAssembler:
             tool_calls=calls,
             reasoning=reasoning,
             echo={"reasoning_field": self.reasoning_field} if self.reasoning_field else {},
+            refused=self.refused,
         )
 
 

@@ -1,11 +1,12 @@
 """Stored assistant messages and the messages sent to a provider (pure).
 
 A stored message is the OpenAI message plus Tether's own ``x_`` keys: ``x_reasoning``
-(the reasoning text, shown folded in the console), ``x_echo`` (what the provider needs
-back and which provider that is) and, on each tool call, ``x_tether_call_id`` (Tether's
-id for the call) and ``x_echo`` (the call's own provider fields). Before a request the
-``x_`` keys are removed, and what the provider needs back is restored, only when the
-request goes to the provider that wrote the message.
+(the reasoning text, shown folded in the console), ``x_refusal`` (true when the content
+is the model's refusal, which OpenAI sends in a field of its own), ``x_echo`` (what the
+provider needs back and which provider that is) and, on each tool call,
+``x_tether_call_id`` (Tether's id for the call) and ``x_echo`` (the call's own provider
+fields). Before a request the ``x_`` keys are removed, and what the provider needs back
+is restored, only when the request goes to the provider that wrote the message.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from tether.llm.reply import AssistantReply
 
 REASONING = "x_reasoning"
 ECHO = "x_echo"
+REFUSAL = "x_refusal"
 TETHER_CALL_ID = "x_tether_call_id"
 
 
@@ -39,6 +41,9 @@ def assistant_message(reply: AssistantReply, tether_ids: Sequence[str]) -> dict[
         ]
     if reply.reasoning:
         message[REASONING] = reply.reasoning
+    if reply.refused:
+        # Sent back as content: every provider takes that, and the model reads what it said.
+        message[REFUSAL] = True
     if reply.echo:
         message[ECHO] = reply.echo
     return message

@@ -208,7 +208,14 @@ class TaskService:
             # chatting; the log keeps them.
             log.exception("task %s failed on an internal error", run.task_id)
             return {"status": "failed", "error": INTERNAL_ERROR}
-        return {"status": "completed", "text": outcome.text, "steps": outcome.steps}
+        result: dict[str, Any] = {
+            "status": "completed",
+            "text": outcome.text,
+            "steps": outcome.steps,
+        }
+        if outcome.refused:
+            result["refusal"] = True
+        return result
 
     async def get(self, task_id: str) -> TaskView:
         """The task and the messages it produced. Raises TaskNotFound."""
