@@ -9,7 +9,9 @@ import json
 import sqlite3
 import time
 import uuid
+import zlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -464,4 +466,52 @@ def test_an_error_answer_whose_body_never_ends_is_cut_and_told(env: Env) -> None
     )
     failed(env.turn("hi", session, endless), "answered 400: {")
     assert env.payloads(session) == [{"role": "user", "content": "hi"}]
+    env.next_message_works(session)
+
+
+def _bomb(encoding: str, inflated: int) -> bytes:
+    """An error object followed by ``inflated`` bytes of blanks (still valid JSON),
+    compressed about a thousand to one."""
+    wbits = {"gzip": zlib.MAX_WBITS | 16, "deflate": zlib.MAX_WBITS, "raw-deflate": -15}
+    packer = zlib.compressobj(9, zlib.DEFLATED, wbits[encoding])
+    parts = [packer.compress(b'{"error": {"message": "bad request"}}')]
+    blanks = b" " * (1 << 20)
+    parts += [packer.compress(blanks) for _ in range(inflated // len(blanks))]
+    return b"".join([*parts, packer.flush()])
+
+
+def _peak_rss(pid: int, reset: bool = False) -> int:
+    """The process's resident set at its highest (VmHWM) since the last reset, in bytes."""
+    if reset:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(ln for ln in status.splitlines() if ln.startswith("VmHWM:")).split()[1]) * 1024
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "raw-deflate"])
+def test_a_compressed_error_answer_is_cut_as_inflated(env: Env, encoding: str) -> None:
+    """An error body that inflates about a thousand to one: 60 KiB of gzip, under the cut
+    on the bytes as sent, inflated to 60 MiB, all held by the server while the SDK read
+    it."""
+    session = new_session()
+    bomb = _bomb(encoding, 60 << 20)
+    assert len(bomb) < 64 * 1024
+    sent_as = "deflate" if encoding == "raw-deflate" else encoding
+    headers = {"Content-Type": "application/json", "Content-Encoding": sent_as}
+    env.next_message_works(new_session())  # the SDK loaded and its client made: not measured
+    pid = env.server.proc.pid
+    before = _peak_rss(pid, reset=True)
+    task = env.turn("hi", session, Replay(status=400, body=bomb, headers=headers))
+    grown = _peak_rss(pid) - before
+    failed(task, "answered 400: bad request")
+    assert grown < 16 << 20, f"the server grew by {grown >> 20} MiB"
+    assert env.payloads(session) == [{"role": "user", "content": "hi"}]
+    env.next_message_works(session)
+
+
+def test_an_error_answer_in_an_encoding_that_cannot_be_bounded_is_not_read(env: Env) -> None:
+    session = new_session()
+    headers = {"Content-Type": "application/json", "Content-Encoding": "br"}
+    reply = Replay(status=400, body=b"\x1b\x00\x00 not read", headers=headers)
+    failed(env.turn("hi", session, reply), "answered 400: no details given")
     env.next_message_works(session)

@@ -2,8 +2,10 @@
 
 The SDK reads an error answer's body whole before it raises (to quote it), so a gateway
 that answered 400 and then never stopped sending made the server hold all it sent. The
-cut is on the bytes as sent: one deflated 64 KiB grows to at most about 64 MiB, the
-most a whole reply may be. The message quoted is a sentence anyway (``llm.errors``).
+cut is on the bytes as sent and on what they inflate to: cut on the bytes as sent alone,
+64 KiB of gzip became 64 MiB held by the server (``llm.bounded_decoding`` inflates them
+instead of the HTTP library, to the bound; an encoding it cannot bound is not read). The
+message quoted is a sentence anyway (``llm.errors``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import functools
 import importlib
 from collections.abc import AsyncIterator
 from typing import Any
+
+from tether.llm.bounded_decoding import BoundedDecoder
 
 #: The most bytes of an error answer's body read: far past any provider's error object or
 #: a proxy's error page.
@@ -50,8 +54,16 @@ _closing: set[asyncio.Task[None]] = set()
 
 
 async def _cut_error_body(response: Any) -> None:
-    if response.status_code >= 400:
-        response.stream = _cut_stream_class(type(response).__module__)(response.stream)
+    if response.status_code < 400:
+        return
+    listed = response.headers.get_list("content-encoding", split_commas=True)
+    encodings = [e.strip().lower() for e in listed if e.strip().lower() not in ("", "identity")]
+    decoder = BoundedDecoder.for_encodings(encodings) if encodings else None
+    if encodings:
+        # The body handed on is already decoded (or empty): the library must not decode it.
+        del response.headers["content-encoding"]
+    cut = _cut_stream_class(type(response).__module__)
+    response.stream = cut(response.stream, decoder, readable=decoder is not None or not encodings)
 
 
 @functools.cache
@@ -61,15 +73,24 @@ def _cut_stream_class(response_module: str) -> type:
     library = importlib.import_module(response_module.partition(".")[0])
 
     class CutStream(library.AsyncByteStream):  # type: ignore[name-defined,misc]
-        def __init__(self, inner: Any) -> None:
+        def __init__(self, inner: Any, decoder: BoundedDecoder | None, readable: bool) -> None:
             self._inner = inner
+            self._decoder = decoder
+            self._readable = readable
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
-            left = MAX_ERROR_BODY_BYTES
+            if not self._readable:
+                return
+            sent = made = 0  # bytes as sent, and as handed on
             async for part in self._inner:
-                yield part[:left]
-                left -= len(part)
-                if left <= 0:
+                part = part[: MAX_ERROR_BODY_BYTES - sent]
+                sent += len(part)
+                room = MAX_ERROR_BODY_BYTES - made
+                out = part[:room] if self._decoder is None else self._decoder.decode(part, room)
+                made += len(out)
+                if out:
+                    yield out
+                if sent >= MAX_ERROR_BODY_BYTES or made >= MAX_ERROR_BODY_BYTES:
                     return
 
         async def aclose(self) -> None:
