@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_support import new_session, wait_for
+from core_support import chat_body, new_session, sse_events, wait_for
 from helpers import MOCK_LLM_PROVIDER_ID
 from replay_support import (
     SHELL,
@@ -515,3 +515,50 @@ def test_an_error_answer_in_an_encoding_that_cannot_be_bounded_is_not_read(env: 
     reply = Replay(status=400, body=b"\x1b\x00\x00 not read", headers=headers)
     failed(env.turn("hi", session, reply), "answered 400: no details given")
     env.next_message_works(session)
+
+
+def _filtered() -> bytes:
+    """Azure's last chunk of a reply its content filter stopped: no delta text, finish
+    reason 'content_filter', the category that was filtered."""
+    results = {"violence": {"filtered": True, "severity": "medium"}}
+    choice = {"index": 0, "delta": {}, "finish_reason": "content_filter"}
+    body = {"id": "chatcmpl-f", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    return sse({**body, "choices": [{**choice, "content_filter_results": results}]})
+
+
+@pytest.mark.parametrize("with_call", [False, True], ids=["text", "text-and-call"])
+def test_a_reply_the_content_filter_cut_after_some_text_is_not_taken_whole(
+    env: Env, with_call: bool
+) -> None:
+    """Azure stops a reply its filter flags mid-way, finish reason 'content_filter' on
+    the last chunk and [DONE]: the text so far was stored as the whole answer (and a
+    call before it run)."""
+    session = new_session()
+    pieces = [chunk({"role": "assistant", "content": "Step one is to "})]
+    if with_call:
+        pieces.append(calls_chunk(fn(SHELL, shell_args("echo never"), index=0, id="cf1")))
+    reply = Replay([*pieces, _filtered()])
+    failed(env.turn("hi", session, reply), "the provider's content filter cut the model's reply")
+    assert env.payloads(session) == [{"role": "user", "content": "hi"}]
+    env.next_message_works(session)
+
+
+def test_a_reply_the_content_filter_cut_keeps_its_text_on_the_chat_stream(env: Env) -> None:
+    """QwenPaw's stream ends the response failed, saying why, with the text so far in its
+    output, marked incomplete."""
+    session = new_session()
+    env.model.script(
+        Replay([chunk({"role": "assistant", "content": "Step one is to "}), _filtered()])
+    )
+    with env.server._client.stream(
+        "POST",
+        "/api/console/chat",
+        json=chat_body("hi", session),
+        headers={"Authorization": f"Bearer {env.server.token}"},
+    ) as resp:
+        assert resp.status_code == 200
+        response = [e.data for e in sse_events(resp.iter_lines())][-1]
+    assert response["status"] == "failed"
+    assert "content filter cut the model's reply" in response["error"]["message"]
+    (message,) = response["output"]
+    assert (message["status"], message["content"][0]["text"]) == ("incomplete", "Step one is to ")

@@ -136,7 +136,9 @@ class RuntimeStream:
             frames += self._plugin_call(call)
         return frames
 
-    def _close_text(self, content: object) -> list[Frame]:
+    def _close_text(self, content: object, status: str = "completed") -> list[Frame]:
+        """End the text message under way (``status``: ``incomplete`` for the text so far
+        of a turn that did not complete)."""
         text = content if isinstance(content, str) else "".join(self._fragments)
         frames: list[Frame] = []
         if not text:
@@ -147,13 +149,13 @@ class RuntimeStream:
             frames.append(self._emit(self._text))
         final = _content(self._text["id"], "text", None, text=text)
         frames.append(self._emit(final))
-        frames.append(self._complete(self._text, final))
+        frames.append(self._complete(self._text, final, status))
         self._text, self._fragments = None, []
         return frames
 
-    def _complete(self, message: Frame, content: Frame) -> Frame:
+    def _complete(self, message: Frame, content: Frame, status: str = "completed") -> Frame:
         part = {k: v for k, v in content.items() if k not in ("msg_id", "status")}
-        done = {**message, "content": [part], "status": "completed"}
+        done = {**message, "content": [part], "status": status}
         self.response["output"].append(done)
         return self._emit(done)
 
@@ -197,8 +199,9 @@ class RuntimeStream:
         return self._final({"status": "failed", "error": message}, code="server_exiting")
 
     def _final(self, result: dict[str, Any], code: str = "error") -> list[Frame]:
-        frames = self._close_text(None)
         status = _END_STATUS.get(str(result.get("status")), "failed")
+        # Text streamed by a turn that then failed or was stopped stays, marked as cut.
+        frames = self._close_text(None, "completed" if status == "completed" else "incomplete")
         self.response["status"] = status
         self.response["completed_at"] = _now()
         if status == "failed":

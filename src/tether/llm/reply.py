@@ -100,6 +100,13 @@ def check_reply(reply: AssistantReply, finish_reason: str | None = "stop") -> No
             f"(finish reason {finish_reason!r}: {CUT_SHORT[finish_reason]}); nothing of it "
             "was kept"
         )
+    if finish_reason == "content_filter" and (reply.text.strip() or reply.tool_calls):
+        # Azure and Gemini stop a reply their filter flags where it is and end the
+        # stream as if whole: what came before is the start of an answer, not all of it.
+        raise IncompleteReply(
+            "the provider's content filter cut the model's reply short (finish reason "
+            "'content_filter'); the text shown so far is not kept, and no tool call was run"
+        )
     for call in reply.tool_calls:
         if not call.name:
             raise IncompleteReply("the model sent a tool call without a function name")
