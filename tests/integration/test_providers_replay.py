@@ -515,3 +515,21 @@ def test_a_refusal_streams_to_the_chat_as_its_text(env: Env) -> None:
     response = frames[-1]
     assert response["status"] == "completed"
     assert [m["content"][0]["text"] for m in response["output"]] == [REFUSED]
+
+
+@pytest.mark.parametrize(
+    ("cut", "text"),
+    [(1, "Hello"), (2, "Hello"), (12, "Hel")],
+    ids=["one-line-end", "no-line-end", "inside-the-json"],
+)
+def test_a_stream_that_ends_without_its_last_blank_line(env: Env, cut: int, text: str) -> None:
+    """A proxy that drops the final blank line (or the last line end too) of a stream
+    with no [DONE]: its last event, whose data is whole JSON, is kept (the spec drops it,
+    and with it the last text and the finish reason, without a word); one cut inside its
+    JSON is still dropped."""
+    session = new_session()
+    last = chunk({"content": "lo"}, "stop")
+    reply = Replay([chunk({"role": "assistant", "content": "Hel"}), last[:-cut]], done=False)
+    task = env.turn("hi", session, reply)
+    expected = {"status": "completed", "text": text, "steps": 1}
+    assert task["result"] == {**expected, "session_id": session}

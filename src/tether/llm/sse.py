@@ -5,12 +5,15 @@ An event with no data is not dispatched (the spec's rule): gateways send ``data:
 nothing after it, or ``retry:`` or ``id:`` alone, as keep-alives, and the SDK passed
 each on as an empty chunk that failed the turn as "not JSON". Comments (``: ping``)
 are skipped too. Bytes that are not UTF-8 read as U+FFFD: the SDK's strict decode
-raised, and the turn ended on an internal error.
+raised, and the turn ended on an internal error. One departure from the spec: a last
+event the stream ends without its blank line is kept when its data is whole JSON (see
+:func:`take_events`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import AsyncIterable, Callable
 from dataclasses import dataclass
@@ -72,6 +75,15 @@ class EventReader:
         self._after_cr = piece.endswith(b"\r")
         return events
 
+    def end(self) -> Event | None:
+        """The event the stream's end leaves pending, as the blank line it lacks would
+        have dispatched it (a last line taken even without its line end); None if none.
+        The spec drops it: :func:`take_events` says when it is kept."""
+        if self._line:
+            self._take_line(self._line)  # a line that is not blank dispatches nothing
+            self._line.clear()
+        return self._dispatch()
+
     def _check_size(self) -> None:
         if len(self._line) + self._data_size > self._limit:
             raise ModelError(
@@ -119,7 +131,15 @@ DRAIN_SECONDS = 0.1
 
 
 async def take_events(parts: AsyncIterable[bytes], take: Callable[[Event], None]) -> None:
-    """Hand each event of the stream ``parts`` to ``take``, up to ``[DONE]`` or the end."""
+    """Hand each event of the stream ``parts`` to ``take``, up to ``[DONE]`` or the end.
+
+    Unlike the spec, a last event the stream ends without its blank line is kept when
+    its data is a whole JSON object or list: proxies have been seen to drop the final
+    ``\n\n`` (or the last line end too), and that event is often the one with the
+    last text and the finish reason, lost without a word. A cut JSON value does not
+    parse, so the spec's reason to drop the event (it may be incomplete) holds only
+    for data that is not whole JSON, which is still dropped.
+    """
     reader = EventReader()
     done = False
     try:
@@ -136,3 +156,15 @@ async def take_events(parts: AsyncIterable[bytes], take: Callable[[Event], None]
     except TimeoutError:
         if not done:
             raise
+    if not done:
+        last = reader.end()
+        if last is not None and not last.is_done and _whole_json(last.data):
+            take(last)
+
+
+def _whole_json(data: str) -> bool:
+    """Whether ``data`` is one whole JSON object or list (no prefix of one is)."""
+    try:
+        return isinstance(json.loads(data), dict | list)
+    except (ValueError, RecursionError):
+        return False

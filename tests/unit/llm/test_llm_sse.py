@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+
 import pytest
 
 from tether.llm.reply import ModelError
-from tether.llm.sse import Event, EventReader, events_in
+from tether.llm.sse import Event, EventReader, events_in, take_events
 
 
 def read(*pieces: bytes, limit: int = 1 << 20) -> list[Event]:
@@ -33,3 +36,37 @@ def test_an_event_of_many_short_data_lines_is_bounded_like_one_long_line() -> No
     with pytest.raises(ModelError, match="more than 1,000 bytes without ending"):
         for _ in range(200):
             reader.feed(b"data: xxxxxxxx\n")
+
+
+def taken(*pieces: bytes) -> list[Event]:
+    async def parts() -> AsyncIterator[bytes]:
+        for piece in pieces:
+            yield piece
+
+    events: list[Event] = []
+    asyncio.run(take_events(parts(), events.append))
+    return events
+
+
+@pytest.mark.parametrize(
+    ("last", "kept"),
+    [
+        (b'data: {"a": 2}\n', True),  # the blank line dropped
+        (b'data: {"a": 2}', True),  # the line end too
+        (b'data: [{"error": {}}]', True),  # Gemini's error list
+        (b'event: error\ndata: {"a":\ndata: 2}', True),  # several data lines
+        (b'data: {"a": ', False),  # cut inside its JSON
+        (b"data: 2", False),  # JSON but no object or list: a cut "23" reads as whole
+        (b"data: [DONE]", False),
+    ],
+)
+def test_a_last_event_without_its_blank_line_is_kept_when_its_data_is_whole_json(
+    last: bytes, kept: bool
+) -> None:
+    events = taken(b"data: 1\n\n", last)
+    assert events[0] == Event("message", "1")
+    assert len(events) == (2 if kept else 1)
+
+
+def test_nothing_after_done_is_taken_even_without_a_blank_line() -> None:
+    assert taken(b"data: 1\n\ndata: [DONE]\n\n", b'data: {"a": 2}') == [Event("message", "1")]
