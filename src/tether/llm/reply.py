@@ -101,8 +101,9 @@ def check_reply(reply: AssistantReply, finish_reason: str | None = "stop") -> No
             "was kept"
         )
     if finish_reason == "content_filter" and (reply.text.strip() or reply.tool_calls):
-        # Azure and Gemini stop a reply their filter flags where it is and end the
-        # stream as if whole: what came before is the start of an answer, not all of it.
+        # Azure (and gateways that map Gemini's SAFETY so) stop a reply the filter flags
+        # where it is and end the stream as if whole: what came before is the start of an
+        # answer, not all of it.
         raise IncompleteReply(
             "the provider's content filter cut the model's reply short (finish reason "
             "'content_filter'); the text shown so far is not kept, and no tool call was run"
