@@ -135,7 +135,7 @@ async def take_events(parts: AsyncIterable[bytes], take: Callable[[Event], None]
 
     Unlike the spec, a last event the stream ends without its blank line is kept when
     its data is a whole JSON object or list: proxies have been seen to drop the final
-    ``\n\n`` (or the last line end too), and that event is often the one with the
+    blank line (or the last line end too), and that event is often the one with the
     last text and the finish reason, lost without a word. A cut JSON value does not
     parse, so the spec's reason to drop the event (it may be incomplete) holds only
     for data that is not whole JSON, which is still dropped.

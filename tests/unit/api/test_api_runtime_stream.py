@@ -61,3 +61,19 @@ def test_reasoning_is_its_own_message_ended_before_the_answer() -> None:
     assert [m["type"] for m in output] == ["reasoning", "message"]
     assert output[0]["content"][0]["text"] == "think hard"
     assert output[1]["content"][0]["text"] == "42"
+
+
+def test_text_a_turn_streamed_before_it_failed_or_stopped_is_marked_incomplete() -> None:
+    for end in ("failed", "cancelled"):
+        frames = run(
+            {"type": "text_delta", "text": "half"},
+            {"type": "final", "result": {"status": end, "error": "cut"}},
+        )
+        (message,) = frames[-1]["output"]
+        assert (message["status"], message["content"][0]["text"]) == ("incomplete", "half")
+    frames = run(
+        {"type": "text_delta", "text": "whole"},
+        {"type": "message", "kind": "assistant", "message": {"content": "whole"}},
+        {"type": "final", "result": {"status": "completed"}},
+    )
+    assert [m["status"] for m in frames[-1]["output"]] == ["completed"]
