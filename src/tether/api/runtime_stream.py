@@ -137,8 +137,8 @@ class RuntimeStream:
         return frames
 
     def _close_text(self, content: object, status: str = "completed") -> list[Frame]:
-        """End the text message under way (``status``: ``incomplete`` for the text so far
-        of a turn that did not complete)."""
+        """End the text message under way (``status``: ``cancelled`` for the text so far
+        of a turn that was stopped, as QwenPaw marks it)."""
         text = content if isinstance(content, str) else "".join(self._fragments)
         frames: list[Frame] = []
         if not text:
@@ -200,8 +200,10 @@ class RuntimeStream:
 
     def _final(self, result: dict[str, Any], code: str = "error") -> list[Frame]:
         status = _END_STATUS.get(str(result.get("status")), "failed")
-        # Text streamed by a turn that then failed or was stopped stays, marked as cut.
-        frames = self._close_text(None, "completed" if status == "completed" else "incomplete")
+        # Text streamed by a turn that then failed or was stopped stays in the output;
+        # QwenPaw marks that of a stopped turn cancelled, and that of a failed one
+        # completed (the response's status and error say it failed).
+        frames = self._close_text(None, "cancelled" if status == "cancelled" else "completed")
         self.response["status"] = status
         self.response["completed_at"] = _now()
         if status == "failed":

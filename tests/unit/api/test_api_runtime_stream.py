@@ -63,14 +63,16 @@ def test_reasoning_is_its_own_message_ended_before_the_answer() -> None:
     assert output[1]["content"][0]["text"] == "42"
 
 
-def test_text_a_turn_streamed_before_it_failed_or_stopped_is_marked_incomplete() -> None:
-    for end in ("failed", "cancelled"):
+def test_text_a_turn_streamed_before_it_failed_or_stopped_stays_marked_as_qwenpaw_does() -> None:
+    """QwenPaw's envelope: the text of a stopped turn is ``cancelled``, that of a failed
+    one ``completed`` (the response says it failed)."""
+    for end, marked in (("failed", "completed"), ("cancelled", "cancelled")):
         frames = run(
             {"type": "text_delta", "text": "half"},
             {"type": "final", "result": {"status": end, "error": "cut"}},
         )
         (message,) = frames[-1]["output"]
-        assert (message["status"], message["content"][0]["text"]) == ("incomplete", "half")
+        assert (message["status"], message["content"][0]["text"]) == (marked, "half")
     frames = run(
         {"type": "text_delta", "text": "whole"},
         {"type": "message", "kind": "assistant", "message": {"content": "whole"}},
