@@ -23,9 +23,17 @@ from tether.llm.bounded_decoding import BoundedDecoder
 MAX_ERROR_BODY_BYTES = 64 * 1024
 
 
+#: The encodings asked of providers: those ``llm.bounded_decoding`` can inflate to a
+#: bound. The HTTP library would also ask for br and zstd where their packages are
+#: installed, and an error body in those would not be read at all.
+ACCEPT_ENCODING = "gzip, deflate"
+
+
 def bounded_http_client() -> Any:
     """The SDK's own default client (its timeouts, pool and redirects), with the cut."""
-    return _client_class()(event_hooks={"response": [_cut_error_body]})
+    return _client_class()(
+        headers={"Accept-Encoding": ACCEPT_ENCODING}, event_hooks={"response": [_cut_error_body]}
+    )
 
 
 @functools.cache
