@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from tether.scheduler.models import JobSpec
 from tether.store.chats import ChatRepository
 from tether.store.cron import CronRepository
 from tether.store.toolcalls import ToolCallRepository
+from tether.store.until_stored import StoreLater
 from tether.waits import within
 from tether.webhooks.events import Notify, ignore
 
@@ -97,6 +99,9 @@ class RunExecutor:
         self._clock = clock
         #: Set by a shutdown that leaves turns running (see CronScheduler.shutdown).
         self.detaching = False
+        #: Runs' ends the store refused (a full disk), tried again until it takes them:
+        #: till then the run reads ``running`` and its job busy.
+        self.ends = StoreLater()
 
     async def stop_turn(self, task_id: str) -> None:
         """Stop a run's turn wherever it runs; a turn already gone, or a server that
@@ -199,7 +204,12 @@ class RunExecutor:
         return f"{len(denied)} tool call(s) denied: " + ", ".join(parts)
 
     async def _finish(self, run_id: str, status: str, error: str | None) -> None:
-        await self._runs.finish_run(run_id, status, error, self._clock().timestamp())
+        """Record the run's end, now or once the store takes it (see ``ends``); a stop
+        or an exit waits for the run's turn, not for the disk."""
+        finish = functools.partial(
+            self._runs.finish_run, run_id, status, error, self._clock().timestamp()
+        )
+        await self.ends.store(finish, f"the end of cron run {run_id}")
 
 
 def run_failed_event(job_id: str, run_id: str, status: str, error: str | None) -> dict[str, Any]:

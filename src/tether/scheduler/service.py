@@ -171,11 +171,13 @@ class CronScheduler:
             await self._executor.stop_turn(task_id)
 
     async def idle(self) -> None:
-        """Wait until every run started here has ended (for tests and shutdown)."""
+        """Wait until every run started here has ended and its end is stored (for
+        tests)."""
         while self._inflight:
             await asyncio.gather(
                 *(t for _j, t in list(self._inflight.values())), return_exceptions=True
             )
+        await self._executor.ends.settled()
 
     # ------------------------------------------------------------------ the loop
 
@@ -251,3 +253,5 @@ class CronScheduler:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        # Ends the store still refuses are left to the next start's recovery.
+        self._executor.ends.give_up()

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tether.store.records import ToolCallRecord
 from tether.store.toolcalls import ToolCallRepository
-from tether.store.until_stored import PASSING, until_stored
+from tether.store.until_stored import StoreLater
 from tether.toolcalls import deadlines as dl
 from tether.toolcalls.call import CallObserver, CallOutcome, Invocation
 from tether.toolcalls.config import CoordinatorConfig
@@ -43,7 +41,7 @@ class CallRecorder:
         self._index = index
         self._config = config
         self._mirror = mirror or NoMirror()
-        self._later: set[asyncio.Task[None]] = set()
+        self._later = StoreLater()
 
     def _new_buffer(self, call_id: str) -> OutputBuffer:
         config = self._config
@@ -167,16 +165,14 @@ class CallRecorder:
                 finished_at=call.finished_at,
                 resources=call.resources,
             )
-            try:
-                await record_end()
-            except PASSING:
-                # The call has ended all the same: what waits on it goes on. It stays
-                # listed (as ended) until its row is written: once the store takes it
-                # (a full disk), or by the next start.
-                log.exception("storing the end of call %s failed", call.call_id)
-                self._store_later(call, record_end)
-            else:
-                self._index.forget(call)
+            # The call has ended all the same: what waits on it goes on. It stays
+            # listed (as ended) until its row is written: at once, once the store
+            # takes it (a full disk), or by the next start.
+            await self._later.store(
+                record_end,
+                f"the end of call {call.call_id}",
+                then=functools.partial(self._index.forget, call),
+            )
             if pending:
                 call.buffer.mark_persisted(pending[-1].seq)
         call.finished.set()
@@ -185,23 +181,10 @@ class CallRecorder:
             observer.ended(live_info(call))
         return CallOutcome(end_state=end_state, offloaded=False, model_text=model_text)
 
-    def _store_later(self, call: LiveCall, record_end: Callable[[], Awaitable[object]]) -> None:
-        """Keep trying to record the call's end in the background (see
-        :func:`until_stored`); the call is forgotten once it is recorded."""
-
-        async def store_then_forget() -> None:
-            await until_stored(record_end, f"the end of call {call.call_id}")
-            self._index.forget(call)
-
-        task = asyncio.create_task(store_then_forget())
-        self._later.add(task)
-        task.add_done_callback(self._later.discard)
-
     def stop_storing(self) -> None:
         """At an exit: give up the writes still being tried (the next start's recovery
         ends the rows they were for)."""
-        for task in list(self._later):
-            task.cancel()
+        self._later.give_up()
 
     async def persist_output(self, call: LiveCall) -> None:
         """Write the output not yet stored."""
