@@ -110,6 +110,11 @@ def _classify(
     runner_pid = int(listed["pid"]) if listed is not None else None
     try:
         spec = read_spec(directory)
+        if spec is None and (runner_pid is not None or directory.is_dir()):
+            # Started under the keeper, but its spec was never written (a disk that
+            # filled as it started, a runner killed right then): it cannot be followed.
+            problem = f"{directory / layout.SPEC_NAME} was never written: its process is unknown"
+            return _lost(record, None, problem, runner_pid)
         if spec is None:
             return Found(
                 call_id,

@@ -20,6 +20,7 @@ import os
 import signal
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -136,30 +137,29 @@ class Runner:
         directory = layout.call_dir(self.home, call_id)
         if (directory / layout.SPEC_NAME).exists():
             raise protocol.ProtocolError(f"call {call_id!r} was already started once")
-        argv, env = [str(a) for a in m["argv"]], {str(k): str(v) for k, v in m["env"].items()}
-        marker = str(m["marker"])
+        env = {str(k): str(v) for k, v in m["env"].items()}
+        draft = CallSpec(
+            call_id=call_id,
+            argv=[str(a) for a in m["argv"]],
+            cwd=str(m["cwd"]),
+            pid=0,
+            create_time=0.0,
+            marker=str(m["marker"]),
+            started_at=0.0,
+            kill_at=_optional_float(m.get("kill_at")),
+            output_limit=m.get("output_limit"),
+        )
         program = _filter_of(m.get("syscall_filter"))
         tree = self._limited(m.get("limits"))
         try:
-            proc, create_time = spawn(
-                directory, call_id, argv, str(m["cwd"]), env, marker, tree, program
-            )
+            proc, create_time = spawn(directory, draft, env, tree, program)
         except BaseException:
             if tree is not None:
                 tree.group.close()
             raise
-        spec = CallSpec(
-            call_id=call_id,
-            argv=argv,
-            cwd=str(m["cwd"]),
-            pid=proc.pid,
-            create_time=create_time,
-            marker=marker,
-            started_at=time.time(),
-            kill_at=_optional_float(m.get("kill_at")),
-            output_limit=m.get("output_limit"),
-        )
-        # Written just after the answer goes out: the server need not wait for the disk.
+        spec = replace(draft, pid=proc.pid, create_time=create_time, started_at=time.time())
+        # Written just after the answer goes out: the server need not wait for the disk,
+        # which kept room for it (spawn) before the call started.
         asyncio.get_running_loop().call_soon(write_spec, directory, spec)
         stopper = self._stopper(float(m.get("grace", 2.0)))
         call = RunningCall(spec, directory, proc, stopper, self._output, self._ended)

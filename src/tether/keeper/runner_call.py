@@ -26,7 +26,7 @@ from tether.keeper.status import (
     CallEnd,
     CallSpec,
     StoppedBy,
-    keep_room_for_end,
+    keep_rooms,
     write_end,
     write_spec,
 )
@@ -371,23 +371,23 @@ class RunningCall:
 
 def spawn(
     directory: Path,
-    call_id: str,
-    argv: list[str],
-    cwd: str,
+    draft: CallSpec,
     env: dict[str, str],
-    marker: str,
     tree: LimitedTree | None = None,
     program: bytes | None = None,
 ) -> tuple[subprocess.Popen[bytes], float]:
-    """Start ``argv`` in a session of its own (its own process group), stdin closed,
-    stdout and stderr piped to the runner, inside ``tree``'s limits group if given
-    (joined before the command's first instruction), under the seccomp ``program`` if
-    given (bwrap's, see syscall_filter.attached); its tree carries ``marker`` in the
-    environment. Returns the process and its start time."""
+    """Start ``draft``'s argv in its cwd, in a session of its own (its own process
+    group), stdin closed, stdout and stderr piped to the runner, inside ``tree``'s
+    limits group if given (joined before the command's first instruction), under the
+    seccomp ``program`` if given (bwrap's, see syscall_filter.attached); its tree
+    carries ``draft``'s marker in the environment. Returns the process and its start
+    time. ``draft`` is the call's spec with no process yet: the disk its spec and its
+    end will need is taken first (see status.keep_rooms)."""
     directory.mkdir(parents=True, exist_ok=True)
     # The file exists before the call does: anyone following it never sees it missing.
     (directory / layout.OUTPUT_NAME).touch(mode=0o600)
-    keep_room_for_end(directory)
+    keep_rooms(directory, draft)
+    argv, cwd, marker = draft.argv, draft.cwd, draft.marker
     env = {**env, MARKER_VAR: marker}
     wrapped = argv if tree is None else tree.command(argv)
     with syscall_filter.attached(wrapped, program) as (command, fds):

@@ -68,8 +68,9 @@ class CallEnd:
 
 
 def write_spec(directory: Path, spec: CallSpec) -> None:
-    """Record (or update, after an extension) a call's spec."""
-    layout.write_atomically(directory / layout.SPEC_NAME, asdict(spec))
+    """Record (or update, after an extension) a call's spec: the first time into the
+    room :func:`keep_rooms` kept for it."""
+    layout.write_atomically(directory / layout.SPEC_NAME, asdict(spec), _room(directory, "spec"))
 
 
 #: Room kept for a call's end from its start, so the end is recorded on a disk that has
@@ -77,20 +78,29 @@ def write_spec(directory: Path, spec: CallSpec) -> None:
 #: one block of the disk, which the file keeps once cut to the end's size (a larger
 #: room would give blocks back, to be taken by whatever writes next).
 END_ROOM = 4096
+#: What a spec grows by from its draft (see :func:`keep_rooms`) once its process is
+#: known: a pid of up to 7 digits for the draft's 0, two times of up to 24 characters
+#: (a float's longest form) for its 0.0.
+SPEC_GROWTH = 64
 
 
-def _room(directory: Path) -> Path:
-    return directory / f".{layout.STATUS_NAME}.room"
+def _room(directory: Path, which: Literal["spec", "end"]) -> Path:
+    name = layout.SPEC_NAME if which == "spec" else layout.STATUS_NAME
+    return directory / f".{name}.room"
 
 
-def keep_room_for_end(directory: Path) -> None:
-    """At a call's start: take the disk its end will be written on."""
-    layout.make_room(_room(directory), END_ROOM)
+def keep_rooms(directory: Path, draft: CallSpec) -> None:
+    """Before a call starts: take the disk its spec (``draft`` with the process not yet
+    known) and its end will be written on, so both are recorded on a disk that fills
+    up meanwhile."""
+    layout.make_room(_room(directory, "end"), END_ROOM)
+    size = len(json.dumps(asdict(draft)).encode()) + SPEC_GROWTH
+    layout.make_room(_room(directory, "spec"), size)
 
 
 def write_end(directory: Path, end: CallEnd) -> None:
     """Record a call's end; written once, atomically (into its room, if it was kept)."""
-    layout.write_atomically(directory / layout.STATUS_NAME, asdict(end), _room(directory))
+    layout.write_atomically(directory / layout.STATUS_NAME, asdict(end), _room(directory, "end"))
 
 
 #: Far more than a spec or an end holds (a spec carries the command and its cwd); a

@@ -4,6 +4,7 @@ is recorded even on a disk that is still full."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -13,9 +14,12 @@ import pytest
 from keeper_support import live_runner, output_of, start_fields, wait_for
 
 from disk_support import fill, needs_root, small_disk
-from tether.keeper import layout
+from tether.keeper import layout, protocol
 from tether.keeper.client import KeeperClient, Watch
-from tether.keeper.status import read_end
+from tether.keeper.runner import Runner
+from tether.keeper.status import read_end, read_spec
+from tether.sandbox.rlimits import Rlimits
+from tether.waits import within
 
 pytestmark = needs_root
 
@@ -113,3 +117,34 @@ async def test_an_end_on_a_full_disk_is_recorded(
     end = read_end(layout.call_dir(home, "c1"))
     assert end is not None
     assert (end.exit_code, end.signal, end.output_end) == (3, None, 0)
+
+
+async def test_a_spec_is_recorded_though_the_disk_filled_as_the_call_started(
+    tmp_path: Path,
+) -> None:
+    """The runner answers a start, then writes the call's spec: a disk that filled in
+    between left the call without its call.json (after a restart: a call whose process
+    and end nobody could find). A runner in this process, so the disk fills exactly
+    there."""
+    gate = tmp_path / "gate"
+    command = f"until [ -e {gate} ]; do sleep 0.01; done"
+    request = {"v": protocol.PROTOCOL, "op": "start", **start_fields("c1", command)}
+    with small_disk(tmp_path / "disk", "2m") as disk:
+        runner = Runner(disk / "home", Rlimits())
+        answer = runner._answer(protocol.encode(request), None)  # type: ignore[arg-type]
+        assert answer is not None and answer["ok"], answer
+        try:
+            fill(disk)
+            await asyncio.sleep(0)  # the loop writes the spec now, after the answer
+            spec = read_spec(layout.call_dir(disk / "home", "c1"))
+            assert spec is not None
+            assert (spec.pid, spec.started_at) == (answer["pid"], answer["started_at"])
+        finally:
+            gate.touch()
+            await within(_reaped(runner), 15)
+
+
+async def _reaped(runner: Runner) -> None:
+    """Until the runner has reaped its calls (on this loop)."""
+    while runner.calls:
+        await asyncio.sleep(0.01)

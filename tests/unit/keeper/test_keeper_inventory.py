@@ -98,3 +98,20 @@ def test_a_call_awaiting_approval_has_not_started_and_is_not_lost(tmp_path: Path
     rows = [record("asks", status="awaiting_approval")]
     [found] = survey(tmp_path, rows, {}, call_directories(tmp_path))
     assert (found.fate, found.problem, found.spec) == ("awaiting_approval", None, None)
+
+
+def test_a_call_whose_spec_was_never_written_is_lost_naming_the_file(tmp_path: Path) -> None:
+    """It read "not_kept" ("it was not started under the keeper"), and the runner's
+    process of it, if it ran, was left running with nobody following it."""
+    for call_id in ("ran", "runs"):
+        layout.call_dir(tmp_path, call_id).mkdir(parents=True)
+        (layout.call_dir(tmp_path, call_id) / layout.OUTPUT_NAME).touch()
+    rows = [record("ran"), record("runs")]
+    found = {
+        f.call_id: f
+        for f in survey(tmp_path, rows, {"runs": {"pid": 100}}, call_directories(tmp_path))
+    }
+    for call_id, runner_pid in (("ran", None), ("runs", 100)):
+        assert (found[call_id].fate, found[call_id].runner_pid) == ("lost", runner_pid)
+        spec_path = layout.call_dir(tmp_path, call_id) / layout.SPEC_NAME
+        assert f"{spec_path} was never written" in (found[call_id].problem or "")
