@@ -4,6 +4,7 @@ answers throughout. The home is a small tmpfs of its own (mounting it needs root
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 import sys
@@ -143,6 +144,27 @@ def test_a_start_on_a_full_disk_says_so_in_one_line(
     assert "the database cannot be written (disk I/O error)" in lines[0], lines[0]
     assert "disk may be full" in lines[0]
     stack.server.start()
+
+
+def test_a_first_start_on_a_full_disk_says_so_in_one_line(disk: Path) -> None:
+    """The home's lock file was made but the server's pid could not be written in it:
+    "remove what is in its place", as if something else stood there."""
+    filler = fill(disk)
+    home = disk / "home"
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "serve", "--port", "0"],
+        env={**os.environ, "TETHER_HOME": str(home), **home_database(home)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    filler.unlink()
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert f"{home / 'server.lock'} cannot be written, its disk is full" in lines[0], lines[0]
+    assert "remove what is in its place" not in lines[0]
 
 
 def test_a_stop_on_a_full_disk_completes(stack: Stack, disk: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 from dataclasses import dataclass
@@ -14,7 +15,8 @@ from tether.keeper import layout
 
 
 class HomeInUse(Exception):
-    """Another live server holds this home."""
+    """Another live server holds this home (or its lock cannot be taken: the message
+    says why)."""
 
 
 @dataclass
@@ -40,7 +42,10 @@ def hold(home: Path) -> HomeLock:
     server while its calls are in it (a deleted ``server.lock`` let a second server
     start and adopt the first one's calls), and the ``server.lock`` file that older
     versions lock, which also names the holder."""
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise HomeInUse(_refusal(home, exc)) from None
     key = str(home.resolve())
     if (held := _held.get(key)) is not None:
         held.holds += 1
@@ -64,12 +69,27 @@ def hold(home: Path) -> HomeLock:
         ) from None
     except OSError as exc:
         _close(fds)
-        raise HomeInUse(
-            f"cannot take {home}'s server lock ({layout.server_lock(home)}: {exc.strerror}); "
-            "remove what is in its place, or use another TETHER_HOME."
-        ) from None
+        raise HomeInUse(_refusal(home, exc)) from None
     lock = _held[key] = HomeLock(key, tuple(fds))
     return lock
+
+
+#: What a write refused for want of room says (a quota counts as a full disk).
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _refusal(home: Path, exc: OSError) -> str:
+    """Why the home cannot be held, in one line naming the path that failed."""
+    path = exc.filename or layout.server_lock(home)
+    if exc.errno in _NO_ROOM:
+        return (
+            f"cannot take {home}'s server lock: {path} cannot be written, its disk is full "
+            f"({exc.strerror}); make room, or use another TETHER_HOME."
+        )
+    return (
+        f"cannot take {home}'s server lock ({path}: {exc.strerror}); "
+        "remove what is in its place, or use another TETHER_HOME."
+    )
 
 
 def holder_named(home: Path) -> int | None:
