@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from core_support import (
@@ -22,6 +23,7 @@ from core_support import (
     home_database,
     new_session,
     open_gate,
+    shell_call,
     wait_for,
 )
 from helpers import register_mock_provider
@@ -120,6 +122,35 @@ def test_a_write_on_a_full_disk_is_refused_with_507_and_kept_once_there_is_room(
     filler.unlink()
     stack.model.script({"text": "hello"})
     assert stack.wait_task(stack.submit("hi", session))["result"]["status"] == "completed"
+
+
+def test_an_approval_answered_on_a_full_disk_can_be_answered_again_once_there_is_room(
+    stack: Stack, disk: Path
+) -> None:
+    """The answer was a 507 ("nothing of this write was kept"), but the call went on
+    with it: the request was gone (404 on a second answer), the turn failed, and the
+    call read ``awaiting_approval`` for good."""
+    session = new_session()
+    stack.model.script(shell_call("echo approved"), {"text": "done"})
+    body = chat_body("run it", session, request_context={"approval_level": "strict"})
+    task = stack.api("POST", "/api/console/chat/task", json=body).json()["task_id"]
+
+    def pending() -> list[dict[str, Any]]:
+        listed = stack.api("GET", f"/api/approval/list?session_id={session}")
+        return list(listed.json()["pending_approvals"])
+
+    request_id = wait_for(pending, what="the call to ask")[0]["request_id"]
+    answer = {"request_id": request_id, "session_id": session}
+    filler = _fill_for_the_database(disk, stack.server.home / "tether.db")
+    refused = stack.api("POST", "/api/approval/approve", json=answer)
+    assert refused.status_code == 507, refused.text
+    assert [p["request_id"] for p in pending()] == [request_id]
+
+    filler.unlink()
+    approved = stack.api("POST", "/api/approval/approve", json=answer)
+    assert approved.status_code == 200, approved.text
+    assert stack.wait_task(task)["result"]["status"] == "completed"
+    assert stack.live_calls(session) == []
 
 
 @pytest.mark.parametrize("args", [["serve", "--port", "0"], ["db", "upgrade"], ["status"]])

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tether.elsewhere import Elsewhere
-from tether.errors import Conflict, Forbidden, NotFound
+from tether.errors import Conflict, Forbidden, NotFound, OutOfStorage
 from tether.governance.findings import Finding, Severity
 from tether.governance.memory import Action, DecisionMemory, Remember, Scope
 from tether.governance.patterns import exact_text, pattern_text
@@ -73,9 +73,12 @@ class _Pending:
     answer: asyncio.Future[Admission] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
-    # Set (without awaiting) by whoever settles the request first, so a person's answer,
-    # expiry and cancellation can never both settle it.
+    # Set by whoever settles the request first, so a person's answer, expiry and
+    # cancellation can never both settle it; a person's answer the store refused (a
+    # full disk: a 507, nothing kept) sets it back, the request pending again.
     decided: bool = False
+    # Held from the check of ``decided`` to the decision stored (or refused).
+    deciding: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 def findings_data(findings: Sequence[Finding]) -> list[dict[str, str]]:
@@ -213,16 +216,17 @@ class ApprovalService:
             self._pending.pop(request_id, None)
 
     async def _settle_unless_decided(self, entry: _Pending, answer: Admission) -> Admission:
-        if entry.decided:
-            # A person decided at the same moment; their answer stands.
-            return await entry.answer
-        entry.decided = True
-        try:
-            await self._repo.decide_approval(
-                entry.record.request_id, "denied", answer.decided_by, answer.reason
-            )
-        finally:
-            entry.answer.set_result(answer)
+        async with entry.deciding:
+            if entry.decided:
+                # A person decided at the same moment; their answer stands.
+                return await entry.answer
+            entry.decided = True
+            try:
+                await self._repo.decide_approval(
+                    entry.record.request_id, "denied", answer.decided_by, answer.reason
+                )
+            finally:
+                entry.answer.set_result(answer)
         return answer
 
     async def resolve(
@@ -253,29 +257,42 @@ class ApprovalService:
             return await self._resolve_elsewhere(args)
         if entry.record.session_id != session_id:
             raise ApprovalForbidden()
-        if entry.decided:
-            raise ApprovalDecided()
-        rule = None
-        if self._memory is not None:
-            action: Action = "approve" if approve else "deny"
-            rule = self._memory.draft(entry.record, action, scope, remember)
-        # Taken with no await since the check above: a concurrent answer, the timeout or
-        # a cancel now finds the request decided, so only the decision that won stores
-        # its rule.
-        entry.decided = True
-        status = "approved" if approve else "denied"
-        answer = Admission(approve, reason or "", "user")
-        try:
-            if not await self._repo.decide_approval(request_id, status, "user", reason):
-                answer = _DECIDED_ELSEWHERE
-        finally:
-            # Even if recording fails, the waiting call must not hang on it.
-            entry.answer.set_result(answer)
+        async with entry.deciding:
+            # Under the lock: a concurrent answer, the timeout or a cancel finds the
+            # request decided, so only the decision that won stores its rule.
+            if entry.decided:
+                raise ApprovalDecided()
+            rule = None
+            if self._memory is not None:
+                action: Action = "approve" if approve else "deny"
+                rule = self._memory.draft(entry.record, action, scope, remember)
+            entry.decided = True
+            answer = await self._decide(entry, approve, reason)
         if answer is _DECIDED_ELSEWHERE:
             raise ApprovalDecided()
         if rule is not None and self._memory is not None:
             await self._memory.keep(rule)
         return entry.record, rule
+
+    async def _decide(self, entry: _Pending, approve: bool, reason: str | None) -> Admission:
+        """Store a person's decision and hand it to the waiting call. One the store
+        refuses for want of room is not handed on: the request stays pending (the
+        answer was a 507, nothing kept), to be answered again once there is room."""
+        status = "approved" if approve else "denied"
+        answer = Admission(approve, reason or "", "user")
+        request_id = entry.record.request_id
+        try:
+            if not await self._repo.decide_approval(request_id, status, "user", reason):
+                answer = _DECIDED_ELSEWHERE
+        except OutOfStorage:
+            entry.decided = False
+            raise
+        except BaseException:
+            # Whatever became of the write, the waiting call must not hang on it.
+            entry.answer.set_result(answer)
+            raise
+        entry.answer.set_result(answer)
+        return answer
 
     async def _resolve_elsewhere(
         self, args: dict[str, Any]

@@ -76,11 +76,18 @@ class CallRunner:
         if observer:
             observer.started(live_info(call))
         if ask is not None:
-            admission = await self._await_admission(call, ask)
-            if not admission.allowed:
-                return await self._recorder.finish(call, "denied", admission.reason, observer)
-            call.human_approved = admission.by_human
-            await self._recorder.transition(call, "running")
+            try:
+                admission = await self._await_admission(call, ask)
+                if not admission.allowed:
+                    return await self._recorder.finish(call, "denied", admission.reason, observer)
+                call.human_approved = admission.by_human
+                await self._recorder.transition(call, "running")
+            except Exception as exc:
+                # The wait or its record failed (the store refused a write: a full
+                # disk). The call never runs; it ends here, not listed as awaiting
+                # approval for good, and the turn fails on the error.
+                await self._recorder.finish(call, "error", model_texts.not_run(str(exc)), observer)
+                raise
         return await self._execute(call, tool, observer)
 
     async def record_denied(self, inv: Invocation, reason: str) -> CallOutcome:

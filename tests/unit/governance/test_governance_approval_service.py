@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from tether.errors import OutOfStorage
 from tether.governance.approvals import (
     ApprovalForbidden,
     ApprovalNotFound,
@@ -64,6 +65,34 @@ async def test_a_person_approves_and_the_waiter_gets_it(repo: GovernanceReposito
     assert stored is not None and (stored.status, stored.decided_by) == ("approved", "user")
     with pytest.raises(ApprovalNotFound):
         await service.resolve(record.request_id, "s1", False, None)
+
+
+async def test_an_answer_the_store_refuses_leaves_the_request_pending(
+    repo: GovernanceRepository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The answer was a 507 ("nothing of this write was kept"), yet the call went on
+    with it; the request was gone, and a person could not answer again once there was
+    room."""
+    service = ApprovalService(repo, 300)
+    record = await service.open(_inv(), "strict", [])
+    waiter = asyncio.create_task(service.wait(record.request_id))
+    decide = repo.decide_approval
+
+    async def full(*args: object) -> bool:
+        raise OutOfStorage("the database cannot be written (database or disk is full)")
+
+    monkeypatch.setattr(repo, "decide_approval", full)
+    with pytest.raises(OutOfStorage):
+        await service.resolve(record.request_id, "s1", True, None)
+    assert service.list_pending("s1") == [record]
+    assert not waiter.done()
+
+    monkeypatch.setattr(repo, "decide_approval", decide)
+    await service.resolve(record.request_id, "s1", False, "not now")
+    answer = await waiter
+    assert (answer.allowed, answer.decided_by, answer.reason) == (False, "user", "not now")
+    stored = await repo.get_approval(record.request_id)
+    assert stored is not None and (stored.status, stored.decided_by) == ("denied", "user")
 
 
 async def test_only_the_owning_session_may_decide(repo: GovernanceRepository) -> None:
