@@ -92,12 +92,21 @@ class CallActions:
             raise ToolCallConflict("the call is already in the background")
         if target == "offload":
             _require_offloadable(call)
+        before = call.deadlines
         try:
-            call.deadlines = dl.extend(call.deadlines, target, seconds, time.monotonic())
+            call.deadlines = extended = dl.extend(before, target, seconds, time.monotonic())
         except dl.DeadlineError as exc:
             raise ToolCallConflict(str(exc)) from exc
         call.deadline_changed.set()
-        await self._recorder.store_deadlines(call)
+        try:
+            await self._recorder.store_deadlines(call)
+        except Exception:
+            # Refused (a full disk: a 507, "nothing of this write was kept"): the call
+            # keeps the deadlines it had, here as in the runner, which was not told.
+            if call.deadlines is extended:
+                call.deadlines = before
+                call.deadline_changed.set()
+            raise
         if target == "kill" and call.process is not None:
             _, kill_after = call.deadlines.remaining(time.monotonic())
             await call.process.set_kill_deadline(kill_after)
