@@ -69,11 +69,14 @@ class CallActions:
         runs, would get word of that end next."""
         if call.ending.locked() or call.stop_reason is not None:
             return
-        call.offload_reason = reason
+        before, call.offload_reason = call.offload_reason, reason
         try:
             await self._recorder.transition(call, "offloaded")
         except TransitionError:
             return
+        except Exception:
+            call.offload_reason = before  # refused (a full disk): it stays where it was
+            raise
         call.released.set()
 
     async def extend(

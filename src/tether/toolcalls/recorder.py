@@ -109,16 +109,22 @@ class CallRecorder:
         return call
 
     async def transition(self, call: LiveCall, target: Status) -> None:
-        """Move the call to ``target`` (TransitionError if not allowed) and store it."""
+        """Move the call to ``target`` (TransitionError if not allowed) and store it; a
+        move the store refuses (a full disk) is taken back."""
         check_transition(call.status, target)
-        call.status = target
-        await self._repo.update(
-            call.call_id,
-            session_id=call.session_id,
-            status=target,
-            offload_reason=call.offload_reason,
-            **_wall_deadlines(call),
-        )
+        before, call.status = call.status, target
+        try:
+            await self._repo.update(
+                call.call_id,
+                session_id=call.session_id,
+                status=target,
+                offload_reason=call.offload_reason,
+                **_wall_deadlines(call),
+            )
+        except Exception:
+            if call.status == target:  # nothing moved it on meanwhile
+                call.status = before
+            raise
 
     async def store_deadlines(self, call: LiveCall) -> None:
         """Store the call's deadlines as they are now (after an extend, say)."""
