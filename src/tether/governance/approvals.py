@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
 import uuid
 from collections.abc import Collection, Sequence
@@ -21,6 +22,8 @@ from tether.store.governance import GovernanceRepository
 from tether.store.records import ApprovalRecord, RememberedRule
 from tether.toolcalls.call import Admission, Invocation
 from tether.waits import within
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -271,7 +274,13 @@ class ApprovalService:
         if answer is _DECIDED_ELSEWHERE:
             raise ApprovalDecided()
         if rule is not None and self._memory is not None:
-            await self._memory.keep(rule)
+            try:
+                await self._memory.keep(rule)
+            except OutOfStorage as exc:
+                # The decision is stored and the call has it: a 507 would say nothing
+                # was kept. Only the rule is not, which the answer shows (none).
+                log.warning("approval %s was decided, but not remembered: %s", request_id, exc)
+                rule = None
         return entry.record, rule
 
     async def _decide(self, entry: _Pending, approve: bool, reason: str | None) -> Admission:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tether.agent.ports import Attendance
+from tether.errors import OutOfStorage
 from tether.governance.analyzer import Analyzer
 from tether.governance.approvals import ApprovalDecided, ApprovalService
 from tether.governance.context import AnalysisContext
@@ -130,6 +131,26 @@ async def test_a_similar_approval_covers_other_branches_but_not_a_force_push(
     assert [(a.outcome, a.rule_id, a.reason) for a in remembered] == [
         ("allowed", rule.id, "git push origin *")
     ]
+
+
+async def test_a_decision_whose_rule_the_store_refuses_stands_unremembered(
+    parts: Parts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The answer was a 507 ("nothing of this write was kept"), but the decision had
+    been stored and the call had it."""
+
+    async def full(rule: Any) -> None:
+        raise OutOfStorage("the database cannot be written (database or disk is full)")
+
+    monkeypatch.setattr(parts.memory, "keep", full)
+    admission, pending = await parts.asking("git push origin main")
+    _record, rule = await parts.approvals.resolve(
+        pending.request_id, "s1", True, None, "similar", "session"
+    )
+    assert rule is None
+    assert (await admission).allowed
+    stored = await parts.repo.get_approval(pending.request_id)
+    assert stored is not None and stored.status == "approved"
 
 
 async def test_a_session_rule_stays_in_its_session_and_always_does_not(parts: Parts) -> None:
