@@ -19,6 +19,7 @@ from core_support import (
     gated,
     new_session,
     process_gone,
+    sse_events,
     start_server,
     wait_for,
 )
@@ -160,5 +161,38 @@ def test_a_call_adopted_after_a_crash_belongs_to_the_server_that_adopted_it(
         assert seen["status"] == "running"
         assert stack.task(task_id)["status"] != "finished"
         _let_finish(stack, session, task_id, call_id)
+    finally:
+        second.close()
+
+
+def test_a_call_of_another_server_without_redis_is_followed_until_it_ends(
+    first: tuple[Stack, str], tmp_path: Path
+) -> None:
+    """Two servers on one database and no Redis (TETHER_REDIS_URL unset): the second
+    answered /stream of the first's call with ``done`` at once, the call still running,
+    /output called it closed, and a cancel was told the call had completed. It follows
+    the stored output until the call ends now, and refuses to act on it, naming the
+    setting that would let it."""
+    stack, url = first
+    session, task_id, call_id, _ = _running_call(stack)
+    second = _start(tmp_path / "b", url)
+    try:
+        base = f"/api/tool-calls/{session}/{call_id}"
+        output = second.api_request("GET", f"{base}/output").json()
+        assert (output["is_closed"], output["final_state"]) == (False, None)
+        cancel = second.api_request("POST", f"{base}/cancel", json={})
+        assert cancel.status_code == 502, cancel.text
+        assert "TETHER_REDIS_URL" in cancel.json()["detail"]
+        assert stack.call(session, call_id)["status"] == "running"
+        headers = {"Authorization": f"Bearer {second.token}"}
+        with second._client.stream("GET", f"{base}/stream", headers=headers) as resp:
+            events = sse_events(resp.iter_lines())
+            first_chunk = next(events)
+            assert "started" in first_chunk.data["text"], first_chunk
+            # Only now may the call end: a done before this point is a lie.
+            _let_finish(stack, session, task_id, call_id)
+            rest = list(events)
+        assert "finished" in "".join(e.data.get("text", "") for e in rest)
+        assert rest[-1].data == {"type": "done", "end_state": "success", "status": "completed"}
     finally:
         second.close()

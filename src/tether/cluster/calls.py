@@ -2,8 +2,11 @@
 the store, their live output streams and requests to the node that runs them.
 
 The API and Tether's own MCP endpoint use this, never the coordinator directly, for
-what a person asks of a call. On one node (no Redis) every call that is not ended is
-this node's, and each method is the coordinator's own.
+what a person asks of a call. On one node every call that is not ended is this node's,
+and each method is the coordinator's own. Several nodes on one database without Redis
+(``TETHER_REDIS_URL``) cannot reach each other: another node's call is read from the
+store alone, followed until it ends there, and a request to act on it is refused
+(Unavailable), never answered as if the call had ended.
 """
 
 from __future__ import annotations
@@ -127,8 +130,8 @@ class ClusterCalls:
 
     async def _elsewhere(self, session_id: str, call_id: str) -> ToolCallRecord | None:
         """The call's record if another node runs it; None if this node answers for it
-        (it runs here, it has ended, or there is no other node)."""
-        if self._requests is None or self._local.is_live_here(session_id, call_id):
+        (it runs here, or it has ended)."""
+        if self._local.is_live_here(session_id, call_id):
             return None
         record = await self._repo.get(session_id, call_id)
         if record is None:
@@ -138,7 +141,14 @@ class ClusterCalls:
         return record
 
     async def _ask(self, record: ToolCallRecord, action: str, args: dict[str, Any]) -> Any:
-        assert self._requests is not None and record.owner is not None
+        assert record.owner is not None
+        if self._requests is None:
+            raise Unavailable(
+                f"tool call {record.id} runs on another node on this database, and only "
+                "that node can act on it: without TETHER_REDIS_URL (the same on every node, "
+                "docs/DEPLOY.md) nodes cannot pass requests to each other; send the request "
+                "to the node that runs the call"
+            )
         return await self._requests.ask(record.owner, action, args, f"tool call {record.id}")
 
     # ----------------------------------------------------------------- reading elsewhere
@@ -146,9 +156,11 @@ class ClusterCalls:
     async def _live_after(
         self, call_id: str, after_seq: int, block_ms: int | None = None
     ) -> StreamRead | None:
-        """The call's live stream after ``after_seq``; None while Redis is away (the
-        store, which the owner writes in batches, is all there is then)."""
-        assert self._streams is not None
+        """The call's live stream after ``after_seq``; None while Redis is away, or with
+        no Redis at all (the store, which the owner writes in batches, is all there is
+        then)."""
+        if self._streams is None:
+            return None
         try:
             return await self._streams.read(call_id, after_seq, block_ms)
         except Unavailable:
@@ -174,8 +186,9 @@ class ClusterCalls:
         while True:
             read = await self._live_after(record.id, seq, _BLOCK_MS)
             if read is None:
-                # Redis away: what the store has by now, until the call ends or Redis
-                # is back (the numbers are the same, so nothing repeats or goes missing).
+                # Redis away (or none): what the store has by now, until the call ends
+                # or Redis is back (the numbers are the same, so nothing repeats or goes
+                # missing).
                 for chunk in await self._repo.read_output(record.id, seq):
                     seq = chunk.seq
                     yield chunk
