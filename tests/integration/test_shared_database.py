@@ -25,6 +25,8 @@ from core_support import (
 )
 from helpers import register_mock_provider
 
+from database_support import on_postgresql, postgres_url, require_postgresql
+
 pytestmark = pytest.mark.integration
 
 GATE = "shared-gate"
@@ -44,8 +46,20 @@ def childish(tmp_path: Path) -> Iterator[tuple[Stack, str]]:
     yield from _first_server(tmp_path, TETHER_KEEPER="0")
 
 
-def _first_server(tmp_path: Path, **env: str) -> Iterator[tuple[Stack, str]]:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'shared.db'}"
+@pytest.fixture
+def first_on_test_database(tmp_path: Path) -> Iterator[tuple[Stack, str]]:
+    """Like ``first``, on PostgreSQL in the PostgreSQL pass (``first`` is on SQLite in
+    both: its tests look at the owners' lock files beside the SQLite file)."""
+    if not on_postgresql():
+        yield from _first_server(tmp_path)
+        return
+    require_postgresql()
+    url = postgres_url(f"shared:{tmp_path}")
+    yield from _first_server(tmp_path, url)
+
+
+def _first_server(tmp_path: Path, url: str = "", **env: str) -> Iterator[tuple[Stack, str]]:
+    url = url or f"sqlite+aiosqlite:///{tmp_path / 'shared.db'}"
     model = FakeModel()
     server = None
     try:
@@ -166,14 +180,14 @@ def test_a_call_adopted_after_a_crash_belongs_to_the_server_that_adopted_it(
 
 
 def test_a_call_of_another_server_without_redis_is_followed_until_it_ends(
-    first: tuple[Stack, str], tmp_path: Path
+    first_on_test_database: tuple[Stack, str], tmp_path: Path
 ) -> None:
     """Two servers on one database and no Redis (TETHER_REDIS_URL unset): the second
     answered /stream of the first's call with ``done`` at once, the call still running,
     /output called it closed, and a cancel was told the call had completed. It follows
     the stored output until the call ends now, and refuses to act on it, naming the
     setting that would let it."""
-    stack, url = first
+    stack, url = first_on_test_database
     session, task_id, call_id, _ = _running_call(stack)
     second = _start(tmp_path / "b", url)
     try:
