@@ -57,6 +57,16 @@ async def to_the_end(awaitable: Awaitable[T]) -> T:
         return result
 
 
+async def any_set(*events: asyncio.Event) -> None:
+    """Wait until one of ``events`` is set."""
+    waits = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+
+
 def unawaited_is_fine(done: asyncio.Future[Any]) -> None:
     """A done-callback for a future some waiters may have stopped awaiting (they were
     cancelled): its error is taken here, so it is not logged as never retrieved."""

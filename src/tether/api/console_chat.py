@@ -5,7 +5,8 @@ The chats themselves (list, create, history, delete) are in ``api/chats.py``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -28,7 +29,6 @@ from tether.governance.levels import parse_level
 from tether.services import Services
 from tether.session_ids import routable
 from tether.store.tables import SESSION_ID_CHARS
-from tether.waits import until_set
 
 router = APIRouter(prefix="/api/console/chat", tags=["chat"], route_class=ValidTextRoute)
 
@@ -197,9 +197,10 @@ async def chat_stream(
     """Run a turn and stream it (SSE) until it ends, or until the server exits: then a
     last frame says so (the turn goes on after a restart, or is stopped)."""
     submitted = await _submit(body, services, attended=True)
-    feed = services.tasks.follow(submitted.task_id)
-    # Ended at the exit, so an open stream does not hold it for uvicorn's grace.
-    source = until_set(services.exiting, feed if feed is not None else _nothing())
+    # Ended at the exit, so an open stream does not hold it for uvicorn's grace; what
+    # the turn emitted by then (its final, if it just ended) still goes out first.
+    feed = services.tasks.follow(submitted.task_id, until=services.exiting)
+    source = feed if feed is not None else _nothing()
     note = _ExitNote(services, submitted.task_id)
     frames = (
         _tether_frames(submitted, source, note)
@@ -235,19 +236,20 @@ class _ExitNote:
         return "The server is shutting down: this turn is stopped."
 
 
-async def _nothing() -> AsyncIterator[list[dict[str, Any]]]:
+async def _nothing() -> AsyncGenerator[list[dict[str, Any]]]:
     return
     yield  # an async generator that ends at once
 
 
 async def _tether_frames(
-    submitted: TaskSubmitted, feed: AsyncIterator[list[dict[str, Any]]], exiting: _ExitNote
+    submitted: TaskSubmitted, feed: AsyncGenerator[list[dict[str, Any]]], exiting: _ExitNote
 ) -> AsyncIterator[str]:
     yield sse_event({"type": "task", **submitted.model_dump()})
     ended = False
-    async for batch in feed:
-        ended = ended or any(event["type"] == "final" for event in batch)
-        yield "".join(sse_event(event) for event in batch)  # one write per batch
+    async with contextlib.aclosing(feed):
+        async for batch in feed:
+            ended = ended or any(event["type"] == "final" for event in batch)
+            yield "".join(sse_event(event) for event in batch)  # one write per batch
     if not ended and exiting.cut:
         yield sse_event(
             {
@@ -260,13 +262,14 @@ async def _tether_frames(
 
 
 async def _runtime_frames(
-    submitted: TaskSubmitted, feed: AsyncIterator[list[dict[str, Any]]], exiting: _ExitNote
+    submitted: TaskSubmitted, feed: AsyncGenerator[list[dict[str, Any]]], exiting: _ExitNote
 ) -> AsyncIterator[str]:
     stream = RuntimeStream(submitted.session_id, submitted.task_id)
     for frame in stream.start():
         yield sse_event(frame)
-    async for batch in feed:
-        if written := "".join(sse_event(f) for event in batch for f in stream.feed(event)):
-            yield written
+    async with contextlib.aclosing(feed):
+        async for batch in feed:
+            if written := "".join(sse_event(f) for event in batch for f in stream.feed(event)):
+                yield written
     if not stream.ended and exiting.cut:
         yield "".join(sse_event(f) for f in stream.cut_short(exiting.message))

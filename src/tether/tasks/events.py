@@ -15,8 +15,10 @@ from __future__ import annotations
 import asyncio
 import bisect
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
+
+from tether.waits import any_set
 
 _MAX_KEPT = 10_000
 # Past this many events kept for a follower that does not read, its output goes.
@@ -79,23 +81,37 @@ class EventFeed:
         self._output_chars = _output_of(kept)
         self._output_limit = max(_MAX_OUTPUT_CHARS, 2 * self._output_chars)
 
-    async def follow(self) -> AsyncIterator[list[dict[str, Any]]]:
+    async def follow(
+        self, until: asyncio.Event | None = None
+    ) -> AsyncGenerator[list[dict[str, Any]]]:
         """The events, the past then the live ones, in batches: every event there is
         when the follower asks, each run of deltas of one kind joined. A client then
         reads one write where it read one per token (a 200,000-token answer was
-        200,047 writes and 12 MB; a browser rendering it fell far behind)."""
+        200,047 writes and 12 MB; a browser rendering it fell far behind).
+
+        Once ``until`` is set (the server exits) the follower ends, after one last
+        batch of what was emitted by the time it saw it: a turn's ``final`` emitted as
+        the exit began still goes out (cut off outside, it was replaced by the
+        stream's exit frame), and a feed that never runs dry cannot hold the exit."""
         me = next(self._followers)
         self._positions[me] = -1
         try:
             while True:
+                # Taken before the read: what was emitted by then goes out first.
+                stopping = until is not None and until.is_set()
                 ready = self._events[self._after(self._positions[me]) :]
                 if ready:
                     self._positions[me] = ready[-1][0]
                     yield [event for _, event in _join_deltas(ready)]
+                    if stopping:
+                        return
                     continue
-                if self.closed:
+                if self.closed or stopping:
                     return
-                await self._changed.wait()
+                if until is None:
+                    await self._changed.wait()
+                else:
+                    await any_set(self._changed, until)
         finally:
             del self._positions[me]
 

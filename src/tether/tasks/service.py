@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Sequence
 from typing import Any
 
 from tether.agent.ports import ATTENDED, WHEN_UNATTENDED, Attendance, WhenUnattended
@@ -284,9 +284,13 @@ class TaskService:
         args = {"task_id": record.id, "reason": reason}
         return bool(await self._elsewhere.ask(record.owner, "task.stop", args, f"task {record.id}"))
 
-    def follow(self, task_id: str) -> AsyncIterator[list[dict[str, Any]]] | None:
+    def follow(
+        self, task_id: str, until: asyncio.Event | None = None
+    ) -> AsyncGenerator[list[dict[str, Any]]] | None:
+        """The running task's events (EventFeed.follow, ending once ``until`` is set,
+        after what was emitted by then); None if it does not run here."""
         run = self._running.get(task_id)
-        return run.feed.follow() if run else None
+        return run.feed.follow(until) if run else None
 
     def running_count(self) -> int:
         """How many tasks are running on this node."""

@@ -103,3 +103,44 @@ async def test_big_output_chunks_nobody_follows_are_not_kept() -> None:
     await asyncio.wait_for(_collect(feed, replay), 30)
     kept = sum(len(e.get("text", "")) for e in replay)
     assert kept <= 8 * 1024 * 1024 and replay[-1]["type"] == "final"
+
+
+async def _collect_until(feed: EventFeed, until: asyncio.Event, into: list[Any]) -> None:
+    async for batch in feed.follow(until):
+        into.extend(batch)
+
+
+async def test_a_follower_waiting_at_the_exit_gets_what_was_emitted_with_it_then_ends() -> None:
+    """Exit and final in one turn of the loop, the exit first: the final still goes out."""
+    feed, exiting = EventFeed(), asyncio.Event()
+    got: list[dict[str, Any]] = []
+    follower = asyncio.ensure_future(_collect_until(feed, exiting, got))
+    feed.emit({"type": "text_delta", "text": "4"})
+    while not got:  # it took the first batch, and waits for the next in the same step
+        await asyncio.sleep(0)
+    exiting.set()
+    feed.emit({"type": "final"})
+    await asyncio.wait_for(follower, 5)
+    assert [e["type"] for e in got] == ["text_delta", "final"]
+
+
+async def test_a_follower_ends_at_the_exit_though_the_feed_never_runs_dry() -> None:
+    feed, exiting = EventFeed(), asyncio.Event()
+    feed.emit({"type": "tool_call_output", "text": "first\n"})
+    batches = 0
+    async for _batch in feed.follow(exiting):
+        batches += 1
+        feed.emit({"type": "tool_call_output", "text": "more\n"})  # a turn printing fast
+        if batches == 3:
+            exiting.set()
+    assert batches == 4  # what was there when it saw the exit, and no more
+
+
+async def test_a_quiet_follower_ends_at_the_exit() -> None:
+    feed, exiting = EventFeed(), asyncio.Event()
+    got: list[dict[str, Any]] = []
+    follower = asyncio.ensure_future(_collect_until(feed, exiting, got))
+    await asyncio.sleep(0)
+    exiting.set()
+    await asyncio.wait_for(follower, 5)
+    assert got == [] and not feed._positions
