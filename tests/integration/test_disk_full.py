@@ -27,6 +27,7 @@ from core_support import (
     wait_for,
 )
 from helpers import register_mock_provider
+from keeper_restarts import rest, stream
 
 from disk_support import fill, needs_root, small_disk
 from tether.keeper import layout
@@ -226,3 +227,32 @@ def test_a_task_stopped_on_a_full_disk_stops_and_the_server_exits(stack: Stack, 
     filler.unlink()
     stack.server.start()
     assert stack.wait_task(task)["status"] == "finished"
+
+
+def test_a_stream_of_a_call_whose_end_waits_for_room_ends_with_one_done(
+    stack: Stack, disk: Path
+) -> None:
+    """A call that ended while its end could not be stored: a resume with ``done``'s id
+    was sent ``done`` again, numbered one higher each time (the id came from the resume,
+    the call's last chunk being known only to the store), so a client that reconnects
+    on every close did so for as long as the disk stayed full. Its last chunk is known
+    from memory now: the resume is a 204."""
+    session, _, call = stack.start_shell("echo a; while [ ! -e gate ]; do sleep 0.05; done; echo b")
+    call_id = call["tool_call_id"]
+    directory = layout.call_dir(stack.server.home, call_id)
+    wait_for((directory / layout.SPEC_NAME).exists, what="the call to start under the runner")
+    filler = _fill_for_the_database(disk, stack.server.home / "tether.db")
+    open_gate(stack, "gate")
+    stack.wait_completed(session, call_id, timeout=30)
+    assert stack.live_calls(session) == []
+    try:
+        events = rest(stack, session, call_id, 0)
+        done = events[-1]
+        assert done.data["type"] == "done" and done.id == events[-2].id + 1  # type: ignore[operator]
+        assert "".join(e.data.get("text", "") for e in events) == "a\nb\n"
+        assert done.id is not None
+        for _ in range(2):
+            with stream(stack, session, call_id, done.id) as resp:
+                assert resp.status_code == 204
+    finally:
+        filler.unlink()

@@ -35,8 +35,12 @@ class OutputReader:
     async def final_seq(self, session_id: str, call_id: str) -> int | None:
         """The number of the call's last chunk once it has ended (0: it printed nothing);
         None while it runs. ToolCallNotFound if the session has no such call."""
-        if self._index.get(session_id, call_id) is not None:
-            return None  # a call leaves the index before it reads as ended
+        call = self._index.get(session_id, call_id)
+        if call is not None:
+            # Ended but still here: its end is not stored yet (a full disk keeps it here
+            # until it is). Nothing is appended after the end, so memory knows the last
+            # chunk (done's id came from each resume's own id, one higher every time).
+            return call.buffer.last_seq if call.finished.is_set() else None
         record = await self._repo.get(session_id, call_id)
         if record is None:
             raise ToolCallNotFound(call_id)

@@ -11,12 +11,14 @@ from typing import Any
 
 from coordinator_parts import small_config
 
+from tether.errors import OutOfStorage
 from tether.store.records import ToolCallRecord
 from tether.toolcalls import deadlines
 from tether.toolcalls.call import Invocation
 from tether.toolcalls.index import CallIndex, stored_info
 from tether.toolcalls.live_call import LiveCall, live_info
 from tether.toolcalls.output import OutputBuffer
+from tether.toolcalls.reading import OutputReader
 from tether.toolcalls.recorder import CallRecorder
 
 
@@ -102,3 +104,41 @@ async def test_the_live_and_the_stored_view_show_deadlines_by_one_rule() -> None
         shown = status != "completed"
         assert (live.kill_remaining is not None) is shown, status
         assert (stored.kill_remaining is not None) is shown, status
+
+
+class FullStore(HeldEndStore):
+    """A store that cannot take a call's end (its disk is full) until given room."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.room = asyncio.Event()
+
+    async def record_end(self, call_id: str, **fields: Any) -> None:
+        self.saving.set()
+        if not self.room.is_set():
+            raise OutOfStorage("database or disk is full")
+        self.ends.append(fields)
+        self.release.set()
+
+    async def append_output(self, call_id: str, chunks: Any) -> None:
+        return None
+
+
+async def test_the_last_chunk_of_a_call_whose_end_waits_for_room_is_known() -> None:
+    """``done``'s id and a resume after it are worked out from the last chunk; while the
+    call's end waited for room, that was unknown (None), as for a running call."""
+    store = FullStore()
+    index = CallIndex(store, 4, 8)  # type: ignore[arg-type]
+    recorder = CallRecorder(store, index, small_config())  # type: ignore[arg-type]
+    reader = OutputReader(index, store)  # type: ignore[arg-type]
+    call = _running_call(index)
+    call.buffer.append("stdout", "a\n")
+    assert await reader.final_seq("s1", "c1") is None  # it runs
+    call.buffer.append("stdout", "b\n")
+    await recorder.finish(call, "success", "", None)
+    try:
+        assert index.get("s1", "c1") is call  # listed until its end is stored
+        assert await reader.final_seq("s1", "c1") == 2
+    finally:
+        store.room.set()
+        await store.release.wait()
