@@ -177,15 +177,21 @@ class CallRecorder:
             await self._later.store(
                 record_end,
                 f"the end of call {call.call_id}",
-                then=functools.partial(self._index.forget, call),
+                then=functools.partial(self._stored_end, call),
             )
             if pending:
                 call.buffer.mark_persisted(pending[-1].seq)
         call.finished.set()
-        self._mirror.ended(call.call_id, call.buffer.last_seq)
         if observer:
             observer.ended(live_info(call))
         return CallOutcome(end_state=end_state, offloaded=False, model_text=model_text)
+
+    def _stored_end(self, call: LiveCall) -> None:
+        """The call's end is in the store: it is forgotten here, and other nodes told it
+        ended (told sooner, a reader there read the store, found the call running, and
+        ended its stream with ``done`` saying so)."""
+        self._index.forget(call)
+        self._mirror.ended(call.call_id, call.buffer.last_seq)
 
     def stop_storing(self) -> None:
         """At an exit: give up the writes still being tried (the next start's recovery

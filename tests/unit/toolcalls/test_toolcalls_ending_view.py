@@ -142,3 +142,35 @@ async def test_the_last_chunk_of_a_call_whose_end_waits_for_room_is_known() -> N
     finally:
         store.room.set()
         await store.release.wait()
+
+
+class Mirror:
+    """The cluster's live copy of output: what it was told of ends."""
+
+    def __init__(self) -> None:
+        self.ends: list[tuple[str, int]] = []
+        self.told = asyncio.Event()
+
+    def chunk(self, call_id: str, chunk: Any) -> None:
+        return None
+
+    def ended(self, call_id: str, last_seq: int) -> None:
+        self.ends.append((call_id, last_seq))
+        self.told.set()
+
+
+async def test_other_nodes_are_told_of_an_end_once_it_is_stored() -> None:
+    """Told at once, a reader on another node ended its stream and read the call from
+    the store, where it still ran: its ``done`` said ``running``."""
+    store, mirror = FullStore(), Mirror()
+    index = CallIndex(store, 4, 8)  # type: ignore[arg-type]
+    recorder = CallRecorder(store, index, small_config(), mirror)  # type: ignore[arg-type]
+    call = _running_call(index)
+    call.buffer.append("stdout", "a\n")
+    await recorder.finish(call, "success", "", None)
+    assert mirror.ends == []  # the store has not taken it
+
+    store.room.set()
+    await mirror.told.wait()
+    assert mirror.ends == [("c1", 1)] and store.ends
+    assert index.get("s1", "c1") is None
