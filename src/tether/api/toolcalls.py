@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tether.api.deps import ServicesDep
 from tether.api.sse import SSE_HEADERS, sse_event
 from tether.api.valid_json import ValidTextRoute
+from tether.errors import NotFound
 from tether.services import Services
 from tether.store.records import OutputChunk
 from tether.toolcalls.call import CallInfo
@@ -209,20 +210,25 @@ async def stream_output(
     async def frames() -> AsyncIterator[str]:
         follow = services.calls.follow(session_id, tool_call_id, after)
         sent = 0
-        async for item in follow:
-            if isinstance(item, OutputChunk):
-                sent = item.seq
-                # QwenPaw's frame ("chunk" with a text block), plus which stream it was.
-                frame = {
-                    "type": "chunk",
-                    "data": {"type": "text", "text": item.text},
-                    "stream": item.stream,
-                    "text": item.text,
-                }
-                yield sse_event(frame, event_id=item.seq)
-            else:
-                done = {"type": "done", "end_state": item.end_state, "status": item.status}
-                yield sse_event(done, event_id=await _done_id(services, item, after, sent))
+        try:
+            async for item in follow:
+                if isinstance(item, OutputChunk):
+                    sent = item.seq
+                    # QwenPaw's frame ("chunk" with a text block), plus which stream it was.
+                    frame = {
+                        "type": "chunk",
+                        "data": {"type": "text", "text": item.text},
+                        "stream": item.stream,
+                        "text": item.text,
+                    }
+                    yield sse_event(frame, event_id=item.seq)
+                else:
+                    done = {"type": "done", "end_state": item.end_state, "status": item.status}
+                    yield sse_event(done, event_id=await _done_id(services, item, after, sent))
+        except NotFound:
+            # Its chat was deleted while the stream ran: the stream ends there (a resume
+            # is a 404), not with an error in the middle of the response.
+            return
 
     return StreamingResponse(
         until_set(services.exiting, frames()), media_type="text/event-stream", headers=SSE_HEADERS
@@ -233,8 +239,11 @@ async def _done_id(services: Services, info: CallInfo, after: int, sent: int) ->
     """``done``'s event id: one past the call's last chunk whatever id the client resumed
     after, so a resume with it is told there is nothing more (it was sent ``done`` again,
     one id higher each time, for ever). ``sent``: the last chunk sent (0: none)."""
-    final = await services.calls.final_seq(info.session_id, info.tool_call_id)
-    if final is None:  # not ended as the store sees it (done follows the end: never)
+    try:
+        final = await services.calls.final_seq(info.session_id, info.tool_call_id)
+    except NotFound:  # deleted (its chat) since it ended: a resume is a 404 anyway
+        final = None
+    if final is None:  # not ended as the store sees it, or gone
         return max(after, sent) + 1
     # Past the store's last only if a chunk only Redis had was sent (its node died).
     return max(final, sent) + 1
