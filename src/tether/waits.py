@@ -9,7 +9,8 @@ through these two instead, and ruff refuses ``asyncio.wait_for`` in ``src/`` (TI
 
 And two for the other side: a write that a cancel must not cut in half, and a future
 whose waiters may have given up on it. Last, a stream and a request that end when the
-server exits.
+server exits, and a wait for the first of several events (a feed's next event, or the
+exit).
 """
 
 from __future__ import annotations
