@@ -7,12 +7,14 @@ fails the test; elsewhere the test is skipped with the reason.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -93,6 +95,16 @@ class OwnRedis:
         server.start()
         return server
 
+    @classmethod
+    @contextlib.contextmanager
+    def running(cls, workdir: Path) -> Iterator[OwnRedis]:
+        """Body of a fixture: one, started, and killed after (see ``required``)."""
+        server = cls.required(workdir)
+        try:
+            yield server
+        finally:
+            server.stop()
+
     def start(self) -> None:
         """Start it (again, on the same port) and wait until it answers."""
         import redis
@@ -123,6 +135,16 @@ class OwnRedis:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.kill()
             self._proc.wait()
+
+    def answers(self) -> None:
+        """Return once it answers a command again (at the end of a pause)."""
+        import redis
+
+        client = redis.Redis.from_url(self.url, socket_timeout=30)
+        try:
+            client.ping()
+        finally:
+            client.close()
 
     def pause(self, milliseconds: int) -> None:
         """Hold every client's commands for ``milliseconds`` (as a stalled Redis would)."""

@@ -31,11 +31,8 @@ SOCKET_TIMEOUT = 5.0
 
 @pytest.fixture
 def own_redis(tmp_path: Path) -> Iterator[OwnRedis]:
-    server = OwnRedis.required(tmp_path / "redis")
-    try:
+    with OwnRedis.running(tmp_path / "redis") as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -2,11 +2,13 @@
 
 A request goes to the node that must carry it out (the one running a call, waiting on an
 approval or running a task), named by its owner id: a list in Redis per owner, which
-that node's server pops. The answer comes back on a list of the request's own, which the
-asking node waits on for at most ``timeout``; past that it answers 503 and the request
-is dropped unread, so a node that was stalled never acts on a request whose asker has
-given up. Errors cross as their kind and message and are raised again on the asking
-side, so a 404 or a 409 of the owner is the asker's 404 or 409.
+that node's server pops. The answer comes back on a list of the request's own. One
+deadline, ``timeout`` from the moment of asking, covers handing the request to Redis and
+waiting for the answer: a Redis stalled past it is a 502 (Unavailable), an owner that
+has not answered by then a 503 (NotAnswering), and the request is dropped unread, so a
+node that was stalled never acts on a request whose asker has given up. Errors cross as
+their kind and message and are raised again on the asking side, so a 404 or a 409 of the
+owner is the asker's 404 or 409.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 _QUEUE_TTL_SECONDS = 60
 # The longest single wait for an answer (see _reply_to).
 _ANSWER_SLICE = 1.0
+# How much past the deadline the last wait's reply may come before Redis counts as not
+# answering (a round trip, with room for a busy machine).
+_LAST_REPLY_GRACE = 0.5
 _ANSWER_TTL_SECONDS = 30
 
 
@@ -63,9 +68,15 @@ class NodeRequests:
     async def ask(self, owner: str, action: str, args: dict[str, Any], what: str) -> Any:
         """Have ``owner`` carry out ``action`` and return its result; its error kinds are
         raised here, NotAnswering (naming ``what``) if it does not answer in time, and
-        Unavailable if Redis does not answer."""
+        Unavailable if Redis does not answer.
+
+        One deadline, ``timeout`` from now, covers the whole of it: handing the request
+        to Redis, the owner's work and reading its answer. The owner is given the same
+        deadline: a request a stalled Redis delivers after it is dropped unread, never
+        carried out for an asker that has given up."""
         request_id = uuid.uuid4().hex
         answer_key = self._link.key("answer", request_id)
+        deadline = asyncio.get_running_loop().time() + self._timeout
         message = {
             "id": request_id,
             "action": action,
@@ -73,16 +84,21 @@ class NodeRequests:
             "answer_to": answer_key,
             "give_up_at": time.time() + self._timeout,
         }
-        with self._link.reaching(f"ask the node that holds {what}"):
-            async with self._link.client.pipeline(transaction=False) as pipe:
-                pipe.lpush(self._queue(owner), signed.sign(self._key, message))
-                pipe.expire(self._queue(owner), _QUEUE_TTL_SECONDS)
-                await pipe.execute()
+        asking = f"ask the node that holds {what}"
+        async with (
+            self._link.reaching_by(asking, deadline),
+            self._link.client.pipeline(transaction=False) as pipe,
+        ):
+            pipe.lpush(self._queue(owner), signed.sign(self._key, message))
+            pipe.expire(self._queue(owner), _QUEUE_TTL_SECONDS)
+            await pipe.execute()
         # Asked: from here the owner may carry the request out, whether or not its
         # answer can reach this node.
         reading = f"hear whether the node that holds {what} carried the request out"
-        with self._link.reaching(reading):
-            found = await self._reply_to(answer_key)
+        # The last read waits on Redis up to the deadline itself: its reply may take a
+        # moment more.
+        async with self._link.reaching_by(reading, deadline + _LAST_REPLY_GRACE):
+            found = await self._reply_to(answer_key, deadline)
         if found is None:
             raise NotAnswering(
                 f"the node that holds {what} did not answer within {self._timeout:g} s; "
@@ -99,15 +115,16 @@ class NodeRequests:
             raise Unavailable(f"the node that holds {what} failed: {answer.get('message')}")
         raise kind(answer.get("message") or "")
 
-    async def _reply_to(self, answer_key: str) -> Any:
-        """The answer (``[key, value]``), or None once the timeout has passed. Waited for
-        in slices shorter than the client's socket timeout (redis-py 8 reads with 5 s by
-        default), which a blocking read longer than it would hit (a 500, not a 503)."""
+    async def _reply_to(self, answer_key: str, deadline: float) -> Any:
+        """The answer (``[key, value]``), or None once ``deadline`` (the event loop's
+        clock) has passed. Waited for in slices shorter than the client's socket timeout
+        (redis-py 8 reads with 5 s by default), which a blocking read longer than it
+        would hit (a 500, not a 503)."""
         client = self._link.client
-        deadline = time.monotonic() + self._timeout
+        loop = asyncio.get_running_loop()
         socket_timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
         step = min(_ANSWER_SLICE, socket_timeout / 2) if socket_timeout else _ANSWER_SLICE
-        while (left := deadline - time.monotonic()) > 0:
+        while (left := deadline - loop.time()) > 0:
             found = await client.blpop([answer_key], timeout=max(0.01, min(left, step)))
             if found is not None:
                 return found

@@ -7,9 +7,10 @@ recover from a crash, so Redis keeps nothing on disk.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from tether.errors import Unavailable
@@ -56,6 +57,19 @@ class RedisLink:
             yield
         except RedisError as exc:
             raise Unavailable(f"could not {what}: Redis did not answer ({exc})") from exc
+
+    @contextlib.asynccontextmanager
+    async def reaching_by(self, what: str, deadline: float) -> AsyncIterator[None]:
+        """As :meth:`reaching`, and a Redis that has not answered by ``deadline`` (the
+        event loop's clock) is one that did not answer: a stalled Redis holds a command
+        until the client's socket timeout, which may lie well past what the caller
+        promised to wait."""
+        try:
+            async with asyncio.timeout_at(deadline):
+                with self.reaching(what):
+                    yield
+        except TimeoutError as exc:
+            raise Unavailable(f"could not {what}: Redis did not answer in time") from exc
 
     async def close(self) -> None:
         await self.client.aclose()

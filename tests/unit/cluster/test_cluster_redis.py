@@ -4,16 +4,25 @@ chunk number, and requests between nodes with their answers and errors."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from redis_support import drop_prefix, keys_under, new_prefix, redis_url, require_redis
+from redis_support import (
+    OwnRedis,
+    drop_prefix,
+    keys_under,
+    new_prefix,
+    redis_url,
+    require_redis,
+)
 from tether.cluster.node_requests import NodeRequests
 from tether.cluster.output_streams import OutputStreams
 from tether.cluster.redis_link import RedisLink, shown_redis_url
@@ -215,3 +224,62 @@ async def test_a_request_not_signed_by_the_cluster_is_dropped(
         assert await link.client.llen(link.key("answer", "x")) == 0
     finally:
         await owner.close()
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[OwnRedis]:
+    """A Redis this test may pause and stop (never the shared one)."""
+    with OwnRedis.running(tmp_path / "redis") as server:
+        yield server
+
+
+@contextlib.asynccontextmanager
+async def _owner_and_asker(
+    url: str, timeout: float
+) -> AsyncIterator[tuple[NodeRequests, NodeRequests, list[Any]]]:
+    """An owner ("owner-1") serving ``act``, which records its argument ``n``, and an
+    asker, each on a connection of its own with ``timeout``: the owner, the asker, and
+    what the owner carried out."""
+    prefix = new_prefix()
+    ran: list[Any] = []
+
+    async def act(args: dict[str, Any]) -> Any:
+        ran.append(args["n"])
+        return args["n"]
+
+    owner_link = await RedisLink.connect(url, prefix)
+    asker_link = await RedisLink.connect(url, prefix)
+    owner = NodeRequests(owner_link, "owner-1", timeout, KEY)
+    owner.handle("act", act)
+    owner.start()
+    try:
+        yield owner, NodeRequests(asker_link, "owner-2", timeout, KEY), ran
+    finally:
+        await owner.close()
+        await owner_link.close()
+        await asker_link.close()
+
+
+async def test_an_ask_keeps_to_one_deadline_while_redis_stalls(own_redis: OwnRedis) -> None:
+    """The deadline was taken before the request was handed to Redis, and the wait for
+    the answer had a full one of its own after that: a stall past the deadline (but
+    short of the client's 5 s socket timeout) was a 503 after the stall and another full
+    wait, and the request reached its owner with its time already spent."""
+    async with _owner_and_asker(own_redis.url, 2.0) as (_owner, asker, ran):
+        # A stall over well within the deadline: the request goes through.
+        own_redis.pause(500)
+        assert await asker.ask("owner-1", "act", {"n": 1}, "tool call c1") == 1
+
+        # A stall past it: a clear 502 (Unavailable) once the deadline has passed.
+        own_redis.pause(3500)
+        started = time.monotonic()
+        stalled = "could not ask the node that holds tool call c2: Redis did not answer"
+        with pytest.raises(Unavailable, match=stalled):
+            await asker.ask("owner-1", "act", {"n": 2}, "tool call c2")
+        assert time.monotonic() - started < 3.0
+
+        # Redis back: the owner reads its requests in order, and drops the one its asker
+        # gave up on if it reached Redis at all.
+        await asyncio.to_thread(own_redis.answers)
+        assert await asker.ask("owner-1", "act", {"n": 3}, "tool call c3") == 3
+        assert ran == [1, 3]
