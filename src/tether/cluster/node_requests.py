@@ -187,7 +187,17 @@ class NodeRequests:
             if kind is None:
                 log.exception("a %s request from another node failed", action)
             answer = {"ok": False, "kind": kind, "message": str(exc)}
-        async with self._link.client.pipeline(transaction=False) as pipe:
-            pipe.rpush(message["answer_to"], signed.sign(self._key, answer))
-            pipe.expire(message["answer_to"], _ANSWER_TTL_SECONDS)
-            await pipe.execute()
+        # Redis may have gone away since the request was read: what was done stays done,
+        # and the asker, which reads the answer from the same Redis, is told it could not
+        # hear back (502) or that no answer came (503).
+        done = "carried out" if answer["ok"] else "refused"
+        try:
+            with self._link.reaching(f"answer a {action} request it {done}"):
+                async with self._link.client.pipeline(transaction=False) as pipe:
+                    pipe.rpush(message["answer_to"], signed.sign(self._key, answer))
+                    pipe.expire(message["answer_to"], _ANSWER_TTL_SECONDS)
+                    await pipe.execute()
+        except Unavailable as exc:
+            log.warning("%s", exc)
+        except Exception:
+            log.exception("could not answer a %s request from another node", action)

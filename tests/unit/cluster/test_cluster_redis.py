@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import re
@@ -283,3 +284,37 @@ async def test_an_ask_keeps_to_one_deadline_while_redis_stalls(own_redis: OwnRed
         await asyncio.to_thread(own_redis.answers)
         assert await asker.ask("owner-1", "act", {"n": 3}, "tool call c3") == 3
         assert ran == [1, 3]
+
+
+async def test_an_owner_that_cannot_answer_says_so_and_serves_on(
+    own_redis: OwnRedis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Redis gone between reading a request and writing its answer: the write's error
+    escaped the task answering the request (asyncio's "exception was never retrieved"
+    at best, with nothing in the node's log saying what was done)."""
+    caplog.set_level(logging.WARNING, "tether.cluster.node_requests")
+    unhandled: list[dict[str, Any]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _, context: unhandled.append(context))
+    async with _owner_and_asker(own_redis.url, 2.0) as (owner, asker, ran):
+
+        async def cancel_as_redis_dies(args: dict[str, Any]) -> None:
+            ran.append("cancel")
+            own_redis.stop()
+
+        owner.handle("call.cancel", cancel_as_redis_dies)
+        # The asker is told it could not hear back, not that nothing happened.
+        unheard = "could not hear whether the node that holds tool call c1 carried"
+        with pytest.raises(Unavailable, match=unheard):
+            await asker.ask("owner-1", "call.cancel", {}, "tool call c1")
+        logged = "could not answer a call.cancel request it carried out: Redis did not answer"
+        deadline = time.monotonic() + 30
+        while logged not in caplog.text:
+            assert time.monotonic() < deadline, "the owner did not say it could not answer"
+            await asyncio.sleep(0.05)
+        gc.collect()
+        assert unhandled == []
+
+        # Redis back: the owner serves on.
+        own_redis.start()
+        assert await asker.ask("owner-1", "act", {"n": 1}, "tool call c2") == 1
+        assert ran == ["cancel", 1]
