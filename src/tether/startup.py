@@ -156,8 +156,9 @@ def build_services(
     )
     memory = DecisionMemory(store.remembered, context)
     elsewhere = bus.requests if bus is not None else None
+    owner = store.owner.id if store.owner is not None else None
     approvals = ApprovalService(
-        store.governance, settings.approval_timeout_seconds, memory, elsewhere
+        store.governance, settings.approval_timeout_seconds, memory, elsewhere, owner
     )
     rulebook = RuleBook(analyzer, store.governance)
     governance_gate = GovernanceGate(
@@ -171,7 +172,6 @@ def build_services(
         rules_fresh=rulebook.fresh,
     )
     providers = ProviderService(store.providers, keybox, factory or _default_factory(settings))
-    owner = store.owner.id if store.owner is not None else None
     coordinator = ToolCallCoordinator(
         store.tool_calls,
         _coordinator_config(settings, recovery.marker_prefix(owner)),

@@ -4,12 +4,12 @@ node that comes back stops only what the store shows ended for it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
+from node_stores import call, owner_of
 
 from tether import node_loss
 from tether.governance.analyzer import Analyzer
@@ -17,36 +17,9 @@ from tether.governance.approvals import ApprovalService
 from tether.governance.context import AnalysisContext
 from tether.governance.gate import GovernanceGate
 from tether.store.database import Database
-from tether.store.owners import OwnerLock
-from tether.store.records import NodeRecord, ToolCallRecord
+from tether.store.records import NodeRecord
 from tether.store.store import Store
 from tether.toolcalls.call import Invocation
-
-
-@pytest.fixture
-def servers(db: Database, tmp_path: Path) -> Iterator[Callable[[], Store]]:
-    """Makes the store of one more server on ``db``, with an owner id of its own."""
-    claimed: list[OwnerLock] = []
-
-    def server() -> Store:
-        claimed.append(OwnerLock.claim(tmp_path / "owners"))
-        return Store(db, claimed[-1])
-
-    yield server
-    for owner in claimed:
-        owner.release()
-
-
-def owner_of(store: Store) -> str:
-    assert store.owner is not None
-    return store.owner.id
-
-
-def call(call_id: str, status: str = "running", task_id: str | None = None) -> ToolCallRecord:
-    return ToolCallRecord(
-        call_id, "s", task_id, "default", "shell", {}, status, None, None, False, None,
-        None, None, 1.0, None,
-    )  # fmt: skip
 
 
 def gate_over(store: Store) -> GovernanceGate:

@@ -153,6 +153,7 @@ class ApprovalService:
         timeout_seconds: float,
         memory: DecisionMemory | None = None,
         elsewhere: Elsewhere | None = None,
+        owner: str | None = None,
     ) -> None:
         self._repo = repo
         self.timeout_seconds = timeout_seconds
@@ -161,6 +162,8 @@ class ApprovalService:
         # Other nodes (a cluster): a request whose call waits on another node is
         # decided there, and the pending list is read from the store.
         self._elsewhere = elsewhere
+        # This server's owner id: a request whose call it owns is never another node's.
+        self._owner = owner
         #: Set at an exit that leaves calls for the next start (TETHER_ON_SHUTDOWN=detach):
         #: a wait cut by it leaves its request pending, and the next start denies it as
         #: one a crash left ("the server restarted while the call awaited approval").
@@ -314,7 +317,10 @@ class ApprovalService:
         # race to another.
         owner = await self._repo.waiting_owner(request_id) if self._elsewhere else None
         record = await self._repo.get_approval(request_id)
-        if self._elsewhere is None or owner is None or record is None:
+        # A request of this node's own call that nothing here waits on (its wait was
+        # left for the next start at a detaching exit, or has just ended) is unknown
+        # here as on one node: asking this node again would go round in a circle.
+        if self._elsewhere is None or owner in (None, self._owner) or record is None:
             raise ApprovalNotFound(request_id)
         if record.session_id != args["session_id"]:
             raise ApprovalForbidden()
