@@ -4,16 +4,18 @@ node that comes back stops only what the store shows ended for it."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from node_stores import call, owner_of
 
 from tether import node_loss
 from tether.governance.analyzer import Analyzer
-from tether.governance.approvals import ApprovalService
+from tether.governance.approvals import ApprovalDecided, ApprovalService
 from tether.governance.context import AnalysisContext
 from tether.governance.gate import GovernanceGate
 from tether.store.database import Database
@@ -22,9 +24,9 @@ from tether.store.store import Store
 from tether.toolcalls.call import Invocation
 
 
-def gate_over(store: Store) -> GovernanceGate:
+def gate_over(store: Store, approvals: ApprovalService | None = None) -> GovernanceGate:
     context = AnalysisContext(Path("/w"), Path("/h"), Path("/h/.tether"))
-    approvals = ApprovalService(store.governance, 300)
+    approvals = approvals or ApprovalService(store.governance, 300)
     return GovernanceGate(Analyzer(), context, approvals, store.governance)
 
 
@@ -194,3 +196,50 @@ async def test_a_live_nodes_request_whose_call_just_ended_is_left_to_it(
     still = await survivor.governance.get_approval(theirs.request_id)
     assert still is not None and still.status == "pending"
     assert await survivor.governance.list_audit("s", 10) == []
+
+
+class Events:
+    """A turn's events, dropped."""
+
+    def emit(self, event: dict[str, Any]) -> None:
+        pass
+
+
+@pytest.mark.parametrize("back_with", ["its call stopped", "a person's approval"])
+async def test_a_returning_node_does_not_audit_the_survivors_denial_again(
+    servers: Callable[[], Store], back_with: str
+) -> None:
+    """The survivor denies and audits the lost node's pending request; the node, back,
+    either stops the call that waited (it was ended for it) or is given a person's
+    answer before it notices. Its turn audited a second denial of the same request
+    ("cancel"), so one decision read as two in the audit trail."""
+    lost, survivor = servers(), servers()
+    await lost.tool_calls.insert(call("asking", "awaiting_approval"))
+    approvals = ApprovalService(lost.governance, 300)
+    inv = Invocation("asking", "s", None, "default", "execute_shell_command", {"command": "ls"})
+    plan = await gate_over(lost, approvals).plan_admission(inv, "strict", Events())
+    assert plan.ask is not None
+    asking = asyncio.create_task(plan.ask())
+    while not approvals.list_pending():
+        assert not asking.done(), "the call was never put to a person"
+        await asyncio.sleep(0.001)
+    (request,) = approvals.list_pending()
+
+    await node_loss.end_lost_node(
+        survivor, gate_over(survivor), _told([]), lease_of(owner_of(lost))
+    )
+
+    if back_with == "its call stopped":
+        asking.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asking
+    else:
+        with pytest.raises(ApprovalDecided):
+            await approvals.resolve(request.request_id, "s", True, None)
+        assert not (await asking).allowed
+    (entry,) = await lost.governance.list_audit("s", 10)
+    assert (entry.request_id, entry.outcome, entry.decided_by) == (
+        request.request_id,
+        "denied",
+        "node_lost",
+    )

@@ -9,7 +9,7 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,12 +136,15 @@ def _highest_severity(findings: Sequence[dict[str, str]]) -> str:
     return max(names, key=ranks.__getitem__).lower() if names else "low"
 
 
-# The store had the request decided already when a person's answer came: a survivor
-# denied it, having declared this node lost while it was frozen or cut off. That stands;
-# the call never runs.
-_DECIDED_ELSEWHERE = Admission(
+#: The answer to a wait whose request the store had decided already when this node came
+#: to record its own decision (a person's, expiry or a cancel): a survivor denied it,
+#: having declared this node lost while it was frozen or cut off. That stands, the call
+#: never runs, and the survivor audited it: this node does not again.
+DECIDED_ELSEWHERE = Admission(
     False, "another node denied it first: this node was declared lost meanwhile", "cancel"
 )
+#: Why a request whose call was cancelled while it waited is denied.
+CANCELLED_WHILE_AWAITING = "the call was cancelled while awaiting approval"
 
 
 class ApprovalService:
@@ -198,12 +201,16 @@ class ApprovalService:
         self._pending[record.request_id] = _Pending(record)
         return record
 
-    async def wait(self, request_id: str) -> Admission:
-        """Wait for a decision on an open request; expiry denies it.
+    async def wait(
+        self, request_id: str, on_cancelled: Callable[[], Awaitable[None]] | None = None
+    ) -> Admission:
+        """Wait for a decision on an open request; expiry denies it. DECIDED_ELSEWHERE if
+        another node had denied it first.
 
         If the waiter is cancelled (the call was cancelled or its task stopped), the
-        request is denied and recorded before the cancellation goes on, unless the
-        server is leaving it for the next start (``detaching``).
+        request is denied and recorded, and ``on_cancelled`` run (to audit it), before the
+        cancellation goes on; neither if the server is leaving it for the next start
+        (``detaching``), and no ``on_cancelled`` if another node had denied it first.
         """
         entry = self._pending[request_id]
         delay = max(0.0, entry.record.expires_at - time.time())
@@ -215,8 +222,12 @@ class ApprovalService:
         except asyncio.CancelledError:
             if self.detaching and not entry.decided:
                 raise
-            answer = Admission(False, "the call was cancelled while awaiting approval", "cancel")
-            await asyncio.shield(self._settle_unless_decided(entry, answer))
+            answer = Admission(False, CANCELLED_WHILE_AWAITING, "cancel")
+            settled = await asyncio.shield(self._settle_unless_decided(entry, answer))
+            # Not audited here if the node that denied it first did, or the next start will.
+            ours_to_audit = settled is not DECIDED_ELSEWHERE and not self.detaching
+            if on_cancelled is not None and ours_to_audit:
+                await asyncio.shield(on_cancelled())
             raise
         finally:
             self._pending.pop(request_id, None)
@@ -228,9 +239,10 @@ class ApprovalService:
                 return await entry.answer
             entry.decided = True
             try:
-                await self._repo.decide_approval(
+                if not await self._repo.decide_approval(
                     entry.record.request_id, "denied", answer.decided_by, answer.reason
-                )
+                ):
+                    answer = DECIDED_ELSEWHERE
             finally:
                 entry.answer.set_result(answer)
         return answer
@@ -274,7 +286,7 @@ class ApprovalService:
                 rule = self._memory.draft(entry.record, action, scope, remember)
             entry.decided = True
             answer = await self._decide(entry, approve, reason)
-        if answer is _DECIDED_ELSEWHERE:
+        if answer is DECIDED_ELSEWHERE:
             raise ApprovalDecided()
         if rule is not None and self._memory is not None:
             try:
@@ -295,7 +307,7 @@ class ApprovalService:
         request_id = entry.record.request_id
         try:
             if not await self._repo.decide_approval(request_id, status, "user", reason):
-                answer = _DECIDED_ELSEWHERE
+                answer = DECIDED_ELSEWHERE
         except OutOfStorage:
             entry.decided = False
             raise

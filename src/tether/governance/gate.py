@@ -11,6 +11,8 @@ from tether import model_texts
 from tether.agent.ports import ATTENDED, Attendance, TurnEvents
 from tether.governance.analyzer import Analyzer
 from tether.governance.approvals import (
+    CANCELLED_WHILE_AWAITING,
+    DECIDED_ELSEWHERE,
     RESTARTED,
     ApprovalService,
     LeftBehind,
@@ -199,13 +201,11 @@ class GovernanceGate:
         view = approval_view(record)
         events.emit({"type": "approval_requested", "approval": view})
         self._notify("approval.requested", view)
-        try:
-            answer = await self._approvals.wait(record.request_id)
-        except asyncio.CancelledError:
-            if not self._approvals.detaching:  # else audited when the next start denies it
-                reason = "the call was cancelled while awaiting approval"
-                await asyncio.shield(self._audit(decision, "denied", "cancel", reason, record))
-            raise
+
+        async def audit_cancel() -> None:
+            await self._audit(decision, "denied", "cancel", CANCELLED_WHILE_AWAITING, record)
+
+        answer = await self._approvals.wait(record.request_id, on_cancelled=audit_cancel)
         events.emit(
             {
                 "type": "approval_resolved",
@@ -217,6 +217,8 @@ class GovernanceGate:
         )
         if answer.decided_by == "timeout":
             self._notify("approval.expired", approval_view(record))
+        if answer is DECIDED_ELSEWHERE:  # audited by the node that decided it
+            return Admission(False, answer_denial(answer), answer.decided_by)
         if answer.allowed:
             await self._audit(decision, "allowed", answer.decided_by, answer.reason or None, record)
             return answer
