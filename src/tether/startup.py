@@ -250,12 +250,7 @@ def _session_turns(settings: Settings, store: Store, bus: ClusterBus | None) -> 
     """One turn per session: on this node; with other nodes (a bus), across them too."""
     if bus is None or store.owner is None:
         return SessionTurns()
-    claims = ClusterClaims(
-        store.session_turns,
-        settings.resolved_node_id,
-        store.owner.id,
-        settings.node_lease_seconds,
-    )
+    claims = ClusterClaims(store.session_turns, settings.resolved_node_id, store.owner.id)
     return SessionTurns(claims)
 
 

@@ -15,20 +15,18 @@ class SessionTurnRepository:
         self._db = db
 
     async def try_claim(
-        self,
-        session_id: str,
-        task_id: str,
-        node_id: str,
-        owner: str,
-        now: float,
-        lease_seconds: float,
+        self, session_id: str, task_id: str, node_id: str, owner: str, now: float
     ) -> bool:
         """Take the session's turn for ``task_id`` unless a live node holds it.
 
-        A claim is free when its node's lease ran out (or is gone), or when it was made
-        by an earlier run of this very node (same node id, another owner). Taking one is
-        a conditional update on the holder read, so of several nodes trying at once,
-        one wins.
+        A claim is free when the process that made it is known to be gone: an earlier
+        run of this very node (same node id, another owner), or a holder whose lease a
+        survivor removed (declaring it dead: its turns are failed, and if it was only
+        frozen it stops them when it finds its lease gone) or that another run of its
+        node took back. A lease that has only run out is not enough: its node may renew
+        before any survivor declares it dead, and it would go on with its turn as if
+        nothing had happened. Taking a claim is a conditional update on the holder read,
+        so of several nodes trying at once, one wins.
         """
         values = {"task_id": task_id, "node_id": node_id, "owner": owner, "claimed_at": now}
         try:
@@ -43,9 +41,7 @@ class SessionTurnRepository:
                         session_turns.insert().values(session_id=session_id, **values)
                     )
                     return True
-                if row.owner != owner and not await _is_stale(
-                    conn, row.node_id, node_id, now - lease_seconds
-                ):
+                if row.owner != owner and not await _is_gone(conn, row.node_id, row.owner, node_id):
                     return False
                 taken = await conn.execute(
                     sa.update(session_turns)
@@ -69,10 +65,12 @@ class SessionTurnRepository:
             )
 
 
-async def _is_stale(
-    conn: AsyncConnection, holder_node: str, node_id: str, renewed_since: float
+async def _is_gone(
+    conn: AsyncConnection, holder_node: str, holder_owner: str, node_id: str
 ) -> bool:
+    """Whether the process that made a claim (``holder_owner`` on ``holder_node``) is
+    gone (see ``try_claim``)."""
     if holder_node == node_id:
         return True  # this node's earlier run (its owner differs): gone
-    renewed = await conn.scalar(sa.select(nodes.c.renewed_at).where(nodes.c.id == holder_node))
-    return renewed is None or renewed < renewed_since
+    lease = (await conn.execute(sa.select(nodes.c.owner).where(nodes.c.id == holder_node))).first()
+    return lease is None or (lease.owner is not None and lease.owner != holder_owner)

@@ -27,7 +27,6 @@ class ClusterClaims:
     repo: SessionTurnRepository
     node_id: str
     owner: str
-    lease_seconds: float
 
 
 class SessionTurns:
@@ -62,7 +61,7 @@ class SessionTurns:
     async def _claim(claims: ClusterClaims, session_id: str, task_id: str) -> None:
         poll = _FIRST_POLL
         while not await claims.repo.try_claim(
-            session_id, task_id, claims.node_id, claims.owner, time.time(), claims.lease_seconds
+            session_id, task_id, claims.node_id, claims.owner, time.time()
         ):
             await asyncio.sleep(poll)
             poll = min(poll * 2, _MAX_POLL)
