@@ -35,6 +35,11 @@ class StepLimitReached(TetherError):
     """The model kept calling tools past the step limit."""
 
 
+class TurnEndedElsewhere(TetherError):
+    """The turn's task was ended by another node while this one ran it (see
+    ``ChatRepository.append_to_turn``): nothing more of the turn is stored."""
+
+
 @dataclass(frozen=True)
 class TurnRequest:
     session_id: str
@@ -143,7 +148,11 @@ class Agent:
     async def _persist(
         self, req: TurnRequest, entries: list[tuple[str, dict[str, Any]]], events: TurnEvents
     ) -> None:
-        await self._chats.append(req.session_id, req.task_id, entries)
+        if not await self._chats.append_to_turn(req.session_id, req.task_id, entries):
+            raise TurnEndedElsewhere(
+                f"task {req.task_id} was ended by another node (this node was declared "
+                "lost meanwhile); its turn stops"
+            )
         for kind, payload in entries:
             events.emit({"type": "message", "kind": kind, "message": payload})
 
@@ -216,4 +225,11 @@ def _parse_arguments(raw: str) -> dict[str, Any]:
     return dict(valid_data(value))
 
 
-__all__ = ["Agent", "ModelError", "StepLimitReached", "TurnRequest", "TurnResult"]
+__all__ = [
+    "Agent",
+    "ModelError",
+    "StepLimitReached",
+    "TurnEndedElsewhere",
+    "TurnRequest",
+    "TurnResult",
+]

@@ -100,6 +100,18 @@ _HISTORY = (
 )
 
 
+async def _append(
+    conn: AsyncConnection,
+    session_id: str,
+    task_id: str | None,
+    entries: Sequence[tuple[str, dict[str, Any]]],
+) -> None:
+    now = time.time()
+    await insert_messages(conn, session_id, task_id, entries, now)
+    # A chat's updated_at says when it last changed, as QwenPaw's does.
+    await conn.execute(_TOUCH_SESSION, {"b_id": session_id, "updated_at": now})
+
+
 class ChatRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -177,11 +189,28 @@ class ChatRepository:
         """Persist messages as (kind, payload) pairs, in order, in one transaction."""
         if not entries:
             return
-        now = time.time()
         async with self._db.write() as conn:
-            await insert_messages(conn, session_id, task_id, entries, now)
-            # A chat's updated_at says when it last changed, as QwenPaw's does.
-            await conn.execute(_TOUCH_SESSION, {"b_id": session_id, "updated_at": now})
+            await _append(conn, session_id, task_id, entries)
+
+    async def append_to_turn(
+        self, session_id: str, task_id: str, entries: Sequence[tuple[str, dict[str, Any]]]
+    ) -> bool:
+        """As :meth:`append`, for the running turn of ``task_id``: False, and nothing
+        written, if the task has ended meanwhile. A turn's task ends after its turn, so
+        it has ended only if another node ended it: a survivor failed it, having declared
+        this node lost while it was frozen or cut off, and another node's turn may hold
+        the session now. The task's row is locked for the write, so a survivor's failing
+        it lands either before (nothing written) or after."""
+        if not entries:
+            return True
+        async with self._db.write() as conn:
+            status = await conn.scalar(
+                sa.select(tasks.c.status).where(tasks.c.id == task_id).with_for_update()
+            )
+            if status == "finished":
+                return False
+            await _append(conn, session_id, task_id, entries)
+        return True
 
     async def history(self, session_id: str) -> list[MessageRecord]:
         async with self._db.read() as conn:

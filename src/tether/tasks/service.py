@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Seq
 from typing import Any
 
 from tether.agent.ports import ATTENDED, WHEN_UNATTENDED, Attendance, WhenUnattended
-from tether.agent.turn import Agent, ModelError, StepLimitReached, TurnRequest
+from tether.agent.turn import Agent, ModelError, StepLimitReached, TurnEndedElsewhere, TurnRequest
 from tether.elsewhere import Elsewhere
 from tether.errors import OutOfStorage
 from tether.keeper.adoption import Adoption
@@ -200,7 +200,7 @@ class TaskService:
         )
         try:
             outcome = await self._agent.run_turn(req, run.feed)
-        except (ModelError, StepLimitReached, OutOfStorage) as exc:
+        except (ModelError, StepLimitReached, TurnEndedElsewhere, OutOfStorage) as exc:
             log.warning("task %s failed: %s", run.task_id, exc)
             return {"status": "failed", "error": str(exc)}
         except Exception:

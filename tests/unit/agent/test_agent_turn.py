@@ -11,7 +11,7 @@ import pytest
 from agent_fakes import SESSION, AgentEnv, Events, calls
 
 from strict_order import request_problems
-from tether.agent.turn import StepLimitReached, TurnRequest
+from tether.agent.turn import StepLimitReached, TurnEndedElsewhere, TurnRequest
 from tether.llm.capabilities import DEFAULT
 from tether.llm.client import AssistantReply, ModelError
 from tether.llm.wire import to_wire
@@ -254,3 +254,22 @@ async def test_a_nul_in_a_calls_arguments_is_stored_on_every_database(env: Agent
         AssistantReply(text="done"),
     ]
     assert (await env.services.agent.run_turn(REQ, Events())).text == "done"
+
+
+async def test_a_turn_whose_task_another_node_ended_stores_nothing_more(env: AgentEnv) -> None:
+    """A node frozen mid-turn is declared lost; a survivor fails its task, and another
+    node's turn may hold the session now. Back with the model's reply in hand, the turn
+    stored it (and ran the calls it asked for) into the session's history, side by side
+    with the other node's turn, until its next lease renewal stopped it."""
+    store = env.services.store
+    assert store.owner is not None
+    await store.tasks.open_in_session("task-1", (SESSION, "u", "console", None), "user", None, [])
+    await env.say("hello")
+    env.model.replies = [calls(("c1", "execute_shell_command", _shell("echo ran")))]
+    failed = await store.tasks.fail_unfinished("node lost", {store.owner.id})
+    assert [t.id for t in failed] == ["task-1"]
+
+    with pytest.raises(TurnEndedElsewhere, match="ended by another node"):
+        await env.services.agent.run_turn(REQ, Events())
+    assert await _stored(env) == [{"role": "user", "content": "hello"}]
+    assert await store.tool_calls.list_for_task("task-1") == []
