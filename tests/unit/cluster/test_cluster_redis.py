@@ -318,3 +318,27 @@ async def test_an_owner_that_cannot_answer_says_so_and_serves_on(
         own_redis.start()
         assert await asker.ask("owner-1", "act", {"n": 1}, "tool call c2") == 1
         assert ran == ["cancel", 1]
+
+
+async def test_a_stall_while_the_answer_is_awaited_ends_at_the_deadline(
+    own_redis: OwnRedis,
+) -> None:
+    """Redis stalls once the request is handed over (here: as the owner carries it out).
+    A read of the answer already waiting in Redis ends on time, but the next one is held
+    with every other command: the wait ends at the deadline (2.5 s, and half a second's
+    grace for the last reply), saying the asker could not hear back, not when the stall
+    ends (4 s here; up to the client's 5 s socket timeout)."""
+    async with _owner_and_asker(own_redis.url, 2.5) as (owner, asker, ran):
+
+        async def cancel_as_redis_stalls(args: dict[str, Any]) -> None:
+            ran.append("cancel")
+            own_redis.pause(4000)
+
+        owner.handle("call.cancel", cancel_as_redis_stalls)
+        started = time.monotonic()
+        unheard = "could not hear whether the node that holds tool call c1 carried"
+        with pytest.raises(Unavailable, match=unheard):
+            await asker.ask("owner-1", "call.cancel", {}, "tool call c1")
+        assert time.monotonic() - started < 3.8
+        assert ran == ["cancel"]
+        await asyncio.to_thread(own_redis.answers)
