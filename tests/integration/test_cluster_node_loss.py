@@ -85,6 +85,15 @@ def failed_node_lost(stack: Stack, task_id: str, session: str) -> bool:
     return bool(task["result"] == lost)
 
 
+def decisions_on(stack: Stack, session: str, request_id: str) -> list[tuple[str, str]]:
+    """The audit trail's entries for one approval request: (outcome, decided_by)."""
+    return [
+        (e["outcome"], e["decided_by"])
+        for e in audit(stack, session)
+        if e["request_id"] == request_id
+    ]
+
+
 def awaiting_approval(a: Stack) -> tuple[str, str, dict[str, Any]]:
     """A turn on ``a`` whose call waits for a person: (session, task id, the request)."""
     script(a, CLOCK)
@@ -162,6 +171,8 @@ def test_a_frozen_node_that_comes_back_drops_what_was_ended_for_it(cluster: Clus
     # What the survivor recorded stands: a's own stop did not overwrite it.
     assert denied_node_lost(a, session, call_id)
     assert failed_node_lost(a, task_id, session)
+    # One denial, audited once, by the survivor: a's stop of the call adds no entry.
+    assert decisions_on(a, session, request["request_id"]) == [("denied", "node_lost")]
 
 
 @pytest.fixture
@@ -280,3 +291,4 @@ def test_an_approval_given_on_a_frozen_node_after_a_survivor_denied_it_is_refuse
     assert not (marks / "ran").exists()
     assert denied_node_lost(a, session, request["tool_call_id"])
     assert [e for e in audit(a, session) if e["outcome"] == "allowed"] == []
+    assert decisions_on(a, session, request["request_id"]) == [("denied", "node_lost")]
