@@ -6,6 +6,7 @@ Every stop (a person's cancel, a deadline, a stopped task, shutdown) goes throug
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import replace
 
@@ -20,6 +21,8 @@ from tether.toolcalls.owned_tasks import OwnedTasks
 from tether.toolcalls.recorder import CallRecorder
 from tether.toolcalls.state import TransitionError, is_active
 from tether.waits import event_within
+
+log = logging.getLogger(__name__)
 
 
 class CallActions:
@@ -165,7 +168,20 @@ class CallActions:
             if offload_at is not None and now >= offload_at:
                 call.deadlines = replace(call.deadlines, offload_at=None)
                 if call.status == "running":
-                    await self.offload_call(call, "deadline")
+                    await self._offload_when_due(call)
+
+    async def _offload_when_due(self, call: LiveCall) -> None:
+        """The offload deadline's move to the background. One the store refuses (a full
+        disk) leaves the call in the foreground, its turn waiting on it; the watch goes
+        on, so its kill deadline still holds."""
+        try:
+            await self.offload_call(call, "deadline")
+        except Exception:
+            log.exception(
+                "moving call %s to the background at its deadline failed; it stays in "
+                "the foreground",
+                call.call_id,
+            )
 
 
 def _require_offloadable(call: LiveCall) -> None:

@@ -88,3 +88,38 @@ async def test_a_move_to_the_background_the_store_refuses_changes_nothing(
     store.full = False
     moved = await coordinator.offload("s", "c1")
     assert (moved.status, moved.offload_reason) == ("offloaded", "user")
+
+
+async def test_a_deadline_move_the_store_refuses_leaves_the_kill_deadline_standing(
+    tmp_path: Path,
+) -> None:
+    """The offload deadline fires on a full disk: the call stays in the foreground, and
+    its kill deadline still ends it (the deadline watcher died on the refusal, so the
+    call ran on past its kill deadline, waited on by its turn)."""
+    store = FullDisk()
+    store.full = True  # from the start: nothing but the move writes before the kill
+    coordinator = ToolCallCoordinator(
+        store,  # type: ignore[arg-type]
+        small_config(offload_after=0.0),
+        tmp_path,
+        (),
+        no_delivery,
+    )
+    cancelled = asyncio.Event()
+
+    async def endless(args: Mapping[str, Any], ctx: RunContext) -> ToolResult:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        raise AssertionError("never reached")
+
+    tool = Tool("endless", "", {"type": "object"}, endless, timeout_of=lambda _args: 0.2)
+    inv = Invocation("c1", "s", "t1", "default", "endless", {})
+    outcome = await asyncio.wait_for(coordinator.run(inv, tool), 5)
+    assert cancelled.is_set()
+    assert not outcome.offloaded
+    assert outcome.end_state == "timeout"
+    assert store.row["status"] == "completed"
+    assert store.row["offload_reason"] is None
