@@ -20,7 +20,8 @@ from tether.store.tables import tasks
 # Built once (a turn runs each of them); the SET columns are the parameters' keys.
 _INSERT_TASK = tasks.insert()
 _UPDATE_TASK = sa.update(tasks).where(tasks.c.id == sa.bindparam("b_id"))
-_FINISH_TASK = _UPDATE_TASK.where(tasks.c.status != "finished")
+# Neither a start nor an end changes a task that has ended: the first end stands.
+_UNFINISHED_TASK = _UPDATE_TASK.where(tasks.c.status != "finished")
 
 
 class TaskRepository:
@@ -71,9 +72,13 @@ class TaskRepository:
         }
 
     async def mark_running(self, task_id: str) -> None:
+        """Record the task's turn started, unless the task has ended: a survivor may have
+        failed it as "node lost" while it waited here (this node frozen or cut off), and
+        a task made running again would take the turn's writes and its end."""
         async with self._db.write() as conn:
             await conn.execute(
-                _UPDATE_TASK, {"b_id": task_id, "status": "running", "started_at": time.time()}
+                _UNFINISHED_TASK,
+                {"b_id": task_id, "status": "running", "started_at": time.time()},
             )
 
     async def finish(self, task_id: str, result: dict[str, Any]) -> None:
@@ -81,7 +86,7 @@ class TaskRepository:
         may have failed it as "node lost" while its node was cut off)."""
         async with self._db.write() as conn:
             values = {"status": "finished", "result": result, "finished_at": time.time()}
-            await conn.execute(_FINISH_TASK, {"b_id": task_id, **values})
+            await conn.execute(_UNFINISHED_TASK, {"b_id": task_id, **values})
 
     async def finished_among(self, task_ids: Collection[str]) -> set[str]:
         """Which of ``task_ids`` the store shows as finished."""

@@ -99,3 +99,22 @@ async def test_a_name_that_is_no_column_raises_and_writes_nothing(store: Store) 
         await store.tool_calls.record_end("c", end_state="error", finshed_at=2.0)
     stored = await store.tool_calls.get("s", "c")
     assert stored is not None and (stored.status, stored.end_state) == ("running", None)
+
+
+async def test_a_task_ended_before_its_turn_starts_stays_ended(store: Store) -> None:
+    # A survivor failed the task of a node it declared lost while the task still waited
+    # for its session; the node, back, starts its turn before it finds its lease gone.
+    # The start must not make the task running again: the turn's writes would then pass
+    # append_to_turn's check, and its end would replace the survivor's.
+    await store.tasks.open_in_session("t1", ("s", "u", "console", None), "user", None, [])
+    lost = {"status": "failed", "error": "node lost"}
+    assert [t.id for t in await store.tasks.fail_unfinished("node lost", [None])] == ["t1"]
+    await store.tasks.mark_running("t1")
+    task = await store.tasks.get("t1")
+    assert task is not None and (task.status, task.result) == ("finished", lost)
+    reply = [("assistant", {"role": "assistant", "content": "late"})]
+    assert not await store.chats.append_to_turn("s", "t1", reply)
+    await store.tasks.finish("t1", {"status": "completed", "text": "late"})
+    task = await store.tasks.get("t1")
+    assert task is not None and (task.status, task.result) == ("finished", lost)
+    assert await store.chats.history("s") == []
