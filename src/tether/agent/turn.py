@@ -39,6 +39,13 @@ class TurnEndedElsewhere(TetherError):
     """The turn's task was ended by another node while this one ran it (see
     ``ChatRepository.append_to_turn``): nothing more of the turn is stored."""
 
+    @classmethod
+    def of(cls, task_id: str) -> TurnEndedElsewhere:
+        return cls(
+            f"task {task_id} was ended by another node (this node was declared lost "
+            "meanwhile); its turn stops"
+        )
+
 
 @dataclass(frozen=True)
 class TurnRequest:
@@ -149,10 +156,7 @@ class Agent:
         self, req: TurnRequest, entries: list[tuple[str, dict[str, Any]]], events: TurnEvents
     ) -> None:
         if not await self._chats.append_to_turn(req.session_id, req.task_id, entries):
-            raise TurnEndedElsewhere(
-                f"task {req.task_id} was ended by another node (this node was declared "
-                "lost meanwhile); its turn stops"
-            )
+            raise TurnEndedElsewhere.of(req.task_id)
         for kind, payload in entries:
             events.emit({"type": "message", "kind": kind, "message": payload})
 

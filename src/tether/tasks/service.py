@@ -410,9 +410,12 @@ class TaskService:
                 # bare is cancelled with its waiter: the adopted call it was waiting on
                 # would never be concluded (it stayed listed running for ever).
                 outcomes = {cid: await asyncio.shield(t) for cid, t in waits.items()}
-                await self._answer_open_calls(
-                    run, {cid: o.model_text for cid, o in outcomes.items()}
-                )
+                try:
+                    await self._answer_open_calls(
+                        run, {cid: o.model_text for cid, o in outcomes.items()}
+                    )
+                except TurnEndedElsewhere as exc:
+                    return {"status": "failed", "error": str(exc)}
                 # A call lost after its adoption (its files turned out corrupt, its
                 # runner died) fails the task, as one lost at adoption does.
                 lost = [o.lost for o in outcomes.values() if o.lost]
@@ -424,13 +427,17 @@ class TaskService:
             log.info("resuming task %s after the restart (%d call(s) adopted)", task.id, len(waits))
 
     async def _answer_open_calls(self, run: Running, outcomes: dict[str, str]) -> None:
-        """Persist a result for each call the task's last assistant message asked for."""
+        """Persist a result for each call the task's last assistant message asked for.
+        TurnEndedElsewhere, and nothing stored, if another node ended the task meanwhile
+        (this node declared lost while its adopted calls ran), as for any write of a turn."""
         messages = [m.payload for m in await self._store.chats.task_messages(run.task_id)]
         asked = resume.open_calls(messages)
         if not asked:
             return
         records = await self._store.tool_calls.list_for_task(run.task_id)
         answers = resume.answers(asked, records, outcomes)
-        await self._store.chats.append(run.session_id, run.task_id, [("tool", a) for a in answers])
+        entries = [("tool", a) for a in answers]
+        if not await self._store.chats.append_to_turn(run.session_id, run.task_id, entries):
+            raise TurnEndedElsewhere.of(run.task_id)
         for answer in answers:
             run.feed.emit({"type": "message", "kind": "tool", "message": answer})
