@@ -81,12 +81,18 @@ class TaskRepository:
                 {"b_id": task_id, "status": "running", "started_at": time.time()},
             )
 
-    async def finish(self, task_id: str, result: dict[str, Any]) -> None:
+    async def finish(self, task_id: str, result: dict[str, Any]) -> bool:
         """Record the task's result, unless it has one: the first end stands (a survivor
-        may have failed it as "node lost" while its node was cut off)."""
+        may have failed it as "node lost" while its node was cut off). False if another
+        end stands; True also for a task that is gone (its chat deleted meanwhile), whose
+        end is still this one."""
         async with self._db.write() as conn:
             values = {"status": "finished", "result": result, "finished_at": time.time()}
-            await conn.execute(_UNFINISHED_TASK, {"b_id": task_id, **values})
+            done = await conn.execute(_UNFINISHED_TASK, {"b_id": task_id, **values})
+            if done.rowcount:
+                return True
+            gone = sa.select(tasks.c.id).where(tasks.c.id == task_id)
+            return await conn.scalar(gone) is None
 
     async def finished_among(self, task_ids: Collection[str]) -> set[str]:
         """Which of ``task_ids`` the store shows as finished."""

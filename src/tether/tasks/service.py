@@ -144,13 +144,16 @@ class TaskService:
                     raise
                 result = {"status": "cancelled", "error": run.stop_reason}
             run.turn_over.set()
-            await until_stored(
+            recorded = await until_stored(
                 functools.partial(self._store.tasks.finish, run.task_id, result),
                 f"the result of task {run.task_id}",
             )
             run.feed.emit({"type": "final", "task_id": run.task_id, "result": result})
-            event = finished_event(run.task_id, run.session_id, run.trigger, result)
-            self._notify("task.finished", event)
+            if recorded:
+                # Not told again of a task whose end another node recorded first (and
+                # told): a survivor that failed it as "node lost".
+                event = finished_event(run.task_id, run.session_id, run.trigger, result)
+                self._notify("task.finished", event)
         finally:
             run.turn_over.set()
             run.feed.close()

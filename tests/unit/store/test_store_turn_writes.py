@@ -118,3 +118,11 @@ async def test_a_task_ended_before_its_turn_starts_stays_ended(store: Store) -> 
     task = await store.tasks.get("t1")
     assert task is not None and (task.status, task.result) == ("finished", lost)
     assert await store.chats.history("s") == []
+
+
+async def test_finish_says_whether_the_end_is_the_tasks(store: Store) -> None:
+    await store.tasks.open_in_session("t1", ("s", "u", "console", None), "user", None, [])
+    assert await store.tasks.finish("t1", {"status": "completed"})
+    assert not await store.tasks.finish("t1", {"status": "failed", "error": "late"})
+    # A task whose chat was deleted before its end was stored: the end is still its own.
+    assert await store.tasks.finish("gone", {"status": "cancelled"})

@@ -108,3 +108,37 @@ async def test_a_resumed_task_ended_elsewhere_stores_no_call_result() -> None:
 
 async def _calls() -> list[ToolCallRecord]:
     return [CALL]
+
+
+class FirstEndStands(Tasks):
+    """The store as it is: the survivor's end stands, a later one is not recorded."""
+
+    async def finish(self, task_id: str, result: dict[str, Any]) -> bool:
+        self.results.append(result)
+        return False
+
+
+async def test_a_task_ended_elsewhere_is_not_announced_finished_again() -> None:
+    # The survivor that failed the task told the webhooks so; this node's own end of it,
+    # which the store does not take, is not a second task.finished.
+    tasks, chats = FirstEndStands(), Chats()
+    tool_calls = SimpleNamespace(list_for_task=lambda task_id: _calls())
+    store: Any = SimpleNamespace(
+        tasks=tasks, chats=chats, deliveries=Deliveries(), tool_calls=tool_calls, owner=None
+    )
+    told: list[tuple[str, dict[str, Any]]] = []
+    service = TaskService(
+        store,
+        UncalledAgent(),  # type: ignore[arg-type]
+        SimpleNamespace(),  # type: ignore[arg-type]
+        "off",
+        4,
+        notify=lambda kind, event: told.append((kind, event)),
+    )
+    adopted: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    adopted.set_result(SimpleNamespace(model_text="exit code 0", lost=None))
+    adoption: Any = SimpleNamespace(lost_problem=lambda task_id: None, waiting={"m1": adopted})
+    await service.recover([None], adoption)
+    await asyncio.wait_for(service.wait("t1"), 5)
+    assert len(tasks.results) == 1
+    assert told == []
