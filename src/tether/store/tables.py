@@ -292,7 +292,8 @@ cron_runs = sa.Table(
 )
 
 # The node whose turn a session is in (several nodes: one turn per session at a time,
-# cluster-wide). A claim whose node's lease ran out is free to take.
+# cluster-wide). A claim is free to take once the process that made it is gone (its
+# lease removed or taken back by a new run of its node: SessionTurnRepository.try_claim).
 session_turns = sa.Table(
     "session_turns",
     metadata,
