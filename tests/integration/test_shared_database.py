@@ -16,9 +16,11 @@ import pytest
 from core_support import (
     FakeModel,
     Stack,
+    chat_body,
     gated,
     new_session,
     process_gone,
+    shell_call,
     sse_events,
     start_server,
     wait_for,
@@ -210,3 +212,84 @@ def test_a_call_of_another_server_without_redis_is_followed_until_it_ends(
         assert rest[-1].data == {"type": "done", "end_state": "success", "status": "completed"}
     finally:
         second.close()
+
+
+def test_a_task_of_another_server_without_redis_is_not_stopped_from_this_one(
+    first_on_test_database: tuple[Stack, str], tmp_path: Path
+) -> None:
+    """Without Redis the second server answered a stop of the first's task, or of its
+    session's turns, with ``stopped: false``, as if the task had ended, while it ran on.
+    It refuses now, naming the setting that would let it, and stops nothing."""
+    stack, url = first_on_test_database
+    session, task_id, call_id, _ = _running_call(stack)
+    second = _start(tmp_path / "b", url)
+    try:
+        stops = [
+            (f"/api/console/chat/task/{task_id}/stop", {}),
+            ("/api/console/chat/stop", {"chat_id": session}),
+        ]
+        for path, params in stops:
+            resp = second.api_request("POST", path, params=params)
+            assert resp.status_code == 502, resp.text
+            assert "TETHER_REDIS_URL" in resp.json()["detail"]
+            assert f"task {task_id}" in resp.json()["detail"]
+        assert stack.task(task_id)["status"] == "running"
+        _let_finish(stack, session, task_id, call_id)
+        # An ended task is no other node's: stopping it is the plain "already finished".
+        resp = second.api_request("POST", f"/api/console/chat/task/{task_id}/stop")
+        assert (resp.status_code, resp.json()["stopped"]) == (200, False)
+    finally:
+        second.close()
+
+
+def test_an_approval_of_another_servers_call_without_redis_is_refused_there(
+    first_on_test_database: tuple[Stack, str], tmp_path: Path
+) -> None:
+    """Without Redis the second server called a request the first's call waits on
+    unknown (404). It refuses now, naming the setting, and decides nothing: the first
+    still takes the answer."""
+    stack, url = first_on_test_database
+    session = new_session()
+    stack.model.script(shell_call("echo approved"), {"text": "done"})
+    strict = {"request_context": {"approval_level": "strict"}}
+    body = chat_body("go", session, **strict)
+    task_id = stack.api("POST", "/api/console/chat/task", json=body).json()["task_id"]
+    second = _start(tmp_path / "b", url)
+    try:
+        approval = wait_for(lambda: _pending(stack, session), what="the approval")[0]
+        decision = {"request_id": approval["request_id"], "session_id": session}
+        refused = second.api_request("POST", "/api/approval/approve", json=decision)
+        assert refused.status_code == 502, refused.text
+        assert "TETHER_REDIS_URL" in refused.json()["detail"]
+        assert _pending(stack, session) == [approval]
+        resp = stack.api("POST", "/api/approval/approve", json=decision)
+        assert resp.status_code == 200, resp.text
+        assert stack.wait_task(task_id)["result"]["status"] == "completed"
+        # Decided: nothing waits on it any more, unknown as on one node.
+        again = second.api_request("POST", "/api/approval/deny", json=decision)
+        assert again.status_code == 404, again.text
+    finally:
+        second.close()
+
+
+def _pending(stack: Stack, session: str) -> list[dict[str, Any]]:
+    resp = stack.api("GET", "/api/approval/list", params={"session_id": session})
+    assert resp.status_code == 200, resp.text
+    return list(resp.json()["pending_approvals"])
+
+
+def test_a_single_server_stops_the_task_an_earlier_run_of_it_left(
+    first: tuple[Stack, str],
+) -> None:
+    """One server, no Redis: the task its crashed run left (another owner id) is resumed
+    at the next start as this run's own, and stopping it is no other node's business."""
+    stack, _ = first
+    session, task_id, call_id, pid = _running_call(stack)
+    stack.server.kill()
+    stack.server.start()
+    assert stack.task(task_id)["status"] != "finished"
+    resp = stack.api("POST", "/api/console/chat/stop", params={"chat_id": session})
+    assert (resp.status_code, resp.json()["stopped"]) == (200, True), resp.text
+    assert stack.wait_task(task_id)["result"]["status"] == "cancelled"
+    wait_for(lambda: process_gone(pid), timeout=10, what="the stopped call's shell gone")
+    assert stack.wait_completed(session, call_id)["end_state"] == "cancelled"

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from tether.cluster.output_streams import StreamRead
+from tether.elsewhere import unreachable
 from tether.errors import Unavailable
 from tether.store.records import OutputChunk, ToolCallRecord
 from tether.store.toolcalls import UNFINISHED, ToolCallRepository
@@ -143,12 +144,7 @@ class ClusterCalls:
     async def _ask(self, record: ToolCallRecord, action: str, args: dict[str, Any]) -> Any:
         assert record.owner is not None
         if self._requests is None:
-            raise Unavailable(
-                f"tool call {record.id} runs on another node on this database, and only "
-                "that node can act on it: without TETHER_REDIS_URL (the same on every node, "
-                "docs/DEPLOY.md) nodes cannot pass requests to each other; send the request "
-                "to the node that runs the call"
-            )
+            raise unreachable(f"tool call {record.id}")
         return await self._requests.ask(record.owner, action, args, f"tool call {record.id}")
 
     # ----------------------------------------------------------------- reading elsewhere

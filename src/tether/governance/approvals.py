@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tether.elsewhere import Elsewhere
+from tether.elsewhere import Elsewhere, unreachable
 from tether.errors import Conflict, Forbidden, NotFound, OutOfStorage
 from tether.governance.findings import Finding, Severity
 from tether.governance.memory import Action, DecisionMemory, Remember, Scope
@@ -322,22 +322,28 @@ class ApprovalService:
         self, args: dict[str, Any]
     ) -> tuple[ApprovalRecord, RememberedRule | None]:
         """Have the node whose call waits on the request decide it (ApprovalNotFound if
-        no node waits on it; that node's own errors otherwise)."""
+        no node waits on it; that node's own errors otherwise). Unavailable, nothing
+        decided, if another node's call waits on it and this node cannot reach that node
+        (no Redis)."""
         request_id = args["request_id"]
         # A request no longer pending (decided, expired, cancelled) is unknown, a 404,
         # as in QwenPaw, which forgets it once decided; 409 is for an answer that lost a
         # race to another.
-        owner = await self._repo.waiting_owner(request_id) if self._elsewhere else None
+        # Without Redis only a call still waiting counts: a node that cannot ask the
+        # owner refuses (Unavailable) what it runs, and leaves anything else unknown.
+        owner = await self._repo.waiting_owner(request_id, waiting=self._elsewhere is None)
         record = await self._repo.get_approval(request_id)
         # A request of this node's own call that nothing here waits on (its wait was
         # left for the next start at a detaching exit, or has just ended) is unknown
         # here as on one node: asking this node again would go round in a circle.
-        if self._elsewhere is None or owner in (None, self._owner) or record is None:
+        if owner in (None, self._owner) or record is None:
             raise ApprovalNotFound(request_id)
         if record.session_id != args["session_id"]:
             raise ApprovalForbidden()
         if record.status != "pending":
             raise ApprovalDecided()
+        if self._elsewhere is None:
+            raise unreachable(f"the tool call awaiting approval {request_id}")
         rule = await self._elsewhere.ask(owner, "approval.resolve", args, f"approval {request_id}")
         return record, RememberedRule(**rule) if rule else None
 

@@ -58,13 +58,19 @@ class GovernanceRepository:
             rows = await conn.execute(query.order_by(approvals.c.created_at))
             return [to_record(ApprovalRecord, r) for r in rows]
 
-    async def waiting_owner(self, request_id: str) -> str | None:
-        """The server whose call waits on the request (the owner of its tool call)."""
+    async def waiting_owner(self, request_id: str, waiting: bool = False) -> str | None:
+        """The server whose call waits on the request (the owner of its tool call);
+        ``waiting``: only while the request is pending and its call unfinished (None
+        otherwise)."""
         query = (
             sa.select(tool_calls.c.owner)
             .join(approvals, approvals.c.tool_call_id == tool_calls.c.id)
             .where(approvals.c.request_id == request_id)
         )
+        if waiting:
+            query = query.where(
+                approvals.c.status == "pending", tool_calls.c.status.in_(UNFINISHED)
+            )
         async with self._db.read() as conn:
             owner = await conn.scalar(query)
             return str(owner) if owner is not None else None

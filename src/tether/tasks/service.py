@@ -11,7 +11,7 @@ from typing import Any
 
 from tether.agent.ports import ATTENDED, WHEN_UNATTENDED, Attendance, WhenUnattended
 from tether.agent.turn import Agent, ModelError, StepLimitReached, TurnEndedElsewhere, TurnRequest
-from tether.elsewhere import Elsewhere
+from tether.elsewhere import Elsewhere, unreachable
 from tether.errors import OutOfStorage
 from tether.keeper.adoption import Adoption
 from tether.model_texts import TASK_STOPPED
@@ -54,7 +54,8 @@ class TaskService:
     ) -> None:
         self._store = store
         self._turns = turns or SessionTurns()
-        # Other nodes (a cluster): a task another node runs is stopped there.
+        # Other nodes (a cluster): a task another node runs is stopped there; without
+        # them (no Redis) such a stop is refused.
         self._elsewhere = elsewhere
         self._when_unattended = when_unattended
         self._notify = notify
@@ -266,24 +267,46 @@ class TaskService:
         return record.result if record is not None else None
 
     async def stop_session(self, session_id: str) -> bool:
-        """Stop every running turn of the session; False if none was running."""
+        """Stop every running turn of the session; False if none was running.
+        Unavailable, nothing stopped, if another node runs one and this node cannot
+        reach it (no Redis)."""
+        others = await self._others_in(session_id)
+        if others and self._elsewhere is None:
+            raise unreachable(f"task {others[0].id}")
         task_ids = [r.task_id for r in list(self._running.values()) if r.session_id == session_id]
         for task_id in task_ids:
             await self.stop(task_id)
-        stopped = [await self._stop_elsewhere(t) for t in await self._others_in(session_id)]
+        stopped = [await self._stop_elsewhere(t) for t in others]
         return bool(task_ids) or any(stopped)
 
     async def _others_in(self, session_id: str) -> list[TaskRecord]:
-        if self._elsewhere is None:
+        """The session's unfinished tasks another node runs (read from the store only
+        where there may be other nodes: this server's store has an owner)."""
+        if self._store.owner is None:
             return []
         records = await self._store.tasks.list_for_session(session_id)
-        return [r for r in records if r.status != "finished" and r.id not in self._running]
+        return [r for r in records if self._is_elsewhere(r)]
+
+    def _is_elsewhere(self, record: TaskRecord) -> bool:
+        """Whether another node runs the task: it is unfinished, does not run here, and
+        its owner is another server's. A task an earlier run of this server left is no
+        longer such a row once this one has started: recovery resumed it (as this
+        server's) or ended it."""
+        mine = self._store.owner.id if self._store.owner is not None else None
+        return (
+            record.status != "finished"
+            and record.id not in self._running
+            and record.owner not in (None, mine)
+        )
 
     async def _stop_elsewhere(self, record: TaskRecord, reason: str = TASK_STOPPED) -> bool:
-        """Stop a task another node runs, there; False if it has ended (or is ours)."""
-        mine = self._store.owner.id if self._store.owner is not None else None
-        if self._elsewhere is None or record.status == "finished" or record.owner in (None, mine):
+        """Stop a task another node runs, there; False if it has ended (or is ours).
+        Unavailable, nothing changed, if this node cannot reach the other (no Redis)."""
+        if not self._is_elsewhere(record):
             return False
+        assert record.owner is not None
+        if self._elsewhere is None:
+            raise unreachable(f"task {record.id}")
         args = {"task_id": record.id, "reason": reason}
         return bool(await self._elsewhere.ask(record.owner, "task.stop", args, f"task {record.id}"))
 
