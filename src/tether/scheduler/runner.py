@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -140,9 +139,8 @@ class RunExecutor:
         except Exception as exc:
             log.warning("cron run %s of job %s failed: %s", run_id, spec.id, exc)
             status, error = "error", str(exc) or type(exc).__name__
-        await self._finish(run_id, status, error)
-        if status != "success":
-            self.tell_failed(spec.id or "", run_id, status, error)
+        failed = status != "success"
+        await self._finish(run_id, status, error, spec.id or "" if failed else None)
 
     def tell_failed(self, job_id: str, run_id: str, status: str, error: str | None) -> None:
         """Notify (webhooks) that a run ended other than ``success``."""
@@ -203,12 +201,21 @@ class RunExecutor:
         parts = [f"{c.tool_name} ({c.end_reason or 'denied'})" for c in reversed(denied)]
         return f"{len(denied)} tool call(s) denied: " + ", ".join(parts)
 
-    async def _finish(self, run_id: str, status: str, error: str | None) -> None:
+    async def _finish(
+        self, run_id: str, status: str, error: str | None, failed_job: str | None = None
+    ) -> None:
         """Record the run's end, now or once the store takes it (see ``ends``); a stop
-        or an exit waits for the run's turn, not for the disk."""
-        finish = functools.partial(
-            self._runs.finish_run, run_id, status, error, self._clock().timestamp()
-        )
+        or an exit waits for the run's turn, not for the disk. With ``failed_job``, the
+        end is announced (cron.run_failed) once stored, if it is the run's: not when
+        another end stood first (a survivor ended the run "node lost", and said so,
+        while this node was cut off)."""
+        now = self._clock().timestamp()
+
+        async def finish() -> None:
+            ended = await self._runs.finish_run(run_id, status, error, now)
+            if ended and failed_job is not None:
+                self.tell_failed(failed_job, run_id, status, error)
+
         await self.ends.store(finish, f"the end of cron run {run_id}")
 
 

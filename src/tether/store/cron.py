@@ -206,13 +206,20 @@ class CronRepository:
                 sa.update(cron_runs).where(cron_runs.c.id == run_id).values(task_id=task_id)
             )
 
-    async def finish_run(self, run_id: str, status: str, error: str | None, now: float) -> None:
+    async def finish_run(self, run_id: str, status: str, error: str | None, now: float) -> bool:
+        """Record the run's end, unless it has one: the first end stands (a survivor may
+        have ended it "node lost" while its node was cut off). False if another end
+        stands; True also for a run that is gone (its job deleted meanwhile)."""
         async with self._db.write() as conn:
-            await conn.execute(
+            done = await conn.execute(
                 sa.update(cron_runs)
                 .where(cron_runs.c.id == run_id, cron_runs.c.status == "running")
                 .values(status=status, error=error, finished_at=now)
             )
+            if done.rowcount:
+                return True
+            gone = sa.select(cron_runs.c.id).where(cron_runs.c.id == run_id)
+            return await conn.scalar(gone) is None
 
     async def running_owners(self) -> set[str | None]:
         """The owners (servers) of runs in progress."""

@@ -34,11 +34,11 @@ class RefusingEnds:
         monkeypatch.setattr(node.store.cron, "finish_run", self)
         monkeypatch.setattr(until_stored, "FIRST_WAIT", 0.01)
 
-    async def __call__(self, *args: Any) -> None:
+    async def __call__(self, *args: Any) -> bool:
         if self.full:
             self.refused.set()
             raise OutOfStorage("the database cannot be written (database or disk is full)")
-        await self._finish_run(*args)
+        return await self._finish_run(*args)
 
 
 async def test_a_run_end_refused_by_the_store_is_stored_once_it_has_room(
