@@ -28,6 +28,7 @@ from core_support import (
 )
 from helpers import register_mock_provider
 from keeper_restarts import rest, stream
+from security_support import output_text
 
 from disk_support import fill, needs_root, small_disk
 from tether.keeper import layout
@@ -239,8 +240,13 @@ def test_a_stream_of_a_call_whose_end_waits_for_room_ends_with_one_done(
     from memory now: the resume is a 204."""
     session, _, call = stack.start_shell("echo a; while [ ! -e gate ]; do sleep 0.05; done; echo b")
     call_id = call["tool_call_id"]
-    directory = layout.call_dir(stack.server.home, call_id)
-    wait_for((directory / layout.SPEC_NAME).exists, what="the call to start under the runner")
+    # The disk fills once "a" is in the call's output file (whose block then takes "b"
+    # too): filled sooner, a loaded machine's sandbox had not printed it yet, and the
+    # call's output was lost whole to the full disk (the stream held only done).
+    wait_for(
+        lambda: output_text(stack.server, session, call_id) == "a\n",
+        what="the call's first line to reach the server",
+    )
     filler = _fill_for_the_database(disk, stack.server.home / "tether.db")
     open_gate(stack, "gate")
     stack.wait_completed(session, call_id, timeout=30)
