@@ -48,9 +48,14 @@ def running_call(call_id: str = "c1", session_id: str = "s1") -> LiveCall:
     )
 
 
-def coordinator_on(launcher: Any, store: Any, workdir: Path) -> ToolCallCoordinator:
-    """A coordinator of the small configuration on ``launcher`` and ``store``."""
-    return ToolCallCoordinator(store, small_config(), workdir, (), no_delivery, launcher=launcher)
+def coordinator_on(
+    store: Any, workdir: Path, launcher: Any = None, **changes: Any
+) -> ToolCallCoordinator:
+    """A coordinator on ``store`` (and ``launcher``: the default one if None) of the small
+    configuration, with ``changes``."""
+    return ToolCallCoordinator(
+        store, small_config(**changes), workdir, (), no_delivery, launcher=launcher
+    )
 
 
 def launching_tool(workdir: Path) -> Tool:

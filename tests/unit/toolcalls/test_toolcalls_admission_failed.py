@@ -9,12 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from coordinator_parts import no_delivery, small_config
+from coordinator_parts import coordinator_on
 from test_toolcalls_offload_while_ending import OneRow
 
 from tether.errors import OutOfStorage
 from tether.toolcalls.call import Admission, Invocation
-from tether.toolcalls.coordinator import ToolCallCoordinator
 from tether.tools.base import RunContext, Tool, ToolResult
 
 FULL = "the database cannot be written (database or disk is full)"
@@ -22,13 +21,7 @@ FULL = "the database cannot be written (database or disk is full)"
 
 async def test_a_call_whose_approval_wait_fails_ends_error(tmp_path: Path) -> None:
     store = OneRow()
-    coordinator = ToolCallCoordinator(
-        store,  # type: ignore[arg-type]
-        small_config(),
-        tmp_path,
-        (),
-        no_delivery,
-    )
+    coordinator = coordinator_on(store, tmp_path)
     ran: list[Mapping[str, Any]] = []
 
     async def run(args: Mapping[str, Any], ctx: RunContext) -> ToolResult:

@@ -10,12 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from coordinator_parts import no_delivery, small_config
+from coordinator_parts import coordinator_on
 from test_toolcalls_extend_while_starting import HeldProcess
 from test_toolcalls_limits import SlowWritingStore
 
 from tether.toolcalls.call import CallOutcome, Invocation
-from tether.toolcalls.coordinator import ToolCallCoordinator
 from tether.toolcalls.launcher import EndCause, LaunchedProcess, LaunchSpec
 from tether.tools.base import RunContext, Tool, ToolResult
 from tether.tools.shell import describe_exit
@@ -57,9 +56,7 @@ async def _run(
 ) -> CallOutcome:
     launcher = OneTreeLauncher(process, stop_ends_it)
     store: Any = SlowWritingStore()
-    coordinator = ToolCallCoordinator(
-        store, small_config(), tmp_path, (), no_delivery, launcher=launcher
-    )
+    coordinator = coordinator_on(store, tmp_path, launcher)
 
     async def run(args: Mapping[str, Any], ctx: RunContext) -> ToolResult:
         tree = await ctx.launch(("/bin/true",), tmp_path, {})

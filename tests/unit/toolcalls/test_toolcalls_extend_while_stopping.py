@@ -10,12 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from coordinator_parts import no_delivery, small_config
+from coordinator_parts import coordinator_on
 from test_toolcalls_extend_while_starting import HeldProcess
 from test_toolcalls_limits import SlowWritingStore
 
 from tether.toolcalls.call import Invocation
-from tether.toolcalls.coordinator import ToolCallCoordinator
 from tether.toolcalls.errors import ToolCallConflict
 from tether.toolcalls.launcher import LaunchedProcess, LaunchSpec
 from tether.tools.base import RunContext, Tool, ToolResult
@@ -39,9 +38,7 @@ class GracefulLauncher:
 async def start_held(tmp_path: Path, timeout: float) -> tuple[Any, GracefulLauncher, Any]:
     launcher = GracefulLauncher()
     store: Any = SlowWritingStore()
-    coordinator = ToolCallCoordinator(
-        store, small_config(), tmp_path, (), no_delivery, launcher=launcher
-    )
+    coordinator = coordinator_on(store, tmp_path, launcher)
 
     async def run(args: Mapping[str, Any], ctx: RunContext) -> ToolResult:
         process = await ctx.launch(("/bin/true",), tmp_path, {})

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from coordinator_parts import no_delivery, small_config
+from coordinator_parts import coordinator_on
 from test_toolcalls_offload_while_ending import OneRow
 
 from tether.errors import OutOfStorage
@@ -41,13 +41,7 @@ async def held(tmp_path: Path) -> AsyncIterator[tuple[ToolCallCoordinator, FullD
     """A coordinator running call ``c1`` (session ``s``, kill deadline a minute away)
     until the test ends; its store fills when told."""
     store = FullDisk()
-    coordinator = ToolCallCoordinator(
-        store,  # type: ignore[arg-type]
-        small_config(),
-        tmp_path,
-        (),
-        no_delivery,
-    )
+    coordinator = coordinator_on(store, tmp_path)
     returns = asyncio.Event()
 
     async def run(args: Mapping[str, Any], ctx: RunContext) -> ToolResult:
@@ -98,13 +92,7 @@ async def test_a_deadline_move_the_store_refuses_leaves_the_kill_deadline_standi
     call ran on past its kill deadline, waited on by its turn)."""
     store = FullDisk()
     store.full = True  # from the start: nothing but the move writes before the kill
-    coordinator = ToolCallCoordinator(
-        store,  # type: ignore[arg-type]
-        small_config(offload_after=0.0),
-        tmp_path,
-        (),
-        no_delivery,
-    )
+    coordinator = coordinator_on(store, tmp_path, offload_after=0.0)
     cancelled = asyncio.Event()
 
     async def endless(args: Mapping[str, Any], ctx: RunContext) -> ToolResult:

@@ -10,11 +10,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from coordinator_parts import coordinator_on, launching_tool, no_delivery, small_config
+from coordinator_parts import coordinator_on, launching_tool
 from test_toolcalls_stop_while_ending import Launcher, RecordingStore
 
 from tether.toolcalls.call import CallInfo, Invocation
-from tether.toolcalls.coordinator import ToolCallCoordinator
 from tether.toolcalls.errors import ToolCallConflict
 from tether.tools.base import RunContext, Tool, ToolResult
 
@@ -66,13 +65,7 @@ async def test_an_offload_asked_as_the_tool_returns_leaves_no_offload_reason(
     tmp_path: Path,
 ) -> None:
     store = OneRow()
-    coordinator = ToolCallCoordinator(
-        store,  # type: ignore[arg-type]
-        small_config(),
-        tmp_path,
-        (),
-        no_delivery,
-    )
+    coordinator = coordinator_on(store, tmp_path)
     returns = asyncio.Event()
 
     async def held(args: Mapping[str, Any], ctx: RunContext) -> ToolResult:
@@ -105,7 +98,7 @@ async def test_an_offload_while_the_end_is_recorded_is_refused(tmp_path: Path) -
     202 and left ``offload_reason: "user"`` on that result."""
     launcher = Launcher()
     store = RecordingStore()
-    coordinator = coordinator_on(launcher, store, tmp_path)
+    coordinator = coordinator_on(store, tmp_path, launcher)
     tool = launching_tool(tmp_path)
     inv = Invocation("c1", "s", "t1", "default", "held", {})
     call = asyncio.ensure_future(coordinator.run(inv, tool))

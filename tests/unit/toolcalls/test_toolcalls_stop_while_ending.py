@@ -58,7 +58,7 @@ async def test_a_cancel_while_a_finished_call_is_recorded_changes_nothing(
 ) -> None:
     launcher = Launcher()
     store = RecordingStore()
-    coordinator = coordinator_on(launcher, store, tmp_path)
+    coordinator = coordinator_on(store, tmp_path, launcher)
     tool = launching_tool(tmp_path)
     call = asyncio.ensure_future(
         coordinator.run(Invocation("c1", "s", "t1", "default", "held", {}), tool)
