@@ -131,9 +131,12 @@ class CallRecorder:
         await self._repo.update(call.call_id, session_id=call.session_id, **_wall_deadlines(call))
 
     async def record_process(self, call: LiveCall) -> None:
-        """Store the call's process group, so a later start can reap it after a crash."""
+        """Store the call's process group, so a later start can reap it after a crash;
+        a write the store refuses for a while (a full disk) is tried again until it lands
+        (the group unrecorded, a crash meanwhile would leave the call's tree running)."""
         if call.process is not None:
-            await self._repo.update(call.call_id, pgid=call.process.pgid)
+            write = functools.partial(self._repo.update, call.call_id, pgid=call.process.pgid)
+            await self._later.store(write, f"the process group of call {call.call_id}")
 
     async def finish(
         self, call: LiveCall, end_state: EndState, summary: str, observer: CallObserver | None
